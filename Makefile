@@ -1,0 +1,33 @@
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench bench-detection install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch 2.13.0 (CPU build, local disk) first, so nothing later pulls a CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[spectral,dask,hf,lightning,wandb,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m wtwin.daemon.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench
+
+bench-detection: $(STAMP)
+	$(BIN)/python tests/bench/detection.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

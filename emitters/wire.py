@@ -1,0 +1,215 @@
+"""Wire protocol v1: the one definition both the emitter and the daemon use.
+
+Frames are msgpack maps sent DEALER -> ROUTER. Every event carries ``v``, ``type``,
+``run`` and a per-emitter ``seq``; a frame may instead be a ``batch`` of events.
+This module imports only msgpack (and the stdlib): it is on the trainer's side.
+
+``decode(frame)`` returns ``(events, rejects)``: the valid events as plain dicts and
+one reason string per rejected event. It never raises on bad input. Reasons are a
+closed set (``REJECT_REASONS``) so the daemon can count them as bounded labels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgpack
+
+VERSION = 1
+DEFAULT_MAX_FRAME_BYTES = 1 << 20
+MAX_BATCH_EVENTS = 10_000
+MAX_RUN_LEN = 200
+MAX_STR_LEN = 4096
+
+EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end")
+REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
+RUN_END_STATUSES = ("completed", "failed", "killed")
+CHECKPOINT_FORMATS = ("torch", "safetensors")
+CHECKPOINT_WANTS = ("analyze", "project")
+
+REJECT_REASONS = (
+    "oversized",
+    "undecodable",
+    "not_a_map",
+    "bad_version",
+    "unknown_type",
+    "missing_field",
+    "bad_type",
+    "bad_value",
+    "nonfinite_step",
+    "bad_batch",
+)
+
+
+class WireError(ValueError):
+    """A frame or event that breaks protocol v1; ``reason`` is in REJECT_REASONS."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+_NUM = (int, float)
+_STR = (str,)
+_MAP = (dict,)
+_LIST = (list, tuple)
+_INT = (int,)
+
+# type -> (required fields, optional fields); each field -> accepted python types
+SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
+    "run_start": ({}, {"config": _MAP, "preset": _STR, "resumed_from": _STR}),
+    "loss": (
+        {"step": _INT, "loss": _NUM},
+        {"lr": _NUM, "grad_norm": _NUM, "tokens": _NUM, "rank": _INT},
+    ),
+    "eval": ({"step": _INT, "metrics": _MAP}, {}),
+    "checkpoint": (
+        {"step": _INT, "path": _STR},
+        {"format": _STR, "epoch": _INT, "want": _LIST},
+    ),
+    "heartbeat": ({}, {"dropped": _INT}),
+    "run_end": ({}, {"status": _STR}),
+}
+_COMMON_OPTIONAL = {"ts": _NUM, "emitter": _STR}
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """Pack one frame (event, batch or reply)."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode_batch(events: list[dict[str, Any]], emitter: str | None = None) -> bytes:
+    frame: dict[str, Any] = {"v": VERSION, "type": "batch", "events": events}
+    if emitter is not None:
+        frame["emitter"] = emitter
+    return msgpack.packb(frame, use_bin_type=True)
+
+
+def unpack(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Any:
+    """Size check *before* decoding, then msgpack; raises WireError."""
+    if len(frame) > max_bytes:
+        raise WireError("oversized", f"frame of {len(frame)} bytes exceeds {max_bytes}")
+    try:
+        return msgpack.unpackb(frame, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise WireError("undecodable", f"not msgpack: {type(exc).__name__}") from None
+
+
+def decode(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> tuple[list[dict], list[str]]:
+    """Decode and validate a frame. Returns (valid events, reject reasons)."""
+    try:
+        obj = unpack(frame, max_bytes)
+    except WireError as exc:
+        return [], [exc.reason]
+    if type(obj) is not dict:
+        return [], ["not_a_map"]
+    if obj.get("type") != "batch":
+        try:
+            return [validate(obj)], []
+        except WireError as exc:
+            return [], [exc.reason]
+    return _decode_batch(obj)
+
+
+def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
+    if obj.get("v") != VERSION:
+        return [], ["bad_version"]
+    inner = obj.get("events")
+    if type(inner) is not list or len(inner) > MAX_BATCH_EVENTS:
+        return [], ["bad_batch"]
+    emitter = obj.get("emitter")
+    events, rejects = [], []
+    for ev in inner:
+        if type(ev) is not dict:
+            rejects.append("not_a_map")
+            continue
+        if emitter is not None and "emitter" not in ev:
+            ev["emitter"] = emitter
+        try:
+            events.append(validate(ev))
+        except WireError as exc:
+            rejects.append(exc.reason)
+    return events, rejects
+
+
+def validate(ev: dict) -> dict:
+    """Check one event against SCHEMA; returns it unchanged or raises WireError."""
+    if ev.get("v") != VERSION:
+        raise WireError("bad_version", f"v={ev.get('v')!r}, this daemon speaks {VERSION}")
+    kind = ev.get("type")
+    schema = SCHEMA.get(kind) if type(kind) is str else None
+    if schema is None:
+        raise WireError("unknown_type", f"type={kind!r}")
+    run = ev.get("run")
+    if type(run) is not str or not 0 < len(run) <= MAX_RUN_LEN:
+        raise WireError("missing_field" if run is None else "bad_type", "run must be a 1..200 char string")
+    seq = ev.get("seq")
+    if type(seq) is not int or seq < 0:
+        raise WireError("missing_field" if seq is None else "bad_type", "seq must be a non-negative int")
+    required, optional = schema
+    for name, types in required.items():
+        val = ev.get(name)
+        if val is None:
+            raise WireError("missing_field", f"{kind}.{name} is required")
+        _check_type(kind, name, val, types)
+    for table in (optional, _COMMON_OPTIONAL):
+        for name, types in table.items():
+            val = ev.get(name)
+            if val is not None:
+                _check_type(kind, name, val, types)
+    check = _EXTRA_CHECKS.get(kind)
+    if check is not None:
+        check(ev)
+    return ev
+
+
+def _check_type(kind: str, name: str, val: Any, types: tuple) -> None:
+    if type(val) is bool or not isinstance(val, types):
+        if name == "step" and type(val) is float and not math.isfinite(val):
+            raise WireError("nonfinite_step", f"{kind}.step={val!r}")
+        raise WireError("bad_type", f"{kind}.{name} has type {type(val).__name__}")
+    if type(val) is str and len(val) > MAX_STR_LEN:
+        raise WireError("bad_value", f"{kind}.{name} longer than {MAX_STR_LEN}")
+
+
+def _check_loss(ev: dict) -> None:
+    if ev["step"] < 0:
+        raise WireError("bad_value", "loss.step must be >= 0")
+
+
+def _check_eval(ev: dict) -> None:
+    for key, val in ev["metrics"].items():
+        if type(key) is not str or type(val) is bool or not isinstance(val, _NUM):
+            raise WireError("bad_type", "eval.metrics must map names to numbers")
+
+
+def _check_checkpoint(ev: dict) -> None:
+    fmt = ev.get("format")
+    if fmt is not None and fmt not in CHECKPOINT_FORMATS:
+        raise WireError("bad_value", f"checkpoint.format must be one of {CHECKPOINT_FORMATS}")
+    for want in ev.get("want") or ():
+        if want not in CHECKPOINT_WANTS:
+            raise WireError("bad_value", f"checkpoint.want items must be in {CHECKPOINT_WANTS}")
+
+
+def _check_run_end(ev: dict) -> None:
+    status = ev.get("status")
+    if status is not None and status not in RUN_END_STATUSES:
+        raise WireError("bad_value", f"run_end.status must be one of {RUN_END_STATUSES}")
+
+
+_EXTRA_CHECKS = {
+    "loss": _check_loss,
+    "eval": _check_eval,
+    "checkpoint": _check_checkpoint,
+    "run_end": _check_run_end,
+}
+
+
+def reply(kind: str, **fields: Any) -> bytes:
+    """Daemon -> emitter frame: ack, alert, projection_ready or error."""
+    if kind not in REPLY_TYPES:
+        raise ValueError(f"unknown reply type {kind!r}")
+    return msgpack.packb({"v": VERSION, "type": kind, **fields}, use_bin_type=True)
