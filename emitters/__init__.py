@@ -1,0 +1,37 @@
+"""wtwin.emitters: the trainer side. Imports only pyzmq and msgpack.
+
+    emit = wtwin.emitters.connect(run="gpt-7b-lr3e-4")
+    emit.loss(step, loss, lr=lr)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .emitter import DEFAULT_ENDPOINT, Emitter, NullEmitter, default_endpoint
+
+__all__ = ["connect", "Emitter", "NullEmitter", "DEFAULT_ENDPOINT", "default_endpoint"]
+
+
+def _is_rank_zero() -> bool:
+    for var in ("RANK", "LOCAL_RANK"):
+        val = os.environ.get(var)
+        if val not in (None, "", "0"):
+            return False
+    return True
+
+
+def connect(endpoint: str | None = None, run: str | None = None, *, all_ranks: bool = False,
+            **config) -> Emitter | NullEmitter:
+    """Return an emitter for ``run`` (a generated id, printed once, when omitted).
+
+    Disabled (a `NullEmitter`) when ``WTWIN_DISABLE=1`` or, unless ``all_ranks``, on
+    any process whose ``RANK``/``LOCAL_RANK`` is not 0.
+    """
+    if os.environ.get("WTWIN_DISABLE", "") not in ("", "0") or not (all_ranks or _is_rank_zero()):
+        return NullEmitter(run=run)
+    emitter = Emitter(endpoint, run, **config)
+    if run is None:
+        print(f"wtwin: run id {emitter.run} -> {emitter.endpoint}", file=sys.stderr)
+    return emitter

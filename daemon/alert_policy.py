@@ -1,0 +1,69 @@
+"""Turn detector findings into alert transitions: firing -> resolved, per (run, kind).
+
+Pure: the caller passes ``now`` (Unix seconds). A kind fires on its first active
+finding, stays deduplicated while active (a higher severity upgrades it), and resolves
+on the first inactive finding. After a resolve, the same kind cannot fire again until
+``cooldown_s`` has passed, so a flapping condition pages once.
+"""
+
+from __future__ import annotations
+
+from wtwin.sinks.alert import SEVERITIES, Alert
+
+from .detectors import Finding
+
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+class AlertPolicy:
+    def __init__(self, run: str, *, cooldown_s: float = 60.0) -> None:
+        if cooldown_s < 0:
+            raise ValueError(f"cooldown_s must be >= 0, got {cooldown_s!r}")
+        self.run = run
+        self.cooldown_s = cooldown_s
+        self._firing: dict[str, Alert] = {}
+        self._resolved_at: dict[str, float] = {}
+
+    @property
+    def firing(self) -> dict[str, Alert]:
+        return self._firing
+
+    def apply(self, finding: Finding, now: float, *, loss=None, forecast=None, W=None) -> Alert | None:
+        """Return the transition this finding causes, or None."""
+        current = self._firing.get(finding.kind)
+        if finding.active:
+            if current is not None:
+                if _RANK[finding.severity] <= _RANK[current.severity]:
+                    return None
+            elif now - self._resolved_at.get(finding.kind, -1e18) < self.cooldown_s:
+                return None
+            alert = Alert(run=self.run, kind=finding.kind, severity=finding.severity,
+                          status="firing", step=finding.step,
+                          started_at=current.started_at if current else now,
+                          message=finding.message, loss=_f(loss), forecast=_f(forecast), W=_f(W))
+            self._firing[finding.kind] = alert
+            return alert
+        if current is None:
+            return None
+        del self._firing[finding.kind]
+        self._resolved_at[finding.kind] = now
+        return Alert(run=self.run, kind=current.kind, severity=current.severity,
+                     status="resolved", step=finding.step, started_at=current.started_at,
+                     ended_at=now, message=finding.message or current.message,
+                     loss=_f(loss), forecast=_f(forecast), W=_f(W))
+
+    def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
+        return [a for kind in list(self._firing)
+                if (a := self.apply(Finding(kind, "info", False, step, message), now))]
+
+    def snapshot(self) -> dict:
+        return {"firing": {k: a.to_dict() for k, a in self._firing.items()},
+                "resolved_at": dict(self._resolved_at)}
+
+    def restore(self, snap: dict) -> None:
+        self._firing = {k: Alert.from_dict(d) for k, d in snap["firing"].items()}
+        self._resolved_at = dict(snap["resolved_at"])
+
+
+def _f(x):
+    return None if x is None else float(x)

@@ -1,0 +1,49 @@
+"""`wtwind`: run the daemon in the foreground, or check its config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from .errors import ConfigError
+from .version import __version__
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wtwind", description="wtwin daemon: watches training runs")
+    p.add_argument("--config", "-c", metavar="PATH", help="TOML config (default: embedded defaults)")
+    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--version", action="version", version=f"wtwind {__version__}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from . import config as config_mod
+
+    try:
+        cfg = config_mod.load(args.config)
+    except ConfigError as exc:
+        print(f"wtwind: config error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"wtwind: config OK ({args.config or 'embedded defaults'})")
+        return 0
+    from .logsetup import configure
+    from .server import Server
+
+    configure(cfg.log.level, cfg.log.format)
+    try:
+        return asyncio.run(_run(Server, cfg))
+    except ConfigError as exc:
+        print(f"wtwind: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _run(server_cls, cfg) -> int:
+    return await server_cls(cfg).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""wtwind's configuration: one TOML file -> frozen dataclasses; env overrides.
+
+Every section is a keyword-only frozen dataclass that checks itself in
+``__post_init__``. ``load()`` is the only place that reads the environment:
+``WTWIND_<SECTION>__<KEY>=value`` overrides a key (``WTWIND_HTTP__PORT=9500``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from wtwin.emitters.emitter import DEFAULT_ENDPOINT
+from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
+
+from .configload import apply_env, build
+from .errors import ConfigError
+
+
+def _require(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListenConfig:
+    """Where the ROUTER socket binds, and how much it accepts."""
+
+    endpoints: tuple[str, ...] = (DEFAULT_ENDPOINT, "tcp://127.0.0.1:5557")
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ipc_mode: str = "0660"
+    ipc_group: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
+        for ep in self.endpoints:
+            _require(ep.startswith(("tcp://", "ipc://")),
+                     f"endpoints: {ep!r} must start with tcp:// or ipc://")
+        _require(1024 <= self.max_frame_bytes <= 1 << 30,
+                 "max_frame_bytes: must be between 1024 and 2^30 bytes")
+        _require(len(self.ipc_mode) in (3, 4) and all(c in "01234567" for c in self.ipc_mode),
+                 f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpConfig:
+    """The one HTTP port: /metrics, /healthz, /readyz (and the run pages)."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+
+    def __post_init__(self) -> None:
+        _require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionConfig:
+    """Which detector preset new runs get, and when a silent run counts as stalled."""
+
+    preset: str = "pretraining"
+    stall_after_s: float = 300.0
+    cooldown_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        from .detectors import PRESETS
+
+        _require(self.preset in PRESETS, f"preset: {self.preset!r} is not one of {PRESETS}")
+        _require(self.stall_after_s > 0, "stall_after_s: must be > 0 seconds")
+        _require(self.cooldown_s >= 0, "cooldown_s: must be >= 0 seconds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunsConfig:
+    """Bounds on the run table and on per-run metric series."""
+
+    max_runs: int = 100_000
+    idle_ttl_s: float = 24 * 3600.0
+    ended_ttl_s: float = 600.0
+    max_series_runs: int = 1000
+
+    def __post_init__(self) -> None:
+        _require(self.max_runs >= 1, "max_runs: must be >= 1")
+        _require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
+        _require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogConfig:
+    level: str = "info"
+    format: str = "auto"
+
+    def __post_init__(self) -> None:
+        _require(self.level in ("debug", "info", "warning", "error"),
+                 f"level: {self.level!r} is not one of debug, info, warning, error")
+        _require(self.format in ("auto", "json", "console"),
+                 f"format: {self.format!r} is not one of auto, json, console")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonConfig:
+    listen: ListenConfig = field(default_factory=ListenConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
+    detection: DetectionConfig = field(default_factory=DetectionConfig)
+    runs: RunsConfig = field(default_factory=RunsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    shutdown_timeout_s: float = 10.0
+    tick_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")
+        _require(0 < self.tick_s <= 60, "tick_s: must be in (0, 60] seconds")
+
+
+def load(path: str | os.PathLike | None = None,
+         environ: Mapping[str, str] | None = None) -> DaemonConfig:
+    """Read ``path`` (or embedded defaults when None), overlay the environment."""
+    environ = os.environ if environ is None else environ
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p}: cannot read config: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    return build(DaemonConfig, apply_env(data, environ))
+
+
+def resolve_secret(name: str, *, env: str | None, file: str | None,
+                   environ: Mapping[str, str] | None = None) -> str | None:
+    """A secret by reference: the variable ``env`` or the contents of ``file``."""
+    environ = os.environ if environ is None else environ
+    if env:
+        if env not in environ:
+            raise ConfigError(f"{name}: environment variable {env} is not set")
+        return environ[env]
+    if file:
+        try:
+            return Path(file).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{name}: cannot read secret file {file}: {exc.strerror}") from None
+    return None

@@ -1,0 +1,116 @@
+"""`make demo`: a real wtwind catches a degrading run published by a simulated trainer.
+
+Starts ``wtwind`` as a subprocess with embedded defaults (only the endpoints and HTTP
+port moved to a private temp dir / free port so it cannot collide with a running
+daemon), streams a healthy run and a run whose loss starts degrading part-way, waits
+for the daemon's alert, shows the alert line and its Prometheus series, then stops the
+daemon with SIGTERM and checks it exited cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from wtwin.emitters import connect
+
+STEPS = 6000
+ONSET = 3500
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def curve(t: int, rng: random.Random, degrade: bool) -> float:
+    loss = 2.0 + 8.0 * (t + 50) ** -0.45 + rng.gauss(0, 0.03)
+    if degrade and t > ONSET:
+        loss += 0.00025 * (t - ONSET)  # a slow, sustained drift upward
+    return loss
+
+
+def wait_http(url: str, deadline: float) -> str | None:
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                return r.read().decode()
+        except OSError:
+            time.sleep(0.1)
+    return None
+
+
+def main() -> int:
+    tmp = tempfile.mkdtemp(prefix="wtwin-demo-")
+    port = free_port()
+    endpoint = f"ipc://{tmp}/wtwind.sock"
+    env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=endpoint, WTWIND_HTTP__PORT=str(port),
+               WTWIND_LOG__FORMAT="json")
+    daemon = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli"], env=env,
+                              stderr=subprocess.PIPE, text=True)
+    metrics_url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        if wait_http(f"http://127.0.0.1:{port}/readyz", time.monotonic() + 30) is None:
+            daemon.kill()
+            print("demo: wtwind did not become ready:\n" + daemon.communicate()[1], file=sys.stderr)
+            return 1
+        print(f"wtwind is up: {endpoint}, metrics at {metrics_url}")
+        caught = stream(endpoint, metrics_url)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            _, err = daemon.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            _, err = daemon.communicate()
+    for line in err.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") == "alert":
+            print(f"ALERT  run={rec['run']} step={rec['step']} kind={rec['kind']} "
+                  f"severity={rec['severity']} status={rec['status']}: {rec.get('message', '')}")
+    print(f"wtwind exited with status {daemon.returncode}")
+    if not caught:
+        print("demo: the degrading run was NOT caught", file=sys.stderr)
+        return 1
+    return 0 if daemon.returncode == 0 else 1
+
+
+def stream(endpoint: str, metrics_url: str) -> bool:
+    rng = random.Random(42)
+    healthy = connect(endpoint, run="demo-healthy", config={"model": "toy", "lr": 3e-4})
+    degrading = connect(endpoint, run="demo-degrading", config={"model": "toy", "lr": 3e-4})
+    print(f"streaming {STEPS} steps of two runs; demo-degrading starts drifting at step {ONSET}")
+    for t in range(1, STEPS + 1):
+        healthy.loss(t, curve(t, rng, False))
+        degrading.loss(t, curve(t, rng, True))
+        if t % 200 == 0:
+            time.sleep(0.01)
+    deadline = time.monotonic() + 30
+    series = []
+    while time.monotonic() < deadline and not series:
+        body = wait_http(metrics_url, deadline) or ""
+        series = [l for l in body.splitlines() if l.startswith("wtwind_run_alert_active{")]
+        time.sleep(0.2)
+    healthy.close()
+    degrading.close()
+    for line in series:
+        print(f"prometheus: {line}")
+    return any('run="demo-degrading"' in l for l in series) and not any(
+        'run="demo-healthy"' in l for l in series)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

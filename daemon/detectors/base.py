@@ -1,0 +1,74 @@
+"""What every detector shares: argument checks, clone/repr, exact snapshots, the registry.
+
+A detector stores its constructor arguments under their own names and its learned state
+in attributes prefixed ``_`` holding only plain Python values (floats, ints, bools,
+strings, lists, dicts of those), so ``snapshot()`` is msgpack/JSON-safe and
+``restore()`` is exact.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from typing import Any, ClassVar
+
+from wtwin.daemon.errors import ConfigError
+
+REGISTRY: dict[str, type["Detector"]] = {}
+
+
+def register(cls: type["Detector"]) -> type["Detector"]:
+    """Class decorator: make ``cls`` available as ``REGISTRY[cls.name]``."""
+    if cls.name in REGISTRY:
+        raise ConfigError(f"detector name {cls.name!r} registered twice")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def check(ok: bool, name: str, value: Any, what: str) -> None:
+    """Raise `ConfigError` naming argument ``name`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"{name} must be {what}, got {value!r}")
+
+
+def positive(name: str, value: Any) -> None:
+    check(isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and value > 0, name, value, "a finite number > 0")
+
+
+def fraction(name: str, value: Any, lo: float = 0.0, hi: float = 1.0) -> None:
+    check(isinstance(value, (int, float)) and lo < value < hi, name, value, f"in ({lo}, {hi})")
+
+
+def decay(dt: float, halflife: float) -> float:
+    """EWMA weight of the old value after ``dt`` steps with a half-life in steps."""
+    return 0.5 ** (max(dt, 0.0) / halflife)
+
+
+class Detector:
+    """Base class: subclasses set ``name`` and implement ``update``."""
+
+    name: ClassVar[str] = ""
+
+    def _params(self) -> dict[str, Any]:
+        sig = inspect.signature(type(self).__init__)
+        return {p: getattr(self, p) for p in sig.parameters if p != "self"}
+
+    def clone(self) -> "Detector":
+        """A fresh detector with the same arguments and no learned state."""
+        return type(self)(**self._params())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({args})"
+
+    def snapshot(self) -> dict[str, Any]:
+        """Learned state as plain values; `restore` of it gives back an identical detector."""
+        return {k: copy.deepcopy(v) for k, v in vars(self).items() if k.startswith("_")}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        for k, v in snap.items():
+            if not k.startswith("_") or not hasattr(self, k):
+                raise ConfigError(f"snapshot key {k!r} is not state of {self.name}")
+            setattr(self, k, copy.deepcopy(v))

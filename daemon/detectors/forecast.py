@@ -1,0 +1,230 @@
+"""`forecast`: the W-Twin detector done right: a robust scaling-law forecast and a CUSUM.
+
+Each update adds the loss to a bounded, log-spaced summary of the history (bins a fixed
+ratio wide in step; bins older than ``fit_from`` x the current step are dropped). On a
+geometric schedule (every ``refit_ratio`` x in step, at least ``refit_min`` steps apart)
+the law is refitted jointly (robust soft-L1 `least_squares`) on the bins that end before
+the recent ``holdout`` window, so a slow drift is not absorbed into the baseline; refits
+are frozen while a deviation builds. The forecast's variance (parameter covariance) is
+added to the residual noise (EWMA of absolute residuals), so far-out extrapolation widens
+the band. The decision is a one-sided CUSUM of standardized residuals.
+
+When ``lr`` is passed, the law is Tissue et al.'s ``L0 + A S1^-alpha - C S2`` over the
+learning-rate area: warm-downs, restarts and constant-LR phases are forecast.
+
+>>> import random
+>>> rng = random.Random(1)
+>>> det = ForecastDetector()
+>>> for t in range(1, 6001):
+...     drift = 0.0002 * (t - 4000) if t > 4000 else 0.0
+...     s = det.update(t, 3.0 + 8.0 * t ** -0.4 + rng.gauss(0, 0.03) + drift)
+...     if s.alert:
+...         break
+>>> 4000 < s.step < 4600
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import laws
+from .base import Detector, check, decay, fraction, positive, register
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastState:
+    step: int
+    l_obs: float
+    l_pred: float | None = None
+    band_lo: float | None = None
+    band_hi: float | None = None
+    D: float | None = None
+    Q: float | None = None
+    T: float | None = None
+    W: float | None = None
+    S: float = 0.0
+    alert: bool = False
+
+
+# bin layout: [index, count, sum of x0, sum of x1, sum of y, last step]
+@register
+class ForecastDetector(Detector):
+    name = "forecast"
+    default_law = "power"
+
+    def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
+                 fit_from: float = 0.05, bin_ratio: float = 1.02, refit_ratio: float = 1.1,
+                 refit_min: int = 50, t0: float = 1.0, threshold: float = 60.0,
+                 allowance: float = 0.75, clip: float = 4.0, gate: float = 1.0,
+                 noise_halflife: float = 500.0, d_halflife: float = 50.0,
+                 band_z: float = 3.0, freeze: float = 0.3, anneal_decay: float = 0.999,
+                 law: str = "auto") -> None:
+        for name in ("warmup", "holdout_min", "refit_min"):
+            v = locals()[name]
+            check(isinstance(v, int) and v >= 1, name, v, "an int >= 1 (steps)")
+        for name in ("threshold", "allowance", "clip", "gate", "noise_halflife", "d_halflife",
+                     "band_z", "t0"):
+            positive(name, locals()[name])
+        fraction("holdout", holdout, 0.0, 0.9)
+        fraction("fit_from", fit_from, 0.0, 0.9)
+        fraction("freeze", freeze, 0.0, 1.0 + 1e-9)
+        fraction("anneal_decay", anneal_decay)
+        check(isinstance(bin_ratio, float) and 1.0 < bin_ratio <= 2.0, "bin_ratio", bin_ratio,
+              "a float in (1, 2]")
+        check(isinstance(refit_ratio, float) and 1.0 < refit_ratio <= 4.0, "refit_ratio",
+              refit_ratio, "a float in (1, 4]")
+        check(law in ("auto", "power", "exp", "schedule"), "law", law,
+              "one of 'auto', 'power', 'exp', 'schedule'")
+        self.warmup, self.holdout, self.holdout_min = warmup, holdout, holdout_min
+        self.fit_from, self.bin_ratio, self.refit_ratio = fit_from, bin_ratio, refit_ratio
+        self.refit_min, self.t0, self.threshold, self.allowance = refit_min, t0, threshold, allowance
+        self.clip, self.gate, self.noise_halflife, self.d_halflife = clip, gate, noise_halflife, d_halflife
+        self.band_z, self.freeze, self.anneal_decay, self.law = band_z, freeze, anneal_decay, law
+        self._lb = math.log(bin_ratio)
+        self._bins: list[list[float]] = []
+        self._last = None          # last step seen
+        self._s1 = 0.0             # summed learning rate
+        self._s2 = 0.0             # annealing area
+        self._mom = 0.0            # annealing momentum
+        self._lr = None            # last learning rate
+        self._law = None           # law of the current fit
+        self._p = None             # fitted parameters
+        self._cov = None           # their covariance
+        self._misfit = 0.0
+        self._noise = 0.0          # EWMA of |residual| (per point, loss units)
+        self._level = None         # EWMA of the loss before the first fit
+        self._next = float(warmup)
+        self._S = 0.0
+        self._D = 0.0
+        self._since = None         # step at which the current deviation started building
+        self._alarm = False
+        self._fits = 0
+
+    # --- summary -------------------------------------------------------------------
+    def _x(self, step: float) -> tuple:
+        if self._lr is None:
+            return (step + self.t0, 0.0)
+        return (self._s1 + 1e-12, self._s2)
+
+    def _add(self, step: int, x: tuple, y: float) -> None:
+        k = int(math.log(step + self.t0) / self._lb)
+        b = self._bins[-1] if self._bins else None
+        if b is None or b[0] != k:
+            self._bins.append([k, 1, x[0], x[1], y, step])
+            lo = self.fit_from * step
+            while len(self._bins) > 1 and self._bins[0][5] < lo:
+                self._bins.pop(0)
+        else:
+            b[1] += 1
+            b[2] += x[0]
+            b[3] += x[1]
+            b[4] += y
+            b[5] = step
+
+    def _schedule(self, step: int, lr: float | None) -> None:
+        if lr is None or not math.isfinite(lr):
+            return
+        dt = 1.0 if self._last is None else max(step - self._last, 0)
+        prev = lr if self._lr is None else self._lr
+        self._mom = self._mom * self.anneal_decay ** dt + (prev - lr)
+        self._s1 += lr * dt
+        self._s2 += self._mom * dt
+        if self._lr is None and self._bins:
+            self._bins = []   # the law changes with lr: start the summary again
+            self._p = None
+        self._lr = lr
+
+    # --- fit ------------------------------------------------------------------------
+    def _refit(self, step: int) -> None:
+        self._next = max(step * self.refit_ratio, step + self.refit_min)
+        upto = step - max(self.holdout * step, self.holdout_min)
+        rows = [b for b in self._bins if b[5] <= upto]
+        law = self.law if self.law != "auto" else ("schedule" if self._lr is not None
+                                                    else self.default_law)
+        if len(rows) < laws.NPARAMS[law] + 3:
+            return
+        a = np.array(rows, dtype=float)
+        n = a[:, 1]
+        X = a[:, 2:4] / n[:, None]
+        y = a[:, 4] / n
+        if law == "exp":
+            X = X - np.array([self.t0, 0.0])
+        scale = self._noise * 1.2533 if self._p is not None else float(
+            np.median(np.abs(np.diff(y))) + 1e-9) * math.sqrt(float(np.median(n)))
+        out = laws.fit(law, X, y, n, scale, self._p if law == self._law else None)
+        if out is None:
+            return
+        self._p, self._cov, self._misfit, resid_sd = out
+        if self._law is None:
+            self._noise = resid_sd / 1.2533
+        self._law = law
+        self._fits += 1
+
+    # --- update ---------------------------------------------------------------------
+    def update(self, step: int, loss: float, lr: float | None = None) -> ForecastState:
+        if not math.isfinite(loss):
+            return ForecastState(step=step, l_obs=loss, S=self._S)
+        if self._last is not None and step < self._last:
+            self._resume(step)
+        self._schedule(step, lr)
+        dt = 1.0 if self._last is None else step - self._last
+        self._last = step
+        x = self._x(step)
+        if self._p is None:
+            self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
+            self._add(step, x, loss)
+            if step >= self._next:
+                self._refit(step)
+            return ForecastState(step=step, l_obs=loss)
+        xl = (x[0] - self.t0, x[1]) if self._law == "exp" else x
+        pred, vpred = laws.predict(self._law, xl, self._p, self._cov)
+        sw = 1.2533 * self._noise
+        sd = math.sqrt(sw * sw + vpred + self._misfit ** 2) + 1e-12
+        r = loss - pred
+        z = r / sd
+        c = self.clip
+        zc = c if z > c else (-c if z < -c else z)
+        self._S = max(0.0, self._S + zc - self.allowance)
+        self._D += (1.0 - decay(dt, self.d_halflife)) * (zc - self._D)
+        building = self._S > self.freeze * self.threshold
+        if not building:
+            self._since = None
+            g = decay(dt, self.noise_halflife)
+            self._noise = g * self._noise + (1.0 - g) * min(abs(r), c * sw)
+        elif self._since is None:
+            self._since = step
+        self._add(step, x, pred + zc * sd)
+        W = self._S - self.threshold
+        self._alarm = W > 0 and self._D > self.gate
+        if step >= self._next and not self._alarm:
+            if not building:
+                self._refit(step)
+            elif step - self._since > max(self.holdout * step, self.holdout_min):
+                self._refit(step)      # the deviation had its window and did not confirm:
+                self._S = self._D = 0.0  # judge afresh against the new forecast
+                self._since = None
+        Q = (sw * sw) / (sw * sw + vpred + self._misfit ** 2 + 1e-300)
+        return ForecastState(step=step, l_obs=loss, l_pred=pred, band_lo=pred - self.band_z * sd,
+                             band_hi=pred + self.band_z * sd, D=self._D, Q=Q, T=self.threshold,
+                             W=W, S=self._S, alert=self._alarm)
+
+    def _resume(self, step: int) -> None:
+        """Steps went back: forget the summary past ``step`` and the building evidence."""
+        self._bins = [b for b in self._bins if b[5] <= step]
+        self._S = 0.0
+        self._D = 0.0
+        self._since = None
+        self._alarm = False
+        self._next = min(self._next, step + self.refit_min)
+
+
+@register
+class FinetuningDetector(ForecastDetector):
+    """`forecast` with the exponential-to-floor law: fine-tuning curves saturate fast."""
+
+    name = "finetuning"
+    default_law = "exp"

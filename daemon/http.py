@@ -1,0 +1,39 @@
+"""The daemon's one HTTP port: /metrics, /healthz, /readyz (other pages add routes)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+
+def build_app(server) -> web.Application:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(server.collector)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app["server"] = server
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        ready = server.ready and not server.stopping
+        return web.json_response({"ready": ready}, status=200 if ready else 503)
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1] if site._server else port
+    return runner, bound

@@ -1,0 +1,49 @@
+"""structlog configuration: JSON lines when stderr is not a TTY, console otherwise."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import structlog
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+           "error": logging.ERROR}
+
+
+def configure(level: str = "info", fmt: str = "auto", stream=None) -> None:
+    stream = stream or sys.stderr
+    console = fmt == "console" or (fmt == "auto" and stream.isatty())
+    renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        cache_logger_on_first_use=False,
+    )
+
+
+class RateLimited:
+    """Log an event at most once per ``interval_s`` per key, with the count suppressed."""
+
+    def __init__(self, log, interval_s: float = 10.0, clock=time.monotonic) -> None:
+        self.log = log
+        self.interval_s = interval_s
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, event: str, key: str, **kw) -> None:
+        now = self.clock()
+        if now - self._last.get(key, -1e18) < self.interval_s:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        self._last[key] = now
+        self.log.warning(event, suppressed=self._suppressed.pop(key, 0), **kw)

@@ -1,0 +1,154 @@
+"""Per-run state: the run's detectors, its latest values, and its alert lifecycle.
+
+``RunState.observe(event, now)`` takes one validated wire event and returns the alert
+transitions it caused. ``RunTable`` owns every live run, creates runs on first sight,
+and expires ended and idle ones. One asyncio loop owns all of it: no locks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+from wtwin.sinks.alert import Alert
+
+from .alert_policy import AlertPolicy
+from .detectors import Finding, MonitorState, RunMonitor
+
+
+class RunState:
+    def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float) -> None:
+        self.run = run
+        self.preset = preset
+        self.config: dict[str, Any] = {}
+        self.status = "running"
+        self.first_seen = now
+        self.last_seen = now           # any event, heartbeats included
+        self.last_progress = now       # loss/eval events only: what "stalled" means
+        self.step: int | None = None
+        self.loss: float | None = None
+        self.lr: float | None = None
+        self.last_state: MonitorState | None = None
+        self.last_eval: dict[str, float] = {}
+        self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
+        self.emitter_dropped = 0
+        self.monitor = RunMonitor(preset)
+        self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
+        self.stalled = False
+
+    def observe(self, ev: dict, now: float) -> list[Alert]:
+        self.last_seen = now
+        handler = _HANDLERS[ev["type"]]
+        return handler(self, ev, now)
+
+    def _on_loss(self, ev: dict, now: float) -> list[Alert]:
+        self.last_progress = now
+        self.step = ev["step"]
+        self.loss = float(ev["loss"])
+        self.lr = ev.get("lr", self.lr)
+        state = self.monitor.update_loss(ev["step"], self.loss, ev.get("lr"), ev.get("grad_norm"))
+        self.last_state = state
+        out = self._apply(state.findings, now, state) if state.findings else []
+        if self.stalled:
+            out += self.check_stall(now, math.inf)
+        return out
+
+    def _on_eval(self, ev: dict, now: float) -> list[Alert]:
+        self.last_progress = now
+        self.last_eval = dict(ev["metrics"])
+        state = self.monitor.update_eval(ev["step"], ev["metrics"])
+        if state is None or not state.findings:
+            return []
+        return self._apply(state.findings, now, state)
+
+    def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
+        self.config = dict(ev.get("config") or {})
+        preset = ev.get("preset")
+        if preset and preset != self.preset and self.step is None:
+            try:
+                self.monitor = RunMonitor(preset)
+                self.preset = preset
+            except ValueError:
+                pass  # unknown preset: keep the daemon's default
+        self.status = "running"
+        return []
+
+    def _on_heartbeat(self, ev: dict, now: float) -> list[Alert]:
+        self.emitter_dropped = max(self.emitter_dropped, int(ev.get("dropped") or 0))
+        return []
+
+    def _on_run_end(self, ev: dict, now: float) -> list[Alert]:
+        self.status = ev.get("status") or "completed"
+        return self.policy.resolve_all(self.step or 0, now, f"run ended ({self.status})")
+
+    def _on_checkpoint(self, ev: dict, now: float) -> list[Alert]:
+        return []  # the server hands checkpoints to the job runner
+
+    def _apply(self, findings: tuple[Finding, ...], now: float, state: MonitorState) -> list[Alert]:
+        out = []
+        for f in findings:
+            a = self.policy.apply(f, now, loss=state.l_obs, forecast=state.l_pred, W=state.W)
+            if a is not None:
+                out.append(a)
+        return out
+
+    def check_stall(self, now: float, stall_after_s: float) -> list[Alert]:
+        """Called on the daemon's tick: a running run with no progress is stalled."""
+        silent = now - self.last_progress
+        stalled = self.status == "running" and silent >= stall_after_s
+        if stalled == self.stalled:
+            return []
+        self.stalled = stalled
+        msg = (f"no loss or eval events for {silent:.0f} s" if stalled
+               else "events resumed")
+        a = self.policy.apply(Finding("stalled", "warning", stalled, self.step or 0, msg), now)
+        return [a] if a else []
+
+
+_HANDLERS = {
+    "loss": RunState._on_loss,
+    "eval": RunState._on_eval,
+    "run_start": RunState._on_run_start,
+    "heartbeat": RunState._on_heartbeat,
+    "run_end": RunState._on_run_end,
+    "checkpoint": RunState._on_checkpoint,
+}
+
+
+class RunTable:
+    def __init__(self, *, preset: str, cooldown_s: float, max_runs: int) -> None:
+        self.preset = preset
+        self.cooldown_s = cooldown_s
+        self.max_runs = max_runs
+        self._runs: dict[str, RunState] = {}
+        self.refused = 0
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __iter__(self) -> Iterator[RunState]:
+        return iter(self._runs.values())
+
+    def get(self, run: str) -> RunState | None:
+        return self._runs.get(run)
+
+    def get_or_create(self, run: str, now: float) -> RunState | None:
+        state = self._runs.get(run)
+        if state is None:
+            if len(self._runs) >= self.max_runs:
+                self.refused += 1
+                return None
+            state = self._runs[run] = RunState(run, preset=self.preset,
+                                               cooldown_s=self.cooldown_s, now=now)
+        return state
+
+    def forget(self, run: str) -> RunState | None:
+        return self._runs.pop(run, None)
+
+    def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> list[RunState]:
+        gone = [r for r in self._runs.values()
+                if (r.status != "running" and now - r.last_seen >= ended_ttl_s)
+                or now - r.last_seen >= idle_ttl_s]
+        for r in gone:
+            del self._runs[r.run]
+        return gone

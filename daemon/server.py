@@ -1,0 +1,165 @@
+"""wtwind's lifecycle in one place: startup -> main loop with a tick -> shutdown.
+
+Startup binds the ROUTER socket and the HTTP port, then says ready. Frames are handled
+as they arrive (``handle_frame``), on the one asyncio loop that owns all state. The tick
+checks for stalled runs and expires old ones. A first SIGTERM/SIGINT only sets a flag:
+the loop drains what is already received, closes sockets in a fixed order and exits 0
+within ``shutdown_timeout_s``. A second signal exits at once with status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Callable
+
+import structlog
+
+from wtwin.emitters import wire
+from wtwin.sinks.alert import Alert
+
+from .config import DaemonConfig
+from .http import build_app, start_site
+from .logsetup import RateLimited
+from .metrics import DaemonCollector
+from .receiver import Receiver
+from .run_state import RunTable
+from .stats import Stats
+from .version import __version__
+
+log = structlog.get_logger("wtwind")
+
+
+class Server:
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.stats = Stats()
+        self.table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
+                              max_runs=config.runs.max_runs)
+        self.collector = DaemonCollector(self.table, self.stats,
+                                         max_series_runs=config.runs.max_series_runs)
+        self.receiver = Receiver(config.listen, self.handle_frame)
+        self.alert_listeners: list[Callable[[Alert], None]] = []
+        self.ready = False
+        self.stopping = False
+        self.http_port: int | None = None
+        self._stop = asyncio.Event()
+        self._signals = 0
+        self._max_frame = config.listen.max_frame_bytes
+        self._rejects_log = RateLimited(log)
+
+    # ---- hot path ---------------------------------------------------------------------
+    def handle_frame(self, identity: bytes, frame: bytes) -> None:
+        self.stats.frames += 1
+        events, rejects = wire.decode(frame, self._max_frame)
+        for reason in rejects:
+            self.stats.rejected[reason] += 1
+            self._rejects_log.warning("frame_rejected", reason, reason=reason, bytes=len(frame))
+        now = time.time()
+        for ev in events:
+            self.handle_event(identity, ev, now)
+
+    def handle_event(self, identity: bytes, ev: dict, now: float) -> None:
+        self.stats.received[ev["type"]] += 1
+        run = self.table.get_or_create(ev["run"], now)
+        if run is None:
+            self.stats.dropped["run_table_full"] += 1
+            return
+        emitter = ev.get("emitter")
+        if emitter is not None and run.identities.get(emitter) != identity:
+            run.identities[emitter] = identity
+        try:
+            transitions = run.observe(ev, now)
+        except Exception:  # a detector bug must not take the daemon down
+            self.stats.loop_errors += 1
+            log.exception("observe_failed", run=ev["run"], type=ev["type"])
+            return
+        for alert in transitions:
+            self.publish(alert)
+
+    def publish(self, alert: Alert) -> None:
+        if alert.status == "firing":
+            self.stats.alerts[(alert.kind, alert.severity)] += 1
+        log.warning("alert", run=alert.run, kind=alert.kind, severity=alert.severity,
+                    status=alert.status, step=alert.step, message=alert.message)
+        run = self.table.get(alert.run)
+        if run is not None:
+            frame = wire.reply("alert", **alert.to_dict())
+            for identity in run.identities.values():
+                self.receiver.send(identity, frame)
+        for listener in self.alert_listeners:
+            try:
+                listener(alert)
+            except Exception:
+                self.stats.loop_errors += 1
+                log.exception("alert_listener_failed", run=alert.run, kind=alert.kind)
+
+    # ---- lifecycle --------------------------------------------------------------------
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        await self.startup(loop)
+        try:
+            await self.main_loop()
+        finally:
+            await self.shutdown()
+        return 0
+
+    async def startup(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.receiver.bind()
+        self.app = build_app(self)
+        self._http_runner, self.http_port = await start_site(
+            self.app, self.config.http.host, self.config.http.port)
+        self.receiver.start(loop)
+        self.ready = True
+        log.info("ready", version=__version__, endpoints=list(self.config.listen.endpoints),
+                 http=f"http://{self.config.http.host}:{self.http_port}", pid=os.getpid())
+
+    async def main_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.config.tick_s)
+            except asyncio.TimeoutError:
+                pass
+            self.tick(time.time())
+
+    def tick(self, now: float) -> None:
+        self.receiver.drain()  # belt and braces against a missed edge on the FD
+        stall = self.config.detection.stall_after_s
+        for run in list(self.table):
+            for alert in run.check_stall(now, stall):
+                self.publish(alert)
+        runs = self.config.runs
+        for gone in self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s):
+            log.info("run_expired", run=gone.run, status=gone.status)
+
+    def _on_signal(self, sig: int) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("forced_exit", signal=signal.Signals(sig).name)
+            os._exit(1)
+        log.info("stopping", signal=signal.Signals(sig).name)
+        self.stopping = True
+        self._stop.set()
+
+    def request_stop(self) -> None:
+        self.stopping = True
+        self._stop.set()
+
+    async def shutdown(self) -> None:
+        self.stopping = True
+        try:
+            await asyncio.wait_for(self._shutdown_steps(), self.config.shutdown_timeout_s)
+        except asyncio.TimeoutError:
+            log.error("shutdown_timeout", timeout_s=self.config.shutdown_timeout_s)
+        self.receiver.close()
+        log.info("stopped", frames=self.stats.frames, runs=len(self.table))
+
+    async def _shutdown_steps(self) -> None:
+        while self.receiver.drain():   # what already arrived is still handled
+            await asyncio.sleep(0)
+        if getattr(self, "_http_runner", None) is not None:
+            await self._http_runner.cleanup()

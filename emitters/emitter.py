@@ -1,0 +1,329 @@
+"""The trainer-side emitter: one DEALER socket on a background I/O thread.
+
+The caller's thread only appends a small tuple to a bounded deque (no encoding, no
+conversion, no syscalls), so ``emit.loss()`` costs about a microsecond and never
+blocks or raises. The I/O thread converts values (``float()`` works for Python
+floats, numpy scalars and 0-d torch tensors, without importing either), assigns the
+per-emitter ``seq``, batches whatever has queued up, and sends without blocking.
+Replies from the daemon (alerts, projection_ready) are queued back and handed to
+``on_alert`` / ``on_projection`` on the caller's thread at its next emit or ``poll()``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import uuid
+from typing import Any, Callable
+
+import zmq
+
+from . import wire
+
+DEFAULT_ENDPOINT = "ipc:///tmp/wtwind.sock"
+
+
+def default_endpoint() -> str:
+    return os.environ.get("WTWIN_ENDPOINT") or DEFAULT_ENDPOINT
+
+
+class Emitter:
+    """Publishes one run's events to wtwind. Use ``wtwin.emitters.connect()``."""
+
+    def __init__(self, endpoint: str | None = None, run: str | None = None, *,
+                 config: dict | None = None, preset: str | None = None,
+                 resumed_from: str | None = None,
+                 on_alert: Callable[[dict], Any] | None = None,
+                 on_projection: Callable[[dict], Any] | None = None,
+                 queue_size: int = 10_000, batch_max: int = 512,
+                 heartbeat_s: float = 10.0, linger_ms: int = 500,
+                 curve: dict | None = None) -> None:
+        if queue_size < 1 or batch_max < 1:
+            raise ValueError("queue_size and batch_max must be >= 1")
+        self.endpoint = endpoint or default_endpoint()
+        self.run = run or f"run-{uuid.uuid4().hex[:8]}"
+        self.id = uuid.uuid4().hex[:16]
+        self.on_alert = on_alert
+        self.on_projection = on_projection
+        self._maxq = queue_size
+        self._batch_max = batch_max
+        self._heartbeat_s = heartbeat_s
+        self._linger_ms = linger_ms
+        self._curve = curve
+        self._q: collections.deque = collections.deque()
+        self._inbox: collections.deque = collections.deque()
+        self._pending: collections.deque = collections.deque()  # (n_events, frame)
+        self._dropped = 0
+        self._stats = collections.Counter()
+        self._seq = 0
+        self._closing = threading.Event()
+        self._closed = False
+        start: dict[str, Any] = {"config": dict(config or {})}
+        if preset:
+            start["preset"] = preset
+        if resumed_from:
+            start["resumed_from"] = resumed_from
+        self._q.append(("run_start", time.time(), start))
+        self._thread = threading.Thread(target=self._io_main, name="wtwin-emitter", daemon=True)
+        self._thread.start()
+
+    # ---- caller's thread: cheap, never raises, never blocks ---------------------------
+    def _put(self, item: tuple) -> None:
+        if self._inbox:
+            self.poll()
+        if len(self._q) >= self._maxq or self._closed:
+            self._dropped += 1
+            return
+        self._q.append(item)
+
+    def loss(self, step, loss, lr=None, grad_norm=None, **extra) -> None:
+        self._put(("loss", time.time(), step, loss, lr, grad_norm, extra))
+
+    def eval(self, step, **metrics) -> None:
+        self._put(("eval", time.time(), step, metrics))
+
+    def checkpoint(self, step, path, *, format: str = "torch", epoch=None,
+                   want=("analyze",)) -> None:
+        self._put(("checkpoint", time.time(), step, path, format, epoch, want))
+
+    def heartbeat(self) -> None:
+        self._put(("heartbeat", time.time()))
+
+    def poll(self) -> int:
+        """Run pending daemon callbacks on this thread; returns how many ran."""
+        n = 0
+        while self._inbox:
+            msg = self._inbox.popleft()
+            cb = self.on_projection if msg.get("type") == "projection_ready" else self.on_alert
+            n += 1
+            if cb is None:
+                continue
+            try:
+                cb(msg)
+            except Exception:  # a user callback must not kill the training loop
+                self._stats["callback_errors"] += 1
+        return n
+
+    @property
+    def stats(self) -> dict[str, int]:
+        s = dict(self._stats)
+        s["dropped"] = self._dropped + s.get("dropped_io", 0)
+        s["queued"] = len(self._q) + sum(n for n, _ in self._pending)
+        return s
+
+    def close(self, status: str = "completed", timeout: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._q.append(("run_end", time.time(), status))
+        self._closed = True
+        self._closing.set()
+        self._thread.join(timeout)
+        self.poll()
+
+    def __enter__(self) -> "Emitter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close("completed" if exc_type is None else "failed")
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self._closing.set()
+        except Exception:
+            pass
+
+    # ---- I/O thread ---------------------------------------------------------------------
+    def _io_main(self) -> None:
+        ctx = zmq.Context.instance()
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, self._linger_ms)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.setsockopt(zmq.RCVHWM, 1000)
+        if self._curve:
+            sock.curve_secretkey = self._curve["secret_key"]
+            sock.curve_publickey = self._curve["public_key"]
+            sock.curve_serverkey = self._curve["server_key"]
+        try:
+            sock.connect(self.endpoint)
+        except zmq.ZMQError:
+            self._stats["connect_errors"] += 1
+            self._drain_forever_without_socket()
+            return
+        try:
+            self._loop(sock)
+        finally:
+            sock.close(linger=self._linger_ms)
+
+    def _drain_forever_without_socket(self) -> None:
+        while not self._closing.wait(0.05):
+            self._dropped += len(self._q)
+            self._q.clear()
+
+    def _loop(self, sock) -> None:
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        next_hb = time.monotonic() + self._heartbeat_s
+        while True:
+            closing = self._closing.is_set()
+            self._pack_queue()
+            self._flush(sock)
+            if closing and not self._q:
+                self._final_flush(sock, poller)
+                return
+            if time.monotonic() >= next_hb:
+                next_hb = time.monotonic() + self._heartbeat_s
+                self._q.append(("heartbeat", time.time()))
+            for s, _ in poller.poll(2 if self._q or self._pending else 10):
+                self._receive(s)
+
+    def _final_flush(self, sock, poller) -> None:
+        deadline = time.monotonic() + self._linger_ms / 1000
+        while self._pending and time.monotonic() < deadline:
+            self._flush(sock)
+            for s, _ in poller.poll(5):
+                self._receive(s)
+        for n, _ in self._pending:
+            self._stats["dropped_io"] += n
+        self._pending.clear()
+
+    def _pack_queue(self) -> None:
+        while self._q:
+            events = []
+            while self._q and len(events) < self._batch_max:
+                ev = self._to_event(self._q.popleft())
+                if ev is not None:
+                    events.append(ev)
+            if not events:
+                continue
+            frame = wire.encode(events[0]) if len(events) == 1 else wire.encode_batch(events, self.id)
+            self._pending.append((len(events), frame))
+            self._bound_pending()
+
+    def _bound_pending(self) -> None:
+        total = sum(n for n, _ in self._pending)
+        while total > self._maxq and len(self._pending) > 1:
+            n, _ = self._pending.popleft()
+            total -= n
+            self._stats["dropped_io"] += n
+
+    def _flush(self, sock) -> None:
+        while self._pending:
+            n, frame = self._pending[0]
+            try:
+                sock.send(frame, zmq.NOBLOCK)
+            except zmq.Again:
+                self._stats["send_blocked"] += 1
+                return
+            except zmq.ZMQError:
+                self._stats["send_errors"] += 1
+                return
+            self._pending.popleft()
+            self._stats["sent"] += n
+
+    def _receive(self, sock) -> None:
+        while True:
+            try:
+                frame = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                msg = wire.unpack(frame)
+            except wire.WireError:
+                self._stats["bad_replies"] += 1
+                continue
+            if type(msg) is not dict:
+                continue
+            kind = msg.get("type")
+            if kind == "ack":
+                self._stats["acked"] = max(self._stats["acked"], int(msg.get("seq", 0)))
+            elif kind in ("alert", "projection_ready"):
+                self._stats["alerts_received" if kind == "alert" else "projections_received"] += 1
+                self._inbox.append(msg)
+
+    def _to_event(self, item: tuple) -> dict | None:
+        try:
+            ev = _BUILDERS[item[0]](item)
+        except Exception:  # a value float()/int() cannot convert: counted, dropped
+            self._stats["invalid"] += 1
+            return None
+        ev["v"] = wire.VERSION
+        ev["run"] = self.run
+        ev["emitter"] = self.id
+        self._seq += 1
+        ev["seq"] = self._seq
+        if item[0] == "heartbeat":
+            ev["dropped"] = self._dropped + self._stats.get("dropped_io", 0)
+        return ev
+
+
+def _num(x):
+    return None if x is None else float(x)
+
+
+def _loss(item):
+    _, ts, step, loss, lr, grad_norm, extra = item
+    ev = {"type": "loss", "ts": ts, "step": int(step), "loss": float(loss)}
+    if lr is not None:
+        ev["lr"] = float(lr)
+    if grad_norm is not None:
+        ev["grad_norm"] = float(grad_norm)
+    for key in ("tokens", "rank"):
+        if extra.get(key) is not None:
+            ev[key] = int(extra[key]) if key == "rank" else float(extra[key])
+    return ev
+
+
+def _eval(item):
+    _, ts, step, metrics = item
+    return {"type": "eval", "ts": ts, "step": int(step),
+            "metrics": {str(k): float(v) for k, v in metrics.items()}}
+
+
+def _checkpoint(item):
+    _, ts, step, path, fmt, epoch, want = item
+    ev = {"type": "checkpoint", "ts": ts, "step": int(step), "path": os.fspath(path),
+          "format": fmt, "want": list(want)}
+    if epoch is not None:
+        ev["epoch"] = int(epoch)
+    return ev
+
+
+_BUILDERS = {
+    "loss": _loss,
+    "eval": _eval,
+    "checkpoint": _checkpoint,
+    "heartbeat": lambda item: {"type": "heartbeat", "ts": item[1]},
+    "run_start": lambda item: {"type": "run_start", "ts": item[1], **item[2]},
+    "run_end": lambda item: {"type": "run_end", "ts": item[1], "status": item[2]},
+}
+
+
+class NullEmitter:
+    """Does nothing, costs nothing: used when ``WTWIN_DISABLE=1`` or on non-zero ranks."""
+
+    run = None
+    endpoint = None
+    on_alert = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.run = kwargs.get("run")
+
+    def loss(self, *a, **k) -> None: ...
+    def eval(self, *a, **k) -> None: ...
+    def checkpoint(self, *a, **k) -> None: ...
+    def heartbeat(self) -> None: ...
+    def poll(self) -> int:
+        return 0
+    def close(self, *a, **k) -> None: ...
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return {"dropped": 0, "queued": 0, "sent": 0}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None: ...
