@@ -1,0 +1,253 @@
+"""Delivery: route each alert, commit it to the outbox, then one worker per sink sends it.
+
+The daemon calls ``submit_nowait(alert)`` on its hot path: it never blocks (a
+bounded intake queue; overflow is an ERROR and a counter). A dispatcher task routes
+the alert (``sinks.routing``), commits one outbox row per sink (``sinks.outbox``)
+and wakes those sinks' workers. Each worker is its own task reading its own rows,
+so one slow or dead sink never stalls detection or the other sinks; a sink's
+pending rows are its bounded queue (``queue_size``; beyond it new rows are
+dead-lettered as ``dropped``, counted and replayable).
+
+A worker honours its sink's rate limit (``min_interval_s``); whatever becomes due
+meanwhile goes out as one message of up to ``max_batch`` alerts (Slack's burst
+coalescing). On failure it asks ``RetryPolicy.decide`` and backs the whole sink
+off (the endpoint is what failed), recording attempts and the next attempt time
+on each row; after the last attempt a row is dead. A sink that says it is gone
+(``disable``) is disabled with an ERROR; its rows are dead-lettered.
+
+Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Callable, Sequence
+
+import structlog
+
+from .alert import Alert
+from .base import Sink
+from .outbox import Outbox, Row
+from .retry import RetryPolicy, describe
+from .routing import RouteConfig, Router
+
+OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
+_log = structlog.get_logger("wtwin.sinks.delivery")
+
+
+class Counters:
+    """``{(sink, outcome): n}``, read by the metrics collector at scrape time."""
+
+    def __init__(self, sinks: Sequence[str]) -> None:
+        self.values = {(s, o): 0 for s in sinks for o in OUTCOMES}
+        self.intake_dropped = 0
+        self.errors = 0
+
+    def add(self, sink: str, outcome: str, n: int = 1) -> None:
+        self.values[(sink, outcome)] = self.values.get((sink, outcome), 0) + n
+
+
+class Worker:
+    """Sends one sink's due rows, one message at a time."""
+
+    def __init__(self, sink: Sink, outbox: Outbox, policy: RetryPolicy, counters: Counters,
+                 clock: Callable[[], float], rng: random.Random) -> None:
+        self.sink, self.outbox, self.policy, self.counters = sink, outbox, policy, counters
+        self.clock, self.rng = clock, rng
+        self.disabled: str | None = None
+        self._wake = asyncio.Event()
+        self._not_before = 0.0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # task boundary: log, count, keep the sink alive
+                self.counters.errors += 1
+                _log.exception("delivery_worker_error", sink=self.sink.name)
+                await self._sleep(1.0)
+
+    async def _step(self) -> None:
+        self._wake.clear()
+        now = self.clock()
+        if now < self._not_before:
+            await self._sleep(self._not_before - now)
+            return
+        rows = await self.outbox.due(self.sink.name, now, self.sink.max_batch)
+        if not rows:
+            nxt = await self.outbox.next_due(self.sink.name)
+            await self._sleep(None if nxt is None else max(nxt - now, 0.0))
+        elif self.disabled is not None:
+            await self._finish(rows, "dead", "disabled", f"sink disabled: {self.disabled}", now)
+        elif (until := self._linger_until(rows)) > now:
+            await self._sleep(until - now)
+        else:
+            await self._attempt(rows)
+
+    def _linger_until(self, rows: list[Row]) -> float:
+        """A fresh, not yet full batch waits ``linger_s`` for the rest of its burst."""
+        if not self.sink.linger_s or len(rows) >= self.sink.max_batch or rows[0].attempts:
+            return 0.0
+        return min(r.created_at for r in rows) + self.sink.linger_s
+
+    async def _sleep(self, timeout: float | None) -> None:
+        """Until woken (new rows) or ``timeout`` passes; never busy-waits."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _attempt(self, rows: list[Row]) -> None:
+        start = self.clock()
+        self._not_before = start + self.sink.min_interval_s
+        try:
+            await self.sink.send([r.alert for r in rows])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # classified below; never escapes
+            await self._failed(rows, exc)
+            return
+        now = self.clock()
+        await self._finish(rows, "delivered", "success", "", now)
+        _log.info("alerts_delivered", sink=self.sink.name, n=len(rows), latency_s=round(now - start, 4))
+
+    async def _failed(self, rows: list[Row], exc: Exception) -> None:
+        now = self.clock()
+        decisions = [self.policy.decide(r.attempts + 1, exc, self.rng) for r in rows]
+        if decisions[0].action == "disable":
+            self.disabled = decisions[0].reason
+            _log.error("sink_disabled", sink=self.sink.name, reason=self.disabled,
+                       hint="alerts for this sink are dead-lettered; fix its config, restart, replay")
+            await self._finish(rows, "dead", "disabled", f"sink disabled: {self.disabled}", now, attempts=1)
+            return
+        delays = [d.delay for d in decisions if d.action == "retry"]
+        if delays:
+            self._not_before = max(self._not_before, now + min(delays))
+        for row, d in zip(rows, decisions):
+            if d.action == "retry":
+                await self._record(row, "pending", row.attempts + 1, now + d.delay, d.reason, now)
+                self.counters.add(self.sink.name, "retry")
+            else:
+                await self._record(row, "dead", row.attempts + 1, now, d.reason, now)
+                self.counters.add(self.sink.name, "dead")
+        log = _log.error if any(d.action == "dead" for d in decisions) else _log.warning
+        log("delivery_failed", sink=self.sink.name, n=len(rows), error=describe(exc),
+            retry_in_s=round(min(delays), 3) if delays else None,
+            dead=sum(d.action == "dead" for d in decisions))
+
+    async def _finish(self, rows: list[Row], state: str, outcome: str, error: str, now: float,
+                      attempts: int = 0) -> None:
+        for row in rows:
+            await self._record(row, state, row.attempts + (1 if state == "delivered" else attempts),
+                               now, error, now)
+        self.counters.add(self.sink.name, outcome, len(rows))
+
+    async def _record(self, row: Row, state: str, attempts: int, at: float, error: str, now: float) -> None:
+        await self.outbox.record(row.id, state=state, attempts=attempts, next_attempt_at=at, error=error, now=now)
+
+
+class Delivery:
+    """Router + outbox + one worker per sink; the daemon's single entry point."""
+
+    def __init__(self, *, sinks: Sequence[Sink], outbox: Outbox, routes: Sequence[RouteConfig] = (),
+                 policy: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
+                 rng: random.Random | None = None, intake_size: int = 10_000) -> None:
+        names = [s.name for s in sinks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"sink names must be unique, got {names}")
+        self.sinks = {s.name: s for s in sinks}
+        self.outbox, self.clock = outbox, clock
+        self.router = Router(routes, names)
+        unknown = sorted({n for r in self.router.routes for n in r.sinks} - set(names))
+        if unknown:
+            raise ValueError(f"routes name unknown sinks {unknown}; configured: {names}")
+        self.counters = Counters(names)
+        rng = rng or random.Random()
+        self.workers = {s.name: Worker(s, outbox, policy or RetryPolicy(), self.counters, clock, rng) for s in sinks}
+        self._intake: asyncio.Queue[Alert] = asyncio.Queue(maxsize=intake_size)
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        """Start the dispatcher and workers; rows left pending earlier are picked up."""
+        self._tasks = [asyncio.create_task(self._dispatch(), name="wtwin-delivery-dispatch")]
+        self._tasks += [asyncio.create_task(w.run(), name=f"wtwin-sink-{n}") for n, w in self.workers.items()]
+
+    def submit_nowait(self, alert: Alert) -> bool:
+        """Hot path: queue an alert transition; False (ERROR, counted) if the intake is full."""
+        try:
+            self._intake.put_nowait(alert)
+            return True
+        except asyncio.QueueFull:
+            self.counters.intake_dropped += 1
+            _log.error("alert_dropped", reason="delivery intake full", run=alert.run, kind=alert.kind)
+            return False
+
+    async def submit(self, alert: Alert) -> list[Row]:
+        """Route and commit now; returns the outbox rows (committed before any sink sees them)."""
+        now = self.clock()
+        rows: list[Row] = []
+        for a, sinks in self.router.offer(alert, now):
+            rows += await self._commit(a, sinks, now)
+        return rows
+
+    async def _commit(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
+        counts = self.outbox.counts()
+        rows = await self.outbox.put(alert, sinks, now)
+        for row in rows:
+            if row.state == "pending" and row.attempts == 0 and counts.get((row.sink, "pending"), 0) >= self.sinks[row.sink].queue_size:
+                await self.outbox.record(row.id, state="dead", attempts=0, next_attempt_at=now,
+                                         error="queue full", now=now)
+                self.counters.add(row.sink, "dropped")
+                _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=alert.run, kind=alert.kind)
+            else:
+                self.workers[row.sink].wake()
+        return rows
+
+    async def _dispatch(self) -> None:
+        while True:
+            try:
+                await self._dispatch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # task boundary: log, count, keep dispatching
+                self.counters.errors += 1
+                _log.exception("delivery_dispatch_error")
+
+    async def _dispatch_once(self) -> None:
+        nxt = self.router.next_due()
+        timeout = None if nxt is None else max(nxt - self.clock(), 0.0)
+        try:
+            alert = await asyncio.wait_for(self._intake.get(), timeout)
+        except asyncio.TimeoutError:
+            alert = None
+        if alert is not None:
+            await self.submit(alert)
+        now = self.clock()
+        for a, sinks in self.router.due(now):
+            await self._commit(a, sinks, now)
+
+    async def replay(self, sink: str | None = None) -> int:
+        """Dead rows back to pending (``wtwind alerts replay``); returns how many."""
+        n = await self.outbox.replay(sink, now=self.clock())
+        for w in self.workers.values():
+            w.wake()
+        return n
+
+    async def healthcheck(self) -> dict[str, bool]:
+        return {name: (w.disabled is None and await w.sink.healthcheck()) for name, w in self.workers.items()}
+
+    async def aclose(self) -> None:
+        """Stop dispatcher and workers (rows still pending stay in the outbox), close sinks."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for sink in self.sinks.values():
+            await sink.aclose()

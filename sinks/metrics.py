@@ -1,0 +1,39 @@
+"""Delivery metrics, rendered at scrape time from the delivery's own counters.
+
+``DeliveryCollector(delivery).collect()`` yields:
+
+- ``wtwind_deliveries_total{sink,outcome}``: alerts by outcome
+  (success, retry, dead, dropped, disabled);
+- ``wtwind_outbox_pending{sink}``, ``wtwind_outbox_dead{sink}``: outbox rows now;
+- ``wtwind_sink_disabled{sink}``: 1 when a sink disabled itself (Slack 404/410);
+- ``wtwind_alerts_dropped_total``: alerts lost because the intake queue was full.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+
+class DeliveryCollector:
+    def __init__(self, delivery) -> None:
+        self.delivery = delivery
+
+    def collect(self):
+        d = self.delivery
+        deliveries = CounterMetricFamily("wtwind_deliveries", "Alert deliveries by sink and outcome",
+                                         labels=["sink", "outcome"])
+        for (sink, outcome), n in sorted(d.counters.values.items()):
+            deliveries.add_metric([sink, outcome], n)
+        yield deliveries
+        counts = d.outbox.counts()
+        for state in ("pending", "dead"):
+            fam = GaugeMetricFamily(f"wtwind_outbox_{state}", f"Outbox rows {state}, by sink", labels=["sink"])
+            for sink in d.sinks:
+                fam.add_metric([sink], counts.get((sink, state), 0))
+            yield fam
+        disabled = GaugeMetricFamily("wtwind_sink_disabled", "1 when the sink disabled itself", labels=["sink"])
+        for name, worker in d.workers.items():
+            disabled.add_metric([name], 1.0 if worker.disabled else 0.0)
+        yield disabled
+        yield CounterMetricFamily("wtwind_alerts_dropped", "Alerts lost: delivery intake full",
+                                  value=d.counters.intake_dropped)
