@@ -1,0 +1,216 @@
+"""JobRunner: checkpoint events in, spectral results out, off the event loop.
+
+The runner lives on the daemon's asyncio loop and owns all its state there. Jobs go
+to a ``concurrent.futures.Executor``: a spawn-context ``ProcessPoolExecutor`` by
+default, or ``distributed.Client(address).get_executor()`` for a Dask cluster.
+
+- **Bounded queue, newest wins**: at most one queued job per run; a newer checkpoint
+  replaces the queued one (``skipped``); when ``queue_size`` jobs are queued a job
+  for a new run is ``dropped``.
+- **Timeout**: a job past ``timeout_s`` is reported ``timeout``; a local pool is then
+  killed and rebuilt (a running process cannot be cancelled otherwise), and the
+  other jobs it was running are queued again unless a newer checkpoint came in.
+- **Crash**: a worker that dies breaks the pool; its jobs are reported ``crashed``,
+  not retried, and the next job gets a fresh pool.
+- **Shutdown**: ``aclose()`` cancels queued and running jobs (``cancelled``) and
+  kills the pool's processes.
+
+Every finished job (not skipped/dropped ones) is handed to ``on_result`` on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable
+
+import structlog
+
+from . import worker
+from .config import JobsConfig
+from .model import DURATION_BUCKETS, OUTCOMES, Job, JobResult, JobStats, job_from_event
+
+log = structlog.get_logger("wtwind.jobs")
+
+
+class JobRunner:
+    def __init__(self, config: JobsConfig, on_result: Callable[[JobResult], None], *,
+                 job_fn: Callable[[dict], dict] = worker.run_job) -> None:
+        self.config = config
+        self.on_result = on_result
+        self.job_fn = job_fn
+        self._queue: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._running: dict[asyncio.Task, tuple[Job, int]] = {}
+        self._executor: Executor | None = None
+        self._client: Any = None
+        self._generation = 0
+        self._killed: set[int] = set()
+        self._closed = False
+        self._counts = dict.fromkeys(OUTCOMES, 0)
+        self._buckets = [0] * len(DURATION_BUCKETS)
+        self._duration_sum = 0.0
+        self._duration_count = 0
+
+    # -- public API -------------------------------------------------------------
+
+    def submit(self, run: str, event: dict) -> str:
+        """Queue the checkpoint ``event``; returns queued | replaced | dropped | closed."""
+        if self._closed:
+            return "closed"
+        job = job_from_event(run, event)
+        if run in self._queue:
+            self._queue[run] = job
+            self._count("skipped")
+            outcome = "replaced"
+        elif len(self._queue) >= self.config.queue_size:
+            self._count("dropped")
+            log.warning("job_dropped", run=run, step=job.step, queue_size=self.config.queue_size)
+            return "dropped"
+        else:
+            self._queue[run] = job
+            outcome = "queued"
+        self._dispatch()
+        return outcome
+
+    def stats(self) -> JobStats:
+        return JobStats(queue_depth=len(self._queue), running=len(self._running), counts=dict(self._counts),
+                        duration_buckets=tuple(zip(DURATION_BUCKETS, self._cumulative())),
+                        duration_sum=self._duration_sum, duration_count=self._duration_count)
+
+    async def aclose(self) -> None:
+        """Cancel everything, stop the executor, kill local workers."""
+        self._closed = True
+        for run in list(self._queue):
+            self._finish(self._queue.pop(run), "cancelled", "shutdown", 0.0)
+        tasks = list(self._running)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._shutdown_executor()
+        if self._client is not None:
+            client, self._client = self._client, None
+            await asyncio.to_thread(client.close)
+
+    # -- dispatch -------------------------------------------------------------
+
+    def _capacity(self) -> int:
+        return self.config.workers if self.config.executor == "process" else max(1, self.config.workers)
+
+    def _dispatch(self) -> None:
+        while self._queue and len(self._running) < self._capacity() and not self._closed:
+            _, job = self._queue.popitem(last=False)
+            task = asyncio.get_running_loop().create_task(self._execute(job))
+            self._running[task] = (job, self._generation)
+
+    async def _execute(self, job: Job) -> None:
+        t0 = time.monotonic()
+        gen = self._generation
+        try:
+            executor = await self._get_executor()
+            gen = self._generation
+            self._running[asyncio.current_task()] = (job, gen)
+            cf = executor.submit(self.job_fn, self._payload(job))
+            raw = await asyncio.wait_for(asyncio.wrap_future(cf), self.config.timeout_s)
+        except asyncio.TimeoutError:
+            self._on_timeout(job, gen, time.monotonic() - t0)
+        except asyncio.CancelledError:
+            self._finish(job, "cancelled", "shutdown", time.monotonic() - t0)
+        except BrokenProcessPool:
+            self._on_broken(job, gen, time.monotonic() - t0)
+        except Exception as exc:  # task boundary: report, count, keep going
+            log.exception("job_error", run=job.run, step=job.step)
+            self._finish(job, "failed", "error", time.monotonic() - t0, error=f"{type(exc).__name__}: {exc}")
+        else:
+            self._finish(job, raw.get("outcome", "failed"), raw.get("reason", ""), time.monotonic() - t0,
+                         error=raw.get("error", ""), raw=raw)
+        finally:
+            self._running.pop(asyncio.current_task(), None)
+            self._dispatch()
+
+    def _on_timeout(self, job: Job, gen: int, elapsed: float) -> None:
+        self._finish(job, "timeout", "timeout", elapsed, error=f"no result after {self.config.timeout_s:g} s")
+        if self.config.executor == "process" and gen == self._generation:
+            self._killed.add(gen)
+            self._shutdown_executor()
+
+    def _on_broken(self, job: Job, gen: int, elapsed: float) -> None:
+        if gen == self._generation:
+            self._shutdown_executor()
+        if gen in self._killed and not self._closed:  # a bystander of a timeout kill
+            if job.run not in self._queue:
+                self._queue[job.run] = job
+            return
+        self._finish(job, "crashed", "worker_crashed", elapsed, error="the worker process died running this job")
+
+    def _payload(self, job: Job) -> dict:
+        cfg = self.config
+        proj = cfg.projection
+        return {"path": job.path, "format": job.format, "want": job.want, "engine": cfg.engine,
+                "threads": cfg.threads_per_worker, "device": cfg.device, "max_bytes": cfg.max_checkpoint_bytes,
+                "projection": {"q": proj.q, "eta": proj.eta, "beta": proj.beta, "erg": proj.erg}}
+
+    # -- executors -------------------------------------------------------------
+
+    async def _get_executor(self) -> Executor:
+        if self._executor is None:
+            if self.config.executor == "dask":
+                from distributed import Client
+
+                self._client = await asyncio.to_thread(Client, self.config.dask_address)
+                self._executor = self._client.get_executor(pure=False)
+            else:
+                import multiprocessing
+
+                self._executor = ProcessPoolExecutor(
+                    max_workers=self.config.workers, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=worker.init_worker, initargs=(self.config.engine, self.config.threads_per_worker))
+            self._generation += 1
+        return self._executor
+
+    def _shutdown_executor(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        procs = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+
+    # -- bookkeeping ------------------------------------------------------------
+
+    def _finish(self, job: Job, outcome: str, reason: str, elapsed: float, *, error: str = "",
+                raw: dict | None = None) -> None:
+        outcome = outcome if outcome in OUTCOMES else "failed"
+        self._count(outcome)
+        if outcome not in ("cancelled",):
+            self._observe(elapsed)
+        result = JobResult.build(job, outcome, reason, error, elapsed, raw or {})
+        log.info("job_done", run=job.run, step=job.step, outcome=outcome, reason=reason,
+                 duration_s=round(elapsed, 3))
+        try:
+            self.on_result(result)
+        except Exception:  # the callback is the daemon's; a bug there must not kill the runner
+            log.exception("job_result_callback_failed", run=job.run)
+
+    def _count(self, outcome: str) -> None:
+        self._counts[outcome] += 1
+
+    def _observe(self, seconds: float) -> None:
+        self._duration_sum += seconds
+        self._duration_count += 1
+        for i, edge in enumerate(DURATION_BUCKETS):
+            if seconds <= edge:
+                self._buckets[i] += 1
+                break
+
+    def _cumulative(self) -> list[int]:
+        out, acc = [], 0
+        for n in self._buckets:
+            acc += n
+            out.append(acc)
+        return out

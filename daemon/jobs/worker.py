@@ -1,0 +1,79 @@
+"""What runs inside a job worker (a pool process or a Dask worker).
+
+Only the standard library is imported at module level: the daemon imports this
+module to hand ``run_job`` to the executor, and must not pay for torch there.
+``init_worker`` does the heavy imports once per worker process and pins BLAS and
+torch to ``threads`` threads (a pool of N workers on N cores must not start N^2
+threads). ``run_job`` calls it too, so Dask workers, which have no initializer,
+get the same treatment on their first job.
+
+``run_job`` takes and returns plain dicts (picklable across any executor). An
+expected failure (bad checkpoint) is a returned ``outcome = "failed"`` with a reason;
+anything else raises and the runner reports it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_READY: tuple | None = None
+
+
+def init_worker(engine: str = "fast", threads: int = 1) -> None:
+    """Heavy imports and thread limits, once per process."""
+    global _READY
+    if _READY == (engine, threads):
+        return
+    import numpy  # noqa: F401
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    threadpool_limits(limits=threads)
+    if engine == "weightwatcher":
+        import logging
+
+        import weightwatcher  # noqa: F401  (seconds of import, paid here once)
+
+        logging.getLogger("weightwatcher").setLevel(logging.ERROR)
+    _READY = (engine, threads)
+
+
+def run_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Load the checkpoint once, then analyse and/or project it."""
+    init_worker(spec.get("engine", "fast"), spec.get("threads", 1))
+    from wtwin.daemon.spectral import analyze
+    from wtwin.daemon.spectral.checkpoint import CheckpointError, load_state_dict
+
+    t0 = time.perf_counter()
+    try:
+        state_dict = load_state_dict(spec["path"], spec.get("format"), max_bytes=spec.get("max_bytes"))
+    except CheckpointError as exc:
+        return {"outcome": "failed", "reason": exc.reason, "error": str(exc), "duration_s": time.perf_counter() - t0}
+    out: dict[str, Any] = {"outcome": "ok", "reason": "", "error": ""}
+    want = spec.get("want") or ("analyze",)
+    if "analyze" in want:
+        layers = analyze(state_dict, engine=spec.get("engine", "fast"), device=spec.get("device", "auto"))
+        out["layers"] = [layer.to_dict() for layer in layers]
+    if "project" in want:
+        from .project import project_checkpoint
+
+        path, report = project_checkpoint(state_dict, spec["path"], spec.get("format"), spec.get("projection") or {})
+        out["projected_path"] = path
+        out["projection"] = report
+    out["duration_s"] = time.perf_counter() - t0
+    return out
+
+
+def crash_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Kill the worker process outright (tests: what a segfaulting BLAS looks like)."""
+    import os
+
+    os._exit(int(spec.get("code", 3)))
+
+
+def sleep_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Sleep ``seconds`` and succeed (tests: a job that overruns its timeout)."""
+    time.sleep(float(spec.get("seconds", 60)))
+    return {"outcome": "ok", "reason": "", "error": "", "duration_s": float(spec.get("seconds", 60))}

@@ -1,0 +1,104 @@
+"""Load a checkpoint's tensors safely: torch ``state_dict`` files and safetensors.
+
+torch files are read with ``weights_only=True`` (no pickled code runs) and mapped to
+CPU; a file of the common ``{"model": state_dict, "optimizer": ...}`` shape is
+unwrapped. Everything that can go wrong (missing, unreadable, over the size limit,
+not a checkpoint, no tensors) raises ``CheckpointError`` with a message meant for an
+operator: it becomes the job's failure, never a dead worker.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+FORMATS = ("torch", "safetensors")
+_WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "weights")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be analysed; ``reason`` is a short stable label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def infer_format(path: str, fmt: str | None = None) -> str:
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise CheckpointError("bad_format", f"format must be one of {FORMATS}, got {fmt!r}")
+        return fmt
+    return "safetensors" if path.endswith(".safetensors") else "torch"
+
+
+def check_file(path: str, max_bytes: int | None) -> int:
+    """Size of ``path`` in bytes, after the existence/type/size checks."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError("missing", f"{path} does not exist") from None
+    except OSError as exc:
+        raise CheckpointError("unreadable", f"{path}: {exc.strerror}") from None
+    if not os.path.isfile(path):
+        raise CheckpointError("not_a_file", f"{path} is not a regular file")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise CheckpointError("too_large", f"{path} is {st.st_size} bytes, limit is {max_bytes}")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError("unreadable", f"{path}: permission denied")
+    return st.st_size
+
+
+def load_state_dict(path: str, fmt: str | None = None, *, max_bytes: int | None = None) -> dict[str, Any]:
+    """Name -> tensor (CPU torch tensors) of the checkpoint at ``path``."""
+    fmt = infer_format(path, fmt)
+    check_file(path, max_bytes)
+    tensors = _load_safetensors(path) if fmt == "safetensors" else _load_torch(path)
+    if not tensors:
+        raise CheckpointError("no_tensors", f"{path} holds no tensors")
+    return tensors
+
+
+def _load_safetensors(path: str) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path, device="cpu")
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise CheckpointError("not_a_checkpoint", f"{path} is not a readable safetensors file: {exc}") from None
+
+
+def _load_torch(path: str) -> dict[str, Any]:
+    import pickle
+
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=_is_zip(path))
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError("unsafe", f"{path} needs code to unpickle (weights_only refused it): {exc}") from None
+    except Exception as exc:  # torch.load on arbitrary bytes raises anything (IndexError, KeyError...)
+        raise CheckpointError("not_a_checkpoint", f"{path} is not a torch checkpoint: {type(exc).__name__}: {exc}") from None
+    return _tensors(obj, torch, path)
+
+
+def _tensors(obj: Any, torch: Any, path: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise CheckpointError("not_a_state_dict", f"{path} holds a {type(obj).__name__}, not a state_dict")
+    flat = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+    if flat:
+        return flat
+    for key in _WRAPPER_KEYS:
+        inner = obj.get(key)
+        if isinstance(inner, dict):
+            found = {k: v for k, v in inner.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+            if found:
+                return found
+    return {}
+
+
+def _is_zip(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PK\x03\x04"
