@@ -26,6 +26,7 @@ from .logsetup import RateLimited
 from .metrics import DaemonCollector
 from .receiver import Receiver
 from .run_state import RunTable
+from .sdnotify import Notifier
 from .stats import Stats
 from .version import __version__
 
@@ -49,6 +50,7 @@ class Server:
         self._signals = 0
         self._max_frame = config.listen.max_frame_bytes
         self._rejects_log = RateLimited(log)
+        self.notifier = Notifier.from_env()  # systemd Type=notify; a no-op elsewhere
 
     # ---- hot path ---------------------------------------------------------------------
     def handle_frame(self, identity: bytes, frame: bytes) -> None:
@@ -115,6 +117,8 @@ class Server:
             self.app, self.config.http.host, self.config.http.port)
         self.receiver.start(loop)
         self.ready = True
+        self.notifier.ready(f"watching; http port {self.http_port}")
+        self.notifier.tick(time.time())
         log.info("ready", version=__version__, endpoints=list(self.config.listen.endpoints),
                  http=f"http://{self.config.http.host}:{self.http_port}", pid=os.getpid())
 
@@ -127,6 +131,7 @@ class Server:
             self.tick(time.time())
 
     def tick(self, now: float) -> None:
+        self.notifier.tick(now)
         self.receiver.drain()  # belt and braces against a missed edge on the FD
         stall = self.config.detection.stall_after_s
         for run in list(self.table):
@@ -151,6 +156,7 @@ class Server:
 
     async def shutdown(self) -> None:
         self.stopping = True
+        self.notifier.stopping()
         try:
             await asyncio.wait_for(self._shutdown_steps(), self.config.shutdown_timeout_s)
         except asyncio.TimeoutError:
