@@ -13,11 +13,13 @@ import os
 import shutil
 from typing import Callable
 
+import structlog
 import zmq
 
 from .config import ListenConfig
 from .errors import ConfigError
 
+log = structlog.get_logger("wtwind.receiver")
 Handler = Callable[[bytes, bytes], None]
 
 
@@ -35,6 +37,7 @@ class Receiver:
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
         self.send_dropped = 0
         self.bad_envelopes = 0
+        self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def configure_curve(self, secret_key: bytes, public_key: bytes) -> None:
@@ -74,7 +77,11 @@ class Receiver:
             if len(parts) != 2:
                 self.bad_envelopes += 1
                 continue
-            handler(parts[0], parts[1])
+            try:
+                handler(parts[0], parts[1])
+            except Exception:  # task boundary: count, log the traceback, keep serving
+                self.handler_errors += 1
+                log.exception("frame_handler_failed")
         if self._loop is not None and sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             self._loop.call_soon(self.drain)
         return n

@@ -162,7 +162,8 @@ class Server:
         except asyncio.TimeoutError:
             log.error("shutdown_timeout", timeout_s=self.config.shutdown_timeout_s)
         self.receiver.close()
-        log.info("stopped", frames=self.stats.frames, runs=len(self.table))
+        log.info("stopped", frames=self.stats.frames, events=sum(self.stats.received.values()),
+                 runs=len(self.table))
 
     async def _shutdown_steps(self) -> None:
         while self.receiver.drain():   # what already arrived is still handled

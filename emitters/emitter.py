@@ -259,17 +259,19 @@ class Emitter:
         return ev
 
 
-def _num(x):
-    return None if x is None else float(x)
+def _f(x) -> float:
+    """float() of a Python/numpy number or a 0-d tensor (detached, so no autograd warning)."""
+    detach = getattr(x, "detach", None)
+    return float(detach() if detach is not None else x)
 
 
 def _loss(item):
     _, ts, step, loss, lr, grad_norm, extra = item
-    ev = {"type": "loss", "ts": ts, "step": int(step), "loss": float(loss)}
+    ev = {"type": "loss", "ts": ts, "step": int(step), "loss": _f(loss)}
     if lr is not None:
-        ev["lr"] = float(lr)
+        ev["lr"] = _f(lr)
     if grad_norm is not None:
-        ev["grad_norm"] = float(grad_norm)
+        ev["grad_norm"] = _f(grad_norm)
     for key in ("tokens", "rank"):
         if extra.get(key) is not None:
             ev[key] = int(extra[key]) if key == "rank" else float(extra[key])
@@ -279,7 +281,7 @@ def _loss(item):
 def _eval(item):
     _, ts, step, metrics = item
     return {"type": "eval", "ts": ts, "step": int(step),
-            "metrics": {str(k): float(v) for k, v in metrics.items()}}
+            "metrics": {str(k): _f(v) for k, v in metrics.items()}}
 
 
 def _checkpoint(item):

@@ -208,8 +208,8 @@ _EXTRA_CHECKS = {
 }
 
 
-def reply(kind: str, **fields: Any) -> bytes:
+def reply(reply_type: str, /, **fields: Any) -> bytes:
     """Daemon -> emitter frame: ack, alert, projection_ready or error."""
-    if kind not in REPLY_TYPES:
-        raise ValueError(f"unknown reply type {kind!r}")
-    return msgpack.packb({"v": VERSION, "type": kind, **fields}, use_bin_type=True)
+    if reply_type not in REPLY_TYPES:
+        raise ValueError(f"unknown reply type {reply_type!r}")
+    return msgpack.packb({**fields, "v": VERSION, "type": reply_type}, use_bin_type=True)

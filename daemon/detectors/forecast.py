@@ -58,16 +58,16 @@ class ForecastDetector(Detector):
 
     def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
                  fit_from: float = 0.05, bin_ratio: float = 1.02, refit_ratio: float = 1.1,
-                 refit_min: int = 50, t0: float = 1.0, threshold: float = 60.0,
+                 refit_min: int = 50, threshold: float = 60.0,
                  allowance: float = 0.75, clip: float = 4.0, gate: float = 1.0,
                  noise_halflife: float = 500.0, d_halflife: float = 50.0,
-                 band_z: float = 3.0, freeze: float = 0.3, anneal_decay: float = 0.999,
+                 band_z: float = 3.0, bias_z: float = 2.0, freeze: float = 0.3, anneal_decay: float = 0.999,
                  law: str = "auto") -> None:
         for name in ("warmup", "holdout_min", "refit_min"):
             v = locals()[name]
             check(isinstance(v, int) and v >= 1, name, v, "an int >= 1 (steps)")
         for name in ("threshold", "allowance", "clip", "gate", "noise_halflife", "d_halflife",
-                     "band_z", "t0"):
+                     "band_z", "bias_z"):
             positive(name, locals()[name])
         fraction("holdout", holdout, 0.0, 0.9)
         fraction("fit_from", fit_from, 0.0, 0.9)
@@ -81,9 +81,10 @@ class ForecastDetector(Detector):
               "one of 'auto', 'power', 'exp', 'schedule'")
         self.warmup, self.holdout, self.holdout_min = warmup, holdout, holdout_min
         self.fit_from, self.bin_ratio, self.refit_ratio = fit_from, bin_ratio, refit_ratio
-        self.refit_min, self.t0, self.threshold, self.allowance = refit_min, t0, threshold, allowance
+        self.refit_min, self.threshold, self.allowance = refit_min, threshold, allowance
         self.clip, self.gate, self.noise_halflife, self.d_halflife = clip, gate, noise_halflife, d_halflife
-        self.band_z, self.freeze, self.anneal_decay, self.law = band_z, freeze, anneal_decay, law
+        self.band_z, self.bias_z, self.freeze = band_z, bias_z, freeze
+        self.anneal_decay, self.law = anneal_decay, law
         self._lb = math.log(bin_ratio)
         self._bins: list[list[float]] = []
         self._last = None          # last step seen
@@ -107,11 +108,11 @@ class ForecastDetector(Detector):
     # --- summary -------------------------------------------------------------------
     def _x(self, step: float) -> tuple:
         if self._lr is None:
-            return (step + self.t0, 0.0)
+            return (step + 1.0, 0.0)
         return (self._s1 + 1e-12, self._s2)
 
     def _add(self, step: int, x: tuple, y: float) -> None:
-        k = int(math.log(step + self.t0) / self._lb)
+        k = int(math.log(step + 1.0) / self._lb)
         b = self._bins[-1] if self._bins else None
         if b is None or b[0] != k:
             self._bins.append([k, 1, x[0], x[1], y, step])
@@ -142,25 +143,33 @@ class ForecastDetector(Detector):
     def _refit(self, step: int) -> None:
         self._next = max(step * self.refit_ratio, step + self.refit_min)
         upto = step - max(self.holdout * step, self.holdout_min)
-        rows = [b for b in self._bins if b[5] <= upto]
         law = self.law if self.law != "auto" else ("schedule" if self._lr is not None
                                                     else self.default_law)
-        if len(rows) < laws.NPARAMS[law] + 3:
+        a = np.array(self._bins, dtype=float)
+        fit_rows = a[:, 5] <= upto
+        if int(fit_rows.sum()) < laws.NPARAMS[law] + 3:
             return
-        a = np.array(rows, dtype=float)
         n = a[:, 1]
         X = a[:, 2:4] / n[:, None]
         y = a[:, 4] / n
         if law == "exp":
-            X = X - np.array([self.t0, 0.0])
+            X = X - np.array([1.0, 0.0])
+        f = fit_rows
         scale = self._noise * 1.2533 if self._p is not None else float(
-            np.median(np.abs(np.diff(y))) + 1e-9) * math.sqrt(float(np.median(n)))
-        out = laws.fit(law, X, y, n, scale, self._p if law == self._law else None)
+            np.median(np.abs(np.diff(y[f]))) + 1e-9) * math.sqrt(float(np.median(n[f])))
+        out = laws.fit(law, X[f], y[f], n[f], scale, self._p if law == self._law else None)
         if out is None:
             return
-        self._p, self._cov, self._misfit, resid_sd = out
+        p, cov, misfit, resid_sd = out
         if self._law is None:
             self._noise = resid_sd / 1.2533
+            scale = resid_sd
+        held = ~f
+        if held.any():   # out-of-sample check on the holdout window: extrapolation error
+            r = laws.evaluate(law, X[held], p) - y[held]
+            oos = float(np.mean(r ** 2 - scale ** 2 / n[held]))
+            misfit = max(misfit, math.sqrt(max(oos, 0.0)))
+        self._p, self._cov, self._misfit = p, cov, misfit
         self._law = law
         self._fits += 1
 
@@ -180,12 +189,13 @@ class ForecastDetector(Detector):
             if step >= self._next:
                 self._refit(step)
             return ForecastState(step=step, l_obs=loss)
-        xl = (x[0] - self.t0, x[1]) if self._law == "exp" else x
+        xl = (x[0] - 1.0, x[1]) if self._law == "exp" else x
         pred, vpred = laws.predict(self._law, xl, self._p, self._cov)
-        sw = 1.2533 * self._noise
-        sd = math.sqrt(sw * sw + vpred + self._misfit ** 2) + 1e-12
+        sw = 1.2533 * self._noise + 1e-12
+        u2 = vpred + self._misfit ** 2        # forecast uncertainty: a bias shared by all steps
+        sd = math.sqrt(sw * sw + u2)
         r = loss - pred
-        z = r / sd
+        z = (r - self.bias_z * math.sqrt(u2)) / sw
         c = self.clip
         zc = c if z > c else (-c if z < -c else z)
         self._S = max(0.0, self._S + zc - self.allowance)
@@ -197,7 +207,7 @@ class ForecastDetector(Detector):
             self._noise = g * self._noise + (1.0 - g) * min(abs(r), c * sw)
         elif self._since is None:
             self._since = step
-        self._add(step, x, pred + zc * sd)
+        self._add(step, x, min(max(loss, pred - c * sd), pred + c * sd))
         W = self._S - self.threshold
         self._alarm = W > 0 and self._D > self.gate
         if step >= self._next and not self._alarm:

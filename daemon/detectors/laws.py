@@ -2,7 +2,7 @@
 
 Three laws, each a function of a per-point regressor tuple ``x`` and a parameter vector:
 
-- ``power``: ``L = c + a (t + t0)^-b`` (x = step, t0 fixed), params ``[c, ln a, b]``.
+- ``power``: ``L = c + a (t + t0)^-b`` (x = step), params ``[c, ln a, b, ln t0]``.
 - ``exp``: exponential to a floor, ``L = Linf + (L0 - Linf) exp(-k t)``,
   params ``[Linf, ln(L0 - Linf), ln k]``.
 - ``schedule``: Tissue et al. 2024, ``L = L0 + A S1^-alpha - C S2`` with S1 the summed
@@ -18,15 +18,16 @@ import math
 import numpy as np
 from scipy.optimize import least_squares
 
-NPARAMS = {"power": 3, "exp": 3, "schedule": 4}
+NPARAMS = {"power": 4, "exp": 3, "schedule": 4}
 
 
 def _terms(law: str, x: tuple, p: list) -> tuple[float, list[float]]:
     """Value and gradient (w.r.t. params) of ``law`` at one point."""
     if law == "power":
-        lx = math.log(x[0])
+        t0 = math.exp(p[3])
+        lx = math.log(x[0] + t0)
         e = math.exp(p[1] - p[2] * lx)
-        return p[0] + e, [1.0, e, -e * lx]
+        return p[0] + e, [1.0, e, -e * lx, -p[2] * e * t0 / (x[0] + t0)]
     if law == "exp":
         k = math.exp(p[2])
         e = math.exp(p[1] - k * x[0])
@@ -51,9 +52,11 @@ def predict(law: str, x: tuple, p: list, cov: list) -> tuple[float, float]:
 
 def _vector(law: str, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if law == "power":
-        lx = np.log(X[:, 0])
+        t0 = math.exp(p[3])
+        xt = X[:, 0] + t0
+        lx = np.log(xt)
         e = np.exp(p[1] - p[2] * lx)
-        return p[0] + e, np.column_stack([np.ones_like(e), e, -e * lx])
+        return p[0] + e, np.column_stack([np.ones_like(e), e, -e * lx, -p[2] * e * t0 / xt])
     if law == "exp":
         k = math.exp(p[2])
         e = np.exp(np.minimum(p[1] - k * X[:, 0], 700.0))
@@ -63,17 +66,28 @@ def _vector(law: str, X: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndar
     return p[0] + e - p[3] * X[:, 1], np.column_stack([np.ones_like(e), e, -e * ls1, -X[:, 1]])
 
 
+def evaluate(law: str, X: np.ndarray, p) -> np.ndarray:
+    """The law at each row of ``X``."""
+    return _vector(law, X, np.asarray(p, float))[0]
+
+
 def _start(law: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lo_y, span = float(y.min()), float(np.ptp(y)) + 1e-9
-    c0 = lo_y - 0.2 * span
+    floor = 0.0 if lo_y > 0 else lo_y - 3 * span     # positive losses: the floor is >= 0
+    c0 = max(lo_y - 0.2 * span, floor + 0.5 * (lo_y - floor))
     if law == "exp":
         k0 = 3.0 / max(float(X[-1, 0] - X[0, 0]), 1.0)
         p0 = [c0, math.log(max(y[0] - c0, 1e-9)) + k0 * X[0, 0], math.log(k0)]
-        lb, ub = [lo_y - 3 * span, -50.0, -30.0], [lo_y, 50.0, 5.0]
+        lb, ub = [floor, -50.0, -30.0], [lo_y, 50.0, 5.0]
     else:
         b0 = 0.5
         p0 = [c0, math.log(max(y[0] - c0, 1e-9)) + b0 * math.log(X[0, 0]), b0]
-        lb, ub = [lo_y - 3 * span, -50.0, 1e-3], [lo_y, 80.0, 4.0]
+        lb, ub = [floor, -50.0, 1e-3], [lo_y, 80.0, 4.0]
+        if law == "power":
+            p0[1] += b0 * math.log(1.0 + 1.0 / X[0, 0])
+            p0.append(0.0)
+            lb.append(-5.0)
+            ub.append(math.log(10.0 * float(X[-1, 0])))
         if law == "schedule":
             p0.append(0.0)
             lb.append(0.0)

@@ -1,0 +1,192 @@
+"""Bounded, decimated per-run series for plotting: log-spaced past, full-resolution recent.
+
+A run can be millions of steps long; the run page needs a few thousand points. Each
+`Decimated` keeps the newest ``recent`` points exactly (a ring buffer), and folds every
+point that leaves the window into a log-spaced bin of the past: bin ``floor(per_decade *
+log10(step + 1))``, so step 10..11 is one point apart and step 1e6..1.01e6 one bin. A
+bin's plotted value is the mean of its finite values for the ``mean`` fields (loss) and
+the last value for the others (forecast, band, W, LR). When the past reaches ``past``
+bins, neighbouring bins are merged pairwise. Memory is two fixed numpy blocks per series,
+whatever the run length; an append is O(1) amortized.
+
+A step that goes backwards (a resume or restart) truncates everything at or after it, so
+the plotted curve stays ordered and shows the resumed run. Values are float64 with NaN for
+"missing"; `columns()` turns NaN and infinities into ``None`` for JSON.
+
+    >>> s = Decimated(("step", "loss"), recent=4, past=8, per_decade=4)
+    >>> for t in range(1, 1001):
+    ...     s.append(t, 1.0 / t)
+    >>> cols = s.columns()
+    >>> cols["step"][-4:], len(cols["step"]) <= 12
+    ([997.0, 998.0, 999.0, 1000.0], True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+_BLOCK = 64          # points folded into the past at once (vectorized)
+_NAN = float("nan")
+
+TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr")
+EVAL_FIELDS = ("step", "val_loss")
+
+
+class Decimated:
+    """One aligned multi-field series; field 0 is the step (x axis)."""
+
+    def __init__(self, fields: tuple[str, ...], *, recent: int = 1024, past: int = 512,
+                 per_decade: int = 96, mean: tuple[str, ...] = ("loss", "val_loss")) -> None:
+        if recent < 1 or past < 2 or per_decade < 1:
+            raise ValueError("recent must be >= 1, past >= 2 and per_decade >= 1")
+        self.fields = tuple(fields)
+        self.recent = recent
+        self.past = past
+        self.per_decade = per_decade
+        k = len(self.fields)
+        self._mean = np.flatnonzero([f in mean for f in self.fields])
+        self._ring = np.full((min(recent, 64), k), np.nan)   # grows by doubling to recent+_BLOCK
+        self._head = 0            # index of the oldest point in the ring
+        self._n = 0               # points in the ring
+        # past bins: last values, and sums/counts of finite values of the mean fields
+        self._last = np.full((past, k), np.nan)
+        self._sum = np.zeros((past, len(self._mean)))
+        self._cnt = np.zeros((past, len(self._mean)))
+        self._bin = np.zeros(past, dtype=np.int64)
+        self._np = 0              # bins in use
+        self._shift = 0           # pairwise merges so far: bin index >> shift
+        self.last_step: float | None = None
+
+    def __len__(self) -> int:
+        return self._n + self._np
+
+    def append(self, step: float, *values: float | None) -> None:
+        if self.last_step is not None and step < self.last_step:
+            self.truncate(step)
+        cap = len(self._ring)
+        if self._n == cap:
+            if cap < self.recent + _BLOCK:
+                self._grow(min(2 * cap, self.recent + _BLOCK))
+            else:
+                self._fold(_BLOCK)
+            cap = len(self._ring)
+        row = self._ring[(self._head + self._n) % cap]
+        row[0] = step
+        for i, v in enumerate(values, 1):
+            row[i] = _NAN if v is None else v
+        self._n += 1
+        self.last_step = step
+
+    def _grow(self, cap: int) -> None:
+        ring = np.full((cap, len(self.fields)), np.nan)
+        ring[: self._n] = self._ordered_ring()
+        self._ring, self._head = ring, 0
+
+    def _fold(self, m: int) -> None:
+        """Move the ``m`` oldest points of the ring into the past bins."""
+        rows = self._ordered_ring()[:m]
+        self._head = (self._head + m) % len(self._ring)
+        self._n -= m
+        while True:
+            bins = self._bins_of(rows[:, 0])
+            starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
+            joins = bool(self._np) and self._bin[self._np - 1] == bins[0]
+            if self._np + len(starts) - joins <= self.past:
+                break
+            self._merge_pairs()
+        vals = rows[:, self._mean]
+        finite = np.isfinite(vals)
+        sums = np.add.reduceat(np.where(finite, vals, 0.0), starts, axis=0)
+        cnts = np.add.reduceat(finite.astype(float), starts, axis=0)
+        last = rows[np.r_[starts[1:], len(rows)] - 1]
+        i = self._np - 1 if joins else self._np
+        j = i + len(starts)
+        if joins:
+            sums[0] += self._sum[i]
+            cnts[0] += self._cnt[i]
+        self._bin[i:j], self._last[i:j], self._sum[i:j], self._cnt[i:j] = bins[starts], last, sums, cnts
+        self._np = j
+
+    def _bins_of(self, steps: np.ndarray) -> np.ndarray:
+        return (self.per_decade * np.log10(np.maximum(steps, 0.0) + 1.0)).astype(np.int64) >> self._shift
+
+    def _merge_pairs(self) -> None:
+        """Halve the past: bins with equal ``index >> 1`` become one."""
+        self._shift += 1
+        n, out = self._np, 0
+        for i in range(n):
+            b = self._bin[i] >> 1
+            if out and self._bin[out - 1] == b:
+                j = out - 1
+                self._last[j] = self._last[i]
+                self._sum[j] += self._sum[i]
+                self._cnt[j] += self._cnt[i]
+            else:
+                j, out = out, out + 1
+                self._bin[j] = b
+                self._last[j], self._sum[j], self._cnt[j] = self._last[i], self._sum[i], self._cnt[i]
+        self._np = out
+
+    def truncate(self, step: float) -> None:
+        """Forget every point at or after ``step`` (the run resumed from an earlier one)."""
+        ring = self._ordered_ring()
+        keep = ring[ring[:, 0] < step]
+        self._ring[:] = np.nan
+        self._ring[: len(keep)] = keep
+        self._head, self._n = 0, len(keep)
+        past_steps = self._past_rows()[:, 0]
+        self._np = int(np.searchsorted(past_steps, step, side="left"))
+        self.last_step = float(keep[-1, 0]) if len(keep) else (
+            float(past_steps[self._np - 1]) if self._np else None)
+
+    def _ordered_ring(self) -> np.ndarray:
+        idx = (self._head + np.arange(self._n)) % len(self._ring)
+        return self._ring[idx]
+
+    def _past_rows(self) -> np.ndarray:
+        n = self._np
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = self._sum[:n] / self._cnt[:n]
+        rows = self._last[:n].copy()
+        rows[:, self._mean] = mean
+        return rows
+
+    def rows(self) -> np.ndarray:
+        """All points, oldest first, as an (n, fields) float array (NaN = missing)."""
+        return np.concatenate([self._past_rows(), self._ordered_ring()])
+
+    def columns(self) -> dict[str, list[Any]]:
+        """JSON-safe columns: one list per field, ``None`` where missing or non-finite."""
+        rows = self.rows()
+        return {f: _jsonable(rows[:, i]) for i, f in enumerate(self.fields)}
+
+
+def _jsonable(col: np.ndarray) -> list[Any]:
+    return [float(v) if math.isfinite(v) else None for v in col.tolist()]
+
+
+class RunSeries:
+    """What one run keeps for its page: train series, eval series and alert markers."""
+
+    def __init__(self, *, recent: int = 1024, past: int = 512, markers: int = 256) -> None:
+        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past)
+        self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256))
+        self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
+
+    def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None) -> None:
+        g = (lambda name: getattr(state, name, None)) if state is not None else (lambda name: None)
+        self.train.append(step, loss, g("l_pred"), g("band_lo"), g("band_hi"), g("W"), lr)
+
+    def add_eval(self, step: int, metrics: dict) -> None:
+        val = metrics.get("val_loss", metrics.get("loss"))
+        if isinstance(val, (int, float)) and not isinstance(val, bool):
+            self.eval.append(step, float(val))
+
+    def mark(self, alert: Any) -> None:
+        """Remember an alert transition (an `Alert` value) as a marker on the chart."""
+        self.markers.append({"step": alert.step, "kind": alert.kind, "severity": alert.severity,
+                             "status": alert.status, "message": alert.message})

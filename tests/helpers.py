@@ -1,0 +1,145 @@
+"""Shared test helpers: free ports, a real wtwind subprocess, polling with a deadline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred: Callable[[], object], timeout: float = 10.0, interval: float = 0.02,
+             what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        val = pred()
+        if val:
+            return val
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def parse_metrics(text: str) -> dict[tuple[str, tuple], float]:
+    """{(sample name, sorted label items): value} from Prometheus text format."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def need_binary(name: str) -> str:
+    """Path of a Debian binary; skip when absent, except under CI where it fails."""
+    import pytest
+
+    path = shutil.which(name)
+    if path is None:
+        if IN_CI:
+            pytest.fail(f"{name} is required under CI=true but is not installed")
+        pytest.skip(f"{name} not installed")
+    return path
+
+
+def need_shared_data() -> Path:
+    import pytest
+
+    if not SHARED_DATA.is_dir():
+        if IN_CI:
+            pytest.fail(f"{SHARED_DATA} is required under CI=true")
+        pytest.skip("../shared/data not present")
+    return SHARED_DATA
+
+
+class Daemon:
+    """A real `wtwind` subprocess on a private ipc path, a free tcp port and HTTP port."""
+
+    def __init__(self, extra_env: dict | None = None, args: tuple = (), tmpdir: str | None = None):
+        self.tmp = Path(tmpdir or tempfile.mkdtemp(prefix="wtwind-test-"))
+        self.ipc = f"ipc://{self.tmp}/wtwind.sock"
+        self.tcp = f"tcp://127.0.0.1:{free_port()}"
+        self.http_port = free_port()
+        self.env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=f"{self.ipc},{self.tcp}",
+                        WTWIND_HTTP__PORT=str(self.http_port), WTWIND_LOG__FORMAT="json",
+                        **(extra_env or {}))
+        self.args = args
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.tmp / "wtwind.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self, timeout: float = 30.0) -> "Daemon":
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli", *self.args],
+                                     env=self.env, stderr=self._log, stdout=self._log)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"wtwind exited {self.proc.returncode}:\n{self.log()}")
+            try:
+                return http_get(self.url + "/readyz", 0.5)[0] == 200
+            except OSError:
+                return False
+
+        wait_for(ready, timeout, 0.05, "wtwind /readyz")
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metrics(self) -> dict:
+        status, body = http_get(self.url + "/metrics")
+        assert status == 200, body
+        return parse_metrics(body)
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "Daemon":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()

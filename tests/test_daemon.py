@@ -1,0 +1,128 @@
+"""wtwind end to end: malformed input, metrics, alerts back to the trainer, lifecycle."""
+
+import signal
+import threading
+
+import msgpack
+import zmq
+
+from helpers import Daemon, http_get, wait_for
+from wtwin.emitters import connect, wire
+
+
+def sample(d, name, **labels):
+    return d.metrics().get((name, tuple(sorted(labels.items()))))
+
+
+def raw_dealer(endpoint):
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 1000)
+    sock.connect(endpoint)
+    return sock
+
+
+class TestMalformedFrames:
+    def test_bad_frames_are_counted_by_reason_and_good_ones_still_processed(self, daemon):
+        sock = raw_dealer(daemon.tcp)
+        good = {"v": 1, "type": "loss", "run": "mixed", "seq": 1, "step": 1, "loss": 1.0}
+        bad = [b"\xc1garbage", msgpack.packb("str"), wire.encode({**good, "v": 9}),
+               wire.encode({**good, "type": "nope"}), wire.encode({**good, "loss": None}),
+               wire.encode({**good, "step": "1"}), b"\x00" * (2 << 20)]
+        for i, frame in enumerate(bad):
+            sock.send(frame)
+            sock.send(wire.encode({**good, "seq": i + 2, "step": i + 2}))
+        sock.send_multipart([b"two", b"parts"])
+        sock.close()
+        wait_for(lambda: sample(daemon, "wtwind_events_received_total", type="loss") == len(bad),
+                 what="every good frame processed")
+        for reason in ("undecodable", "not_a_map", "bad_version", "unknown_type",
+                       "missing_field", "bad_type"):
+            assert sample(daemon, "wtwind_events_rejected_total", reason=reason) == 1, reason
+        # the 2 MiB frame exceeds ZMQ's MAXMSGSIZE (max_frame_bytes): the peer is dropped by
+        # libzmq before decode; the daemon stays up and keeps serving
+        assert http_get(daemon.url + "/healthz")[0] == 200
+        assert "frame_rejected" in daemon.log()
+
+
+class TestMetrics:
+    def test_metrics_parse_and_carry_run_series(self, daemon):
+        with connect(daemon.ipc, run="m1") as emit:
+            for step in range(1, 11):
+                emit.loss(step, 5.0 / step)
+            wait_for(lambda: sample(daemon, "wtwind_run_step", run="m1") == 10, what="step 10")
+            m = daemon.metrics()
+            assert m[("wtwind_run_loss", (("run", "m1"),))] == 0.5
+            assert m[("wtwind_active_runs", ())] == 1
+            assert ("wtwind_build_info", (("version", m and next(
+                l for (n, l) in m if n == "wtwind_build_info")[0][1]),)) in m
+            assert m[("wtwind_run_last_event_timestamp_seconds", (("run", "m1"),))] > 1e9
+        # run_end: the run's series vanish
+        wait_for(lambda: sample(daemon, "wtwind_run_step", run="m1") is None, what="series gone")
+        assert sample(daemon, "wtwind_active_runs") == 0
+
+    def test_health_and_readiness(self, daemon):
+        assert http_get(daemon.url + "/healthz")[0] == 200
+        assert http_get(daemon.url + "/readyz")[0] == 200
+
+
+class TestAlerts:
+    def test_degrading_run_alerts_and_the_trainer_gets_it_on_its_own_thread(self, daemon):
+        got, threads = [], []
+
+        def on_alert(alert):
+            got.append(alert)
+            threads.append(threading.get_ident())
+
+        emit = connect(daemon.ipc, run="degrade", on_alert=on_alert)
+        step = 0
+        for step in range(1, 4001):
+            drift = 0.0005 * (step - 2000) if step > 2000 else 0.0
+            emit.loss(step, 2.0 + 5.0 / step ** 0.5 + drift + 0.01 * ((step * 7919) % 13 - 6) / 6)
+        wait_for(lambda: sample(daemon, "wtwind_run_alert_active", run="degrade", kind="drift",
+                                severity="warning") == 1, timeout=20, what="drift alert")
+        wait_for(lambda: emit.poll() or got, what="alert back at the trainer")
+        emit.close()
+        assert got[0]["kind"] == "drift" and got[0]["status"] == "firing" and got[0]["step"] > 2000
+        assert set(threads) == {threading.get_ident()}
+        assert sample(daemon, "wtwind_alerts_total", kind="drift", severity="warning") == 1
+
+    def test_nonfinite_loss_is_critical_at_once(self, daemon):
+        with connect(daemon.ipc, run="nan") as emit:
+            emit.loss(1, 2.0)
+            emit.loss(2, float("nan"))
+            wait_for(lambda: sample(daemon, "wtwind_run_alert_active", run="nan",
+                                    kind="nonfinite", severity="critical") == 1, what="nonfinite")
+
+
+class TestStall:
+    def test_silent_run_is_reported_stalled(self, tmp_path):
+        env = {"WTWIND_DETECTION__STALL_AFTER_S": "0.5", "WTWIND_TICK_S": "0.1"}
+        with Daemon(env, tmpdir=str(tmp_path)) as d:
+            emit = connect(d.ipc, run="quiet", heartbeat_s=0.1)
+            emit.loss(1, 1.0)
+            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled",
+                                    severity="warning") == 1, what="stalled alert")
+            emit.loss(2, 1.0)
+            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled",
+                                    severity="warning") is None, what="stall resolved")
+            emit.close()
+
+
+class TestLifecycle:
+    def test_sigterm_drains_what_arrived_and_exits_zero(self, tmp_path):
+        d = Daemon(tmpdir=str(tmp_path)).start()
+        with connect(d.ipc, run="drain") as emit:
+            for step in range(1, 20001):
+                emit.loss(step, 1.0)
+        wait_for(lambda: sample(d, "wtwind_run_step", run="drain") or True)
+        assert d.stop(signal.SIGTERM, timeout=15) == 0
+        assert '"event": "stopped"' in d.log()
+
+    def test_bind_failure_is_a_clear_error(self, daemon, tmp_path):
+        other = Daemon(tmpdir=str(tmp_path / "b"))
+        other.env["WTWIND_LISTEN__ENDPOINTS"] = daemon.tcp
+        other.proc = None
+        import subprocess, sys
+        r = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli"], env=other.env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "cannot bind" in r.stderr and daemon.tcp in r.stderr

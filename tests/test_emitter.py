@@ -1,0 +1,103 @@
+"""The emitter against a real wtwind over real ZeroMQ sockets."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import Daemon, free_port, wait_for
+from wtwin.emitters import Emitter, NullEmitter, connect
+
+
+def received(d, kind="loss"):
+    return d.metrics().get(("wtwind_events_received_total", (("type", kind),)), 0)
+
+
+class TestLightImport:
+    def test_emitters_import_only_pyzmq_and_msgpack(self):
+        code = ("import sys, wtwin.emitters; "
+                "print(sorted(m for m in ('numpy','scipy','torch','prometheus_client','aiohttp',"
+                "'wtwin.daemon') if m in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "[]"
+
+
+class TestDelivery:
+    @pytest.mark.parametrize("which", ["ipc", "tcp"])
+    def test_events_arrive_over_each_transport(self, daemon, which):
+        with connect(getattr(daemon, which), run=f"t-{which}") as emit:
+            for step in range(1, 501):
+                emit.loss(step, 3.0 - step * 1e-3, lr=1e-3)
+            emit.eval(500, val_loss=2.6)
+        wait_for(lambda: received(daemon) == 500, what="500 loss events")
+        m = daemon.metrics()
+        assert received(daemon, "eval") == 1
+        assert m.get(("wtwind_events_received_total", (("type", "run_start"),))) == 1
+
+    def test_many_emitters_at_once(self, daemon):
+        emitters = [connect(daemon.tcp, run=f"many-{i}") for i in range(16)]
+        for step in range(1, 301):
+            for e in emitters:
+                e.loss(step, 2.0)
+        for e in emitters:
+            e.close()
+        wait_for(lambda: received(daemon) == 16 * 300, what="all events from 16 emitters")
+        assert sum(e.stats["dropped"] for e in emitters) == 0
+
+    def test_numpy_scalars_and_torch_tensors_are_accepted(self, daemon):
+        emit = connect(daemon.ipc, run="types")
+        emit.loss(np.int64(1), np.float32(2.5), lr=np.float64(1e-3))
+        emit.loss(torch.tensor(2), torch.tensor(2.25, requires_grad=True) * 1.0)
+        wait_for(lambda: received(daemon) == 2, what="2 events")
+        m = daemon.metrics()
+        emit.close()
+        assert m[("wtwind_run_loss", (("run", "types"),))] == 2.25
+        assert m[("wtwind_run_step", (("run", "types"),))] == 2
+
+    def test_unconvertible_values_are_counted_never_raised(self, daemon):
+        with connect(daemon.ipc, run="bad-values") as emit:
+            emit.loss(1, "not a number")
+            emit.loss(2, 1.5)
+        assert emit.stats["invalid"] == 1
+        wait_for(lambda: received(daemon) == 1, what="the one good event")
+
+
+class TestDaemonDown:
+    def test_emitter_neither_blocks_nor_raises_then_delivers_when_daemon_comes_up(self, tmp_path):
+        port = free_port()
+        endpoint = f"tcp://127.0.0.1:{port}"
+        emit = Emitter(endpoint, run="late", queue_size=200)
+        worst = 0.0
+        for step in range(1, 3001):
+            t0 = time.perf_counter()
+            emit.loss(step, 1.0)
+            worst = max(worst, time.perf_counter() - t0)
+        assert worst < 0.05, f"emit.loss blocked for {worst * 1e3:.1f} ms with the daemon down"
+        d = Daemon(tmpdir=str(tmp_path))
+        d.tcp = endpoint
+        d.env["WTWIND_LISTEN__ENDPOINTS"] = f"{d.ipc},{endpoint}"
+        with d:
+            emit.close(timeout=10)
+            total = 3000
+            wait_for(lambda: received(d) + emit.stats["dropped"] == total, timeout=15,
+                     what="every event either delivered or counted as dropped")
+            assert received(d) > 0
+
+
+class TestNullEmitter:
+    @pytest.mark.parametrize("env", [{"WTWIN_DISABLE": "1"}, {"RANK": "3"}, {"LOCAL_RANK": "1"}])
+    def test_disabled_or_non_zero_rank_gives_a_null_emitter(self, monkeypatch, env):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        emit = connect("tcp://127.0.0.1:1", run="x")
+        assert isinstance(emit, NullEmitter)
+        emit.loss(1, 1.0)
+        emit.close()
+
+    def test_generated_run_id_is_printed_once(self, capsys):
+        emit = connect("tcp://127.0.0.1:1")
+        emit.close(timeout=1)
+        assert emit.run in capsys.readouterr().err

@@ -1,0 +1,72 @@
+"""Wire protocol v1: what is accepted, what is rejected, and under which reason."""
+
+import math
+
+import msgpack
+import pytest
+
+from wtwin.emitters import wire
+
+
+def ev(**kw):
+    base = {"v": 1, "type": "loss", "run": "r", "seq": 1, "step": 3, "loss": 2.5}
+    base.update(kw)
+    return base
+
+
+class TestDecode:
+    def test_valid_loss_event_round_trips(self):
+        events, rejects = wire.decode(wire.encode(ev(lr=1e-3, grad_norm=0.5)))
+        assert rejects == [] and events[0]["lr"] == 1e-3
+
+    def test_nonfinite_loss_is_not_malformed(self):
+        events, rejects = wire.decode(wire.encode(ev(loss=math.nan)))
+        assert rejects == [] and math.isnan(events[0]["loss"])
+
+    @pytest.mark.parametrize("frame,reason", [
+        (b"\xc1\xc1", "undecodable"),
+        (msgpack.packb([1, 2]), "not_a_map"),
+        (wire.encode(ev(v=2)), "bad_version"),
+        (wire.encode(ev(type="bogus")), "unknown_type"),
+        (wire.encode({k: v for k, v in ev().items() if k != "loss"}), "missing_field"),
+        (wire.encode(ev(loss="2.5")), "bad_type"),
+        (wire.encode(ev(step=True)), "bad_type"),
+        (wire.encode(ev(step=math.inf)), "nonfinite_step"),
+        (wire.encode(ev(step=-1)), "bad_value"),
+        (wire.encode(ev(run="")), "bad_type"),
+        (wire.encode(ev(seq=-3)), "bad_type"),
+        (wire.encode({"v": 1, "type": "batch", "events": "x"}), "bad_batch"),
+        (wire.encode({"v": 1, "type": "checkpoint", "run": "r", "seq": 1, "step": 1,
+                      "path": "/x", "format": "pickle"}), "bad_value"),
+        (wire.encode({"v": 1, "type": "eval", "run": "r", "seq": 1, "step": 1,
+                      "metrics": {"val_loss": "high"}}), "bad_type"),
+    ])
+    def test_bad_frames_are_rejected_with_a_reason(self, frame, reason):
+        events, rejects = wire.decode(frame)
+        assert events == [] and rejects == [reason]
+        assert reason in wire.REJECT_REASONS
+
+    def test_oversized_frame_is_rejected_before_decoding(self):
+        frame = wire.encode(ev(run="x" * 100)) + b"\x00" * 5000
+        assert wire.decode(frame, max_bytes=1024) == ([], ["oversized"])
+
+    def test_batch_keeps_good_events_and_counts_bad_ones(self):
+        frame = wire.encode_batch([ev(seq=1), ev(seq=2, loss="x"), 7, ev(seq=3)], emitter="e1")
+        events, rejects = wire.decode(frame)
+        assert [e["seq"] for e in events] == [1, 3]
+        assert all(e["emitter"] == "e1" for e in events)
+        assert sorted(rejects) == ["bad_type", "not_a_map"]
+
+    def test_every_event_type_has_a_valid_example(self):
+        examples = {
+            "run_start": {"config": {"lr": 1e-3}, "preset": "pretraining"},
+            "loss": {"step": 1, "loss": 1.0},
+            "eval": {"step": 1, "metrics": {"val_loss": 1.0}},
+            "checkpoint": {"step": 1, "path": "/c.pt", "format": "torch", "want": ["analyze"]},
+            "heartbeat": {"dropped": 0},
+            "run_end": {"status": "completed"},
+        }
+        assert set(examples) == set(wire.EVENT_TYPES)
+        for kind, fields in examples.items():
+            events, rejects = wire.decode(wire.encode({"v": 1, "type": kind, "run": "r", "seq": 1, **fields}))
+            assert rejects == [], kind
