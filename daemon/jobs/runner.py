@@ -122,6 +122,9 @@ class JobRunner:
         except BrokenProcessPool:
             self._on_broken(job, gen, time.monotonic() - t0)
         except Exception as exc:  # task boundary: report, count, keep going
+            if type(exc).__name__ == "KilledWorker":  # Dask gave up after its allowed-failures
+                self._finish(job, "crashed", "worker_crashed", time.monotonic() - t0, error=str(exc))
+                return
             log.exception("job_error", run=job.run, step=job.step)
             self._finish(job, "failed", "error", time.monotonic() - t0, error=f"{type(exc).__name__}: {exc}")
         else:
@@ -176,7 +179,10 @@ class JobRunner:
         if executor is None:
             return
         procs = list((getattr(executor, "_processes", None) or {}).values())
-        executor.shutdown(wait=False, cancel_futures=True)
+        if isinstance(executor, ProcessPoolExecutor):
+            executor.shutdown(wait=False, cancel_futures=True)
+        else:  # distributed's ClientExecutor: cancels its own futures
+            executor.shutdown(wait=False)
         for proc in procs:
             if proc.is_alive():
                 proc.kill()
