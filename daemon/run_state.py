@@ -14,6 +14,7 @@ from wtwin.sinks.alert import Alert
 
 from .alert_policy import AlertPolicy
 from .detectors import Finding, MonitorState, RunMonitor
+from .series import RunSeries
 
 
 class RunState:
@@ -33,6 +34,7 @@ class RunState:
         self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
         self.emitter_dropped = 0
         self.monitor = RunMonitor(preset)
+        self.series = RunSeries()      # bounded, decimated, for the run page
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
 
@@ -48,6 +50,7 @@ class RunState:
         self.lr = ev.get("lr", self.lr)
         state = self.monitor.update_loss(ev["step"], self.loss, ev.get("lr"), ev.get("grad_norm"))
         self.last_state = state
+        self.series.add_loss(self.step, self.loss, state, self.lr)
         out = self._apply(state.findings, now, state) if state.findings else []
         if self.stalled:
             out += self.check_stall(now, math.inf)
@@ -56,6 +59,7 @@ class RunState:
     def _on_eval(self, ev: dict, now: float) -> list[Alert]:
         self.last_progress = now
         self.last_eval = dict(ev["metrics"])
+        self.series.add_eval(ev["step"], self.last_eval)
         state = self.monitor.update_eval(ev["step"], ev["metrics"])
         if state is None or not state.findings:
             return []
