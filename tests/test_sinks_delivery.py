@@ -1,0 +1,237 @@
+"""Delivery: isolation between sinks, bounded queues, replay, log sink, registry, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
+
+from wtwin.sinks.alert import Alert
+from wtwin.sinks.delivery import Delivery
+from wtwin.sinks.errors import ConfigError
+from wtwin.sinks.log import LogConfig, LogSink
+from wtwin.sinks.metrics import DeliveryCollector
+from wtwin.sinks.outbox import MemoryOutbox
+from wtwin.sinks.registry import DeliveryConfig, build_sinks, parse_sink, parse_sinks
+from wtwin.sinks.retry import RetryPolicy
+from wtwin.sinks.routing import RouteConfig
+from wtwin.sinks.slack import SlackConfig
+from wtwin.sinks.testing import Recorder, Reply
+from wtwin.sinks.webhook import WebhookConfig, WebhookSink
+
+FAST = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.02)
+
+
+def alert(run="r", kind="drift", status="firing") -> Alert:
+    return Alert(run=run, kind=kind, severity="warning", status=status, step=3, started_at=10.0)
+
+
+async def until(pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.005)
+
+
+def hook(name, url, **kw):
+    return WebhookSink.build(WebhookConfig(name=name, url=url, **kw), {})
+
+
+class TestIsolation:
+    def test_slow_sink_does_not_stall_others(self):
+        """A sink whose server takes 2 s to answer does not delay a healthy sink."""
+        async def scenario():
+            async with Recorder(default=Reply(200, "", delay_s=2.0)) as slow, Recorder() as fast:
+                d = Delivery(sinks=[hook("slow", slow.url, timeout_s=5.0), hook("fast", fast.url)],
+                             outbox=MemoryOutbox(), policy=FAST)
+                await d.start()
+                t0 = time.monotonic()
+                for i in range(3):
+                    d.submit_nowait(alert(run=f"r{i}"))
+                await fast.wait_for(3, timeout=1.5)
+                elapsed = time.monotonic() - t0
+                await d.aclose()
+                return elapsed, len(slow.requests)
+        elapsed, slow_seen = asyncio.run(scenario())
+        assert elapsed < 1.0 and slow_seen == 1
+
+    def test_submit_never_blocks_and_intake_is_bounded(self):
+        """submit_nowait returns at once; beyond intake_size it drops, logs ERROR and counts."""
+        async def scenario():
+            d = Delivery(sinks=[LogSink(LogConfig())], outbox=MemoryOutbox(), intake_size=2)
+            with capture_logs() as logs:
+                results = [d.submit_nowait(alert(run=f"r{i}")) for i in range(3)]
+            return d, results, logs
+        d, results, logs = asyncio.run(scenario())
+        assert results == [True, True, False] and d.counters.intake_dropped == 1
+        assert [e["log_level"] for e in logs if e["event"] == "alert_dropped"] == ["error"]
+
+    def test_sink_queue_bounded(self):
+        """A down sink holds at most queue_size pending alerts; the rest are dead as dropped."""
+        async def scenario():
+            async with Recorder() as closed:
+                url = closed.url
+            sink = hook("down", url, queue_size=2)
+            outbox = MemoryOutbox()
+            d = Delivery(sinks=[sink], outbox=outbox, policy=RetryPolicy(max_attempts=100, base_s=5, cap_s=5))
+            for i in range(5):
+                await d.submit(alert(run=f"r{i}"))
+            return d, outbox
+        d, outbox = asyncio.run(scenario())
+        assert outbox.counts() == {("down", "pending"): 2, ("down", "dead"): 3}
+        assert d.counters.values[("down", "dropped")] == 3
+
+
+class TestReplay:
+    def test_replay_redelivers_dead(self):
+        """Dead alerts are replayed once the endpoint is back, with the same webhook-id."""
+        async def scenario():
+            async with Recorder([Reply(500)] * 3) as srv:
+                outbox = MemoryOutbox()
+                d = Delivery(sinks=[hook("h", srv.url)], outbox=outbox, policy=FAST)
+                await d.start()
+                d.submit_nowait(alert())
+                await until(lambda: outbox.counts().get(("h", "dead")) == 1)
+                assert await d.replay("h") == 1
+                await srv.wait_for(4)
+                await until(lambda: d.counters.values[("h", "success")] == 1)
+                await d.aclose()
+                return srv, outbox
+        srv, outbox = asyncio.run(scenario())
+        assert len({r.headers["webhook-id"] for r in srv.requests}) == 1
+        assert outbox.counts().get(("h", "dead"), 0) == 0
+
+    def test_pending_rows_picked_up_at_start(self):
+        """Rows committed before start (say, left from a previous run) are delivered."""
+        async def scenario():
+            async with Recorder() as srv:
+                outbox = MemoryOutbox()
+                await outbox.put(alert(), ["h"], now=time.time())
+                d = Delivery(sinks=[hook("h", srv.url)], outbox=outbox, policy=FAST)
+                await d.start()
+                await srv.wait_for(1)
+                await d.aclose()
+                return srv
+        assert len(asyncio.run(scenario()).requests) == 1
+
+
+class TestRoutingInDelivery:
+    def test_routes_pick_sinks(self):
+        """Only routed sinks get the alert; unknown sink names are rejected at construction."""
+        async def scenario():
+            async with Recorder() as a, Recorder() as b:
+                routes = [RouteConfig(sinks=("a",), kinds=("nonfinite",)), RouteConfig(sinks=("b",))]
+                d = Delivery(sinks=[hook("a", a.url), hook("b", b.url)], outbox=MemoryOutbox(), routes=routes,
+                             policy=FAST)
+                await d.start()
+                d.submit_nowait(alert(kind="nonfinite"))
+                d.submit_nowait(alert(kind="drift"))
+                await a.wait_for(1)
+                await b.wait_for(1)
+                await d.aclose()
+                return a, b
+        a, b = asyncio.run(scenario())
+        assert a.requests[0].json()["alerts"][0]["labels"]["kind"] == "nonfinite"
+        assert b.requests[0].json()["alerts"][0]["labels"]["kind"] == "drift"
+        with pytest.raises(ValueError, match="unknown sinks"):
+            Delivery(sinks=[LogSink(LogConfig())], outbox=MemoryOutbox(), routes=[RouteConfig(sinks=("x",))])
+
+    def test_for_hold_released_by_dispatcher(self):
+        """A held alert is delivered once for_s has passed, without another submit."""
+        async def scenario():
+            async with Recorder() as srv:
+                d = Delivery(sinks=[hook("h", srv.url)], outbox=MemoryOutbox(),
+                             routes=[RouteConfig(sinks=("h",), for_s=0.2)], policy=FAST)
+                await d.start()
+                t0 = time.monotonic()
+                d.submit_nowait(alert())
+                await srv.wait_for(1)
+                await d.aclose()
+                return time.monotonic() - t0
+        assert asyncio.run(scenario()) >= 0.2
+
+
+class TestLogSink:
+    def test_alert_as_structlog_event(self):
+        """The log sink emits one 'alert' event per alert with its fields."""
+        async def scenario():
+            d = Delivery(sinks=[LogSink(LogConfig())], outbox=MemoryOutbox())
+            await d.start()
+            with capture_logs() as logs:
+                d.submit_nowait(alert(kind="nonfinite"))
+                await until(lambda: d.counters.values[("log", "success")] == 1)
+            await d.aclose()
+            return logs
+        (event,) = [e for e in asyncio.run(scenario()) if e["event"] == "alert"]
+        assert event["run"] == "r" and event["kind"] == "nonfinite" and event["status"] == "firing"
+        assert event["log_level"] == "warning" and event["idempotency_key"] == alert(kind="nonfinite").idempotency_key
+
+
+class TestMetrics:
+    def test_collector_exports_counters_and_outbox(self):
+        """deliveries_total by sink/outcome and outbox pending/dead are read at scrape time."""
+        async def scenario():
+            async with Recorder([Reply(400)]) as srv:
+                outbox = MemoryOutbox()
+                d = Delivery(sinks=[hook("h", srv.url)], outbox=outbox, policy=FAST)
+                await d.start()
+                d.submit_nowait(alert(run="a"))
+                d.submit_nowait(alert(run="b"))
+                await until(lambda: d.counters.values[("h", "success")] == 1)
+                await d.aclose()
+                return d
+        d = asyncio.run(scenario())
+        reg = CollectorRegistry()
+        reg.register(DeliveryCollector(d))
+        get = reg.get_sample_value
+        assert get("wtwind_deliveries_total", {"sink": "h", "outcome": "dead"}) == 1
+        assert get("wtwind_deliveries_total", {"sink": "h", "outcome": "success"}) == 1
+        assert get("wtwind_deliveries_total", {"sink": "h", "outcome": "retry"}) == 0
+        assert get("wtwind_outbox_dead", {"sink": "h"}) == 1
+        assert get("wtwind_outbox_pending", {"sink": "h"}) == 0
+        assert get("wtwind_sink_disabled", {"sink": "h"}) == 0
+        assert get("wtwind_alerts_dropped_total") == 0
+
+
+class TestRegistry:
+    def test_parse_by_type(self):
+        """type selects the config class; the rest are its fields."""
+        cfg = parse_sink({"type": "slack", "name": "team", "url_env": "U", "link_base_url": "https://x"})
+        assert isinstance(cfg, SlackConfig) and cfg.link_base_url == "https://x"
+
+    def test_unknown_key_names_path(self):
+        """An unknown key is reported with its dotted path."""
+        with pytest.raises(ConfigError, match=r"sinks\[1\]\.colour: unknown key"):
+            parse_sinks([{"type": "log"}, {"type": "webhook", "name": "h", "url": "http://x", "colour": "red"}])
+
+    def test_unknown_type(self):
+        """A missing or unknown type lists the known ones."""
+        with pytest.raises(ConfigError, match=r"sinks\[0\]\.type: 'pager' is not one of \['log', 'slack', 'webhook'\]"):
+            parse_sink({"type": "pager"})
+
+    def test_field_errors_prefixed(self):
+        """A field error carries the sink's position."""
+        with pytest.raises(ConfigError, match=r"sinks\[0\]: sinks.h.timeout_s must be a number > 0"):
+            parse_sinks([{"type": "webhook", "name": "h", "url": "http://x", "timeout_s": 0}])
+
+    def test_defaults_and_uniqueness(self):
+        """No sinks: the log sink; duplicate names and unknown route sinks are errors."""
+        assert parse_sinks([]) == (LogConfig(),)
+        with pytest.raises(ConfigError, match="used more than once"):
+            parse_sinks([{"type": "log"}, {"type": "log"}])
+        with pytest.raises(ConfigError, match=r"routes\[0\]\.sinks: unknown sink 'pager'"):
+            parse_sinks([{"type": "log"}], [RouteConfig(sinks=("pager",))])
+
+    def test_build_resolves_references(self):
+        """build_sinks resolves secrets from the given mapping, not the process environment."""
+        (sink,) = build_sinks(parse_sinks([{"type": "slack", "name": "t", "url_env": "MY_URL"}]),
+                              {"MY_URL": "https://hooks.example/x"})
+        assert sink.name == "t" and sink._url == "https://hooks.example/x"
+
+    def test_delivery_config_validates(self):
+        """DeliveryConfig checks its own fields."""
+        with pytest.raises(ConfigError, match="intake_size"):
+            DeliveryConfig(intake_size=0)
