@@ -80,10 +80,13 @@ def encode(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def encode_batch(events: list[dict[str, Any]], emitter: str | None = None) -> bytes:
+def encode_batch(events: list[dict[str, Any]], emitter: str | None = None,
+                 base: int | None = None) -> bytes:
     frame: dict[str, Any] = {"v": VERSION, "type": "batch", "events": events}
     if emitter is not None:
         frame["emitter"] = emitter
+    if base is not None:  # the oldest seq the emitter can still re-send (RELIABILITY.md)
+        frame["base"] = base
     return msgpack.packb(frame, use_bin_type=True)
 
 
@@ -120,6 +123,9 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
     if type(inner) is not list or len(inner) > MAX_BATCH_EVENTS:
         return [], ["bad_batch"]
     emitter = obj.get("emitter")
+    base = obj.get("base")  # oldest seq the emitter still holds (acknowledged delivery)
+    if type(base) is not int or base < 0:
+        base = None
     events, rejects = [], []
     for ev in inner:
         if type(ev) is not dict:
@@ -131,6 +137,9 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
             events.append(validate(ev))
         except WireError as exc:
             rejects.append(exc.reason)
+            continue
+        if base is not None:
+            ev["base"] = base
     return events, rejects
 
 
