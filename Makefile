@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
+	$(BIN)/python tests/bench/run_all.py
 
 bench-detection: $(STAMP)
 	$(BIN)/python tests/bench/detection.py

@@ -7,6 +7,15 @@ floats, numpy scalars and 0-d torch tensors, without importing either), assigns 
 per-emitter ``seq``, batches whatever has queued up, and sends without blocking.
 Replies from the daemon (alerts, projection_ready) are queued back and handed to
 ``on_alert`` / ``on_projection`` on the caller's thread at its next emit or ``poll()``.
+
+Acknowledged delivery (docs/RELIABILITY.md): sent events stay in a bounded replay
+buffer (``replay_size``) until the daemon acks their ``seq`` (it does once their
+effects are persisted). Each frame carries ``base``, the oldest seq still held. When
+the daemon asks for a re-send (an ack with ``resend``: it saw a gap it knows this
+emitter can fill) or no ack progress is seen for ``ack_timeout_s``, everything held
+is re-sent in order; the daemon drops what it already has by seq. Past its bound the
+buffer drops oldest-first and counts it (``replay_evicted``). All of this runs on the
+I/O thread: the caller's cost is unchanged.
 """
 
 from __future__ import annotations
@@ -39,9 +48,12 @@ class Emitter:
                  on_projection: Callable[[dict], Any] | None = None,
                  queue_size: int = 10_000, batch_max: int = 512,
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
-                 curve: dict | None = None) -> None:
+                 curve: dict | None = None, replay_size: int = 20_000,
+                 ack_timeout_s: float = 2.0) -> None:
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
+        if replay_size < 0 or ack_timeout_s <= 0:
+            raise ValueError("replay_size must be >= 0 and ack_timeout_s > 0")
         self.endpoint = endpoint or default_endpoint()
         self.run = run or f"run-{uuid.uuid4().hex[:8]}"
         self.id = uuid.uuid4().hex[:16]
@@ -54,7 +66,14 @@ class Emitter:
         self._curve = curve
         self._q: collections.deque = collections.deque()
         self._inbox: collections.deque = collections.deque()
-        self._pending: collections.deque = collections.deque()  # (n_events, frame)
+        self._pending: collections.deque = collections.deque()  # [events, frame | None]
+        self._unacked: collections.deque = collections.deque()  # events sent, not acked
+        self._replay_size = replay_size
+        self._ack_timeout_s = ack_timeout_s
+        self._acked = 0
+        self._ack_seen = False
+        self._ack_progress = time.monotonic()
+        self._idle = threading.Event()
         self._dropped = 0
         self._stats = collections.Counter()
         self._seq = 0
@@ -110,8 +129,23 @@ class Emitter:
     def stats(self) -> dict[str, int]:
         s = dict(self._stats)
         s["dropped"] = self._dropped + s.get("dropped_io", 0)
-        s["queued"] = len(self._q) + sum(n for n, _ in self._pending)
+        s["queued"] = len(self._q) + sum(len(p[0]) for p in self._pending)
+        s["unacked"] = len(self._unacked)
+        s["acked"] = self._acked
         return s
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything emitted so far is sent and (if the daemon acks) acked."""
+        deadline = time.monotonic() + timeout
+        self._idle.clear()
+        while not (self._idle.wait(0.01) and self._is_idle()):
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return self._is_idle()
+            self._idle.clear()
+        return True
+
+    def _is_idle(self) -> bool:
+        return not self._q and not self._pending and not (self._ack_seen and self._unacked)
 
     def close(self, status: str = "completed", timeout: float = 5.0) -> None:
         if self._closed:
@@ -176,17 +210,21 @@ class Emitter:
             if time.monotonic() >= next_hb:
                 next_hb = time.monotonic() + self._heartbeat_s
                 self._q.append(("heartbeat", time.time()))
+            self._check_ack_timeout()
+            if self._is_idle():
+                self._idle.set()
             for s, _ in poller.poll(2 if self._q or self._pending else 10):
                 self._receive(s)
 
     def _final_flush(self, sock, poller) -> None:
         deadline = time.monotonic() + self._linger_ms / 1000
-        while self._pending and time.monotonic() < deadline:
+        while not self._is_idle() and time.monotonic() < deadline:
+            self._check_ack_timeout()
             self._flush(sock)
             for s, _ in poller.poll(5):
                 self._receive(s)
-        for n, _ in self._pending:
-            self._stats["dropped_io"] += n
+        for events, _ in self._pending:
+            self._stats["dropped_io"] += len(events)
         self._pending.clear()
 
     def _pack_queue(self) -> None:
@@ -198,22 +236,31 @@ class Emitter:
                     events.append(ev)
             if not events:
                 continue
-            frame = wire.encode(events[0]) if len(events) == 1 else wire.encode_batch(events, self.id)
-            self._pending.append((len(events), frame))
+            self._pending.append([events, None])
             self._bound_pending()
+            time.sleep(0)  # hand the GIL back to the training thread between batches
 
     def _bound_pending(self) -> None:
-        total = sum(n for n, _ in self._pending)
+        total = sum(len(p[0]) for p in self._pending)
         while total > self._maxq and len(self._pending) > 1:
-            n, _ = self._pending.popleft()
-            total -= n
-            self._stats["dropped_io"] += n
+            events, _ = self._pending.popleft()
+            total -= len(events)
+            self._stats["dropped_io"] += len(events)
+
+    def _encode(self, events: list) -> bytes:
+        """Encoded at send time, so ``base`` (the oldest seq still held) is current."""
+        if self._replay_size == 0:
+            return wire.encode(events[0]) if len(events) == 1 else wire.encode_batch(events, self.id)
+        held = self._unacked[0] if self._unacked else events[0]
+        return wire.encode_batch(events, self.id, base=held["seq"])
 
     def _flush(self, sock) -> None:
         while self._pending:
-            n, frame = self._pending[0]
+            item = self._pending[0]
+            if item[1] is None:
+                item[1] = self._encode(item[0])
             try:
-                sock.send(frame, zmq.NOBLOCK)
+                sock.send(item[1], zmq.NOBLOCK)
             except zmq.Again:
                 self._stats["send_blocked"] += 1
                 return
@@ -221,7 +268,50 @@ class Emitter:
                 self._stats["send_errors"] += 1
                 return
             self._pending.popleft()
-            self._stats["sent"] += n
+            self._stats["sent"] += len(item[0])
+            if self._replay_size:
+                self._hold(item[0])
+
+    # ---- acknowledged delivery (I/O thread) --------------------------------------------
+    def _hold(self, events: list) -> None:
+        unacked = self._unacked
+        unacked.extend(events)
+        while len(unacked) > self._replay_size:
+            unacked.popleft()
+            self._stats["replay_evicted"] += 1
+
+    def _on_ack(self, msg: dict) -> None:
+        seq = msg.get("seq")
+        if type(seq) is not int:
+            self._stats["bad_replies"] += 1
+            return
+        self._ack_seen = True
+        if seq > self._acked:
+            self._acked = seq
+            self._ack_progress = time.monotonic()
+        unacked = self._unacked
+        while unacked and unacked[0]["seq"] <= seq:
+            unacked.popleft()
+        if msg.get("resend"):
+            self._resend(seq)
+
+    def _check_ack_timeout(self) -> None:
+        if (self._ack_seen and self._unacked
+                and time.monotonic() - self._ack_progress > self._ack_timeout_s):
+            self._resend(self._acked)
+
+    def _resend(self, after: int) -> None:
+        """Everything held with seq > ``after`` goes out again, in seq order, first."""
+        self._ack_progress = time.monotonic()
+        events = [e for e in self._unacked if e["seq"] > after]
+        for pending_events, _ in self._pending:
+            events.extend(e for e in pending_events if e["seq"] > after)
+        self._unacked.clear()
+        self._pending.clear()
+        for i in range(0, len(events), self._batch_max):
+            self._pending.append([events[i:i + self._batch_max], None])
+        self._stats["resends"] += 1
+        self._stats["resent_events"] += len(events)
 
     def _receive(self, sock) -> None:
         while True:
@@ -238,7 +328,7 @@ class Emitter:
                 continue
             kind = msg.get("type")
             if kind == "ack":
-                self._stats["acked"] = max(self._stats["acked"], int(msg.get("seq", 0)))
+                self._on_ack(msg)
             elif kind in ("alert", "projection_ready"):
                 self._stats["alerts_received" if kind == "alert" else "projections_received"] += 1
                 self._inbox.append(msg)

@@ -1,0 +1,85 @@
+"""Emitter benchmark: cost of `emit.loss()` in the caller's thread.
+
+Measured with the daemon up (a ROUTER draining in a thread of this process) and down
+(nothing listening on the endpoint), side by side in one run. Each call is timed with
+perf_counter_ns; the timer's own overhead (measured on an empty call) is reported.
+
+    .venv/bin/python tests/bench/emitter_cost.py [--calls 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import threading
+import time
+
+import zmq
+
+from wtwin.emitters import Emitter
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sink(endpoint: str, stop: threading.Event) -> None:
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.bind(endpoint)
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    while not stop.is_set():
+        if poller.poll(50):
+            while True:
+                try:
+                    sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+    sock.close(0)
+
+
+def time_calls(emit: Emitter, calls: int) -> list[int]:
+    out = [0] * calls
+    clock = time.perf_counter_ns
+    loss = emit.loss
+    for i in range(calls):
+        t0 = clock()
+        loss(i, 2.5, lr=3e-4)
+        out[i] = clock() - t0
+    return out
+
+
+def summarize(ns: list[int]) -> tuple[float, float, float]:
+    ns = sorted(ns)
+    return (statistics.median(ns) / 1e3, ns[int(0.99 * len(ns))] / 1e3, ns[-1] / 1e3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=200_000)
+    args = ap.parse_args()
+    empty = [0] * 100_000
+    clock = time.perf_counter_ns
+    for i in range(len(empty)):
+        t0 = clock()
+        empty[i] = clock() - t0
+    print(f"timer overhead: median {statistics.median(empty) / 1e3:.3f} us")
+    print(f"{'daemon':<8}{'median us':>12}{'p99 us':>10}{'max us':>10}{'dropped':>10}")
+    up = f"tcp://127.0.0.1:{free_port()}"
+    stop = threading.Event()
+    th = threading.Thread(target=sink, args=(up, stop), daemon=True)
+    th.start()
+    for label, endpoint in (("up", up), ("down", f"tcp://127.0.0.1:{free_port()}")):
+        emit = Emitter(endpoint, run=f"bench-{label}", queue_size=args.calls + 10)
+        ns = time_calls(emit, args.calls)
+        emit.close(timeout=2)
+        med, p99, worst = summarize(ns)
+        print(f"{label:<8}{med:>12.2f}{p99:>10.2f}{worst:>10.1f}{emit.stats['dropped']:>10}")
+    stop.set()
+
+
+if __name__ == "__main__":
+    main()
