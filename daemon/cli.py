@@ -14,6 +14,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wtwind", description="wtwin daemon: watches training runs")
     p.add_argument("--config", "-c", metavar="PATH", help="TOML config (default: embedded defaults)")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the effective config (file + env + defaults) as TOML and exit")
     p.add_argument("--version", action="version", version=f"wtwind {__version__}")
     return p
 
@@ -27,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"wtwind: config error: {exc}", file=sys.stderr)
         return 2
+    if args.print_config:
+        from .configdump import to_toml
+
+        print(to_toml(cfg), end="")
+        return 0
     if args.check:
         print(f"wtwind: config OK ({args.config or 'embedded defaults'})")
         return 0

@@ -69,3 +69,13 @@ class TestCheckCommand:
     def test_version(self):
         r = self.run("--version")
         assert r.returncode == 0 and r.stdout.startswith("wtwind ")
+
+
+class TestPrintConfig:
+    def test_printed_config_loads_back_to_the_same_config(self, tmp_path):
+        from wtwin.daemon.configdump import to_toml
+
+        cfg = config.load(environ={})
+        p = tmp_path / "dump.toml"
+        p.write_text(to_toml(cfg))
+        assert config.load(p, environ={}) == cfg
