@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import warnings
 from typing import Any
 
 from .layers import LayerSpec
@@ -33,7 +34,8 @@ def analyze_layers(specs: list[LayerSpec], **_: Any) -> list[LayerResult]:
     if not model:
         return []
     watcher = weightwatcher.WeightWatcher(model=model)
-    with contextlib.redirect_stdout(io.StringIO()):  # its small-n branch print()s
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # it print()s and warns
+        warnings.simplefilter("ignore")
         details = watcher.analyze(detX=True, min_evals=1, max_evals=_NO_LIMIT, max_N=_NO_LIMIT)
     rows = {row["name"]: row for row in details.to_dict("records")}
     return [_result(spec, rows[spec.name]) for spec in specs]
