@@ -27,6 +27,8 @@ def build_app(server) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    from .web import add_routes  # the run pages: /, /runs/<id>, /analyze, /api/*
+    add_routes(app, server)
     return app
 
 

@@ -1,0 +1,110 @@
+"""The run pages on the daemon's HTTP port: `/`, `/runs/<id>`, `/analyze`, and their JSON.
+
+``add_routes(app, server)`` is the one call `daemon/http.py` makes. Pages are static HTML
++ JS under ``static/`` (uPlot vendored, no CDN, no build step) that poll the JSON API
+every two seconds. Read-only: the only POST, `/api/analyze`, changes no daemon state.
+See docs/HTTP.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+
+from . import views
+from .analyze import AnalyzeError, analyze_file, private_tmpdir, save_upload
+
+STATIC = Path(__file__).resolve().parent / "static"
+POLL_MS = 2000
+log = structlog.get_logger("wtwind.web")
+
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+def add_routes(app: web.Application, server) -> None:
+    h = Handlers(server)
+    r = app.router
+    r.add_get("/", h.page("index.html"), name="web.index")
+    r.add_get("/runs/{run:.+}", h.page("run.html"), name="web.run")
+    r.add_get("/analyze", h.page("analyze.html"), name="web.analyze")
+    r.add_get("/api/runs", h.runs, name="web.api_runs")
+    r.add_get("/api/runs/{run:.+}", h.run, name="web.api_run")
+    r.add_post("/api/analyze", h.analyze, name="web.api_analyze")
+    r.add_static("/static/", STATIC, name="web.static", append_version=False)
+    app.on_response_prepare.append(_security_headers)
+    server.alert_listeners.append(h.on_alert)
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    route = request.match_info.route
+    if route.name and route.name.startswith("web."):
+        response.headers.update(_HEADERS)
+
+
+class Handlers:
+    def __init__(self, server) -> None:
+        self.server = server
+        self._analyze_slots = asyncio.Semaphore(2)
+
+    def on_alert(self, alert) -> None:
+        run = self.server.table.get(alert.run)
+        if run is not None:
+            run.series.mark(alert)
+
+    def page(self, name: str):
+        path = STATIC / name
+
+        async def handler(request: web.Request) -> web.Response:
+            return web.Response(body=path.read_bytes(), content_type="text/html", charset="utf-8",
+                                headers={"Cache-Control": "no-cache"})
+        return handler
+
+    async def runs(self, request: web.Request) -> web.Response:
+        return _json({"now": time.time(), "poll_ms": POLL_MS, "runs": views.run_list(self.server.table)})
+
+    async def run(self, request: web.Request) -> web.Response:
+        name = request.match_info["run"]
+        r = self.server.table.get(name)
+        if r is None:
+            return _json({"error": f"no run named {name!r} (it may have ended and expired)"}, 404)
+        return _json({"now": time.time(), "poll_ms": POLL_MS, **views.run_detail(r)})
+
+    async def analyze(self, request: web.Request) -> web.Response:
+        loop = asyncio.get_running_loop()
+        async with self._analyze_slots:
+            with private_tmpdir() as tmp:
+                try:
+                    path, name, preset = await save_upload(request, tmp)
+                    preset = preset or self.server.config.detection.preset
+                    t0 = time.perf_counter()
+                    out = await loop.run_in_executor(None, analyze_file, path, name, preset)
+                except AnalyzeError as e:
+                    return _json({"error": str(e)}, 400)
+                except Exception:  # a detector bug: say so on the page, keep the trace in the log
+                    log.exception("analyze_failed")
+                    return _json({"error": "the detectors failed on this file; the daemon log has "
+                                           "the details."}, 500)
+        out["elapsed_s"] = round(time.perf_counter() - t0, 3)
+        log.info("log_analyzed", points=out["points"], elapsed_s=out["elapsed_s"],
+                 alerts=sum(out["alerts"].values()))
+        return _json(out)
+
+
+def _json(data, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, headers={"Cache-Control": "no-store"},
+                             dumps=_dumps)
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, allow_nan=False, separators=(",", ":"))

@@ -1,0 +1,132 @@
+"""`/api/analyze`: run the daemon's detectors over a dropped training log, on this machine.
+
+The upload is streamed to a private temporary directory (at most ``MAX_UPLOAD_BYTES``),
+read with `wtwin.daemon.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
+through a fresh `RunMonitor` and `AlertPolicy`, exactly as live events would be, into the
+same `RunSeries` the run page plots. Nothing is kept afterwards. A file that cannot be read
+gives one readable sentence naming the file as the user called it, never the temporary path.
+
+The replay clock is the event index (one "second" per event) and the cooldown is zero, so
+every transition the detectors make is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from typing import Any
+
+from wtwin.sinks.alert import SEVERITIES
+
+from ..alert_policy import AlertPolicy
+from ..detectors import PRESETS, RunMonitor
+from ..logs import LogError, read_log
+from ..series import RunSeries
+from .views import alert_view, num
+
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+MAX_TRANSITIONS = 500
+
+
+class AnalyzeError(ValueError):
+    """A dropped file that cannot be analysed; the message is shown on the page."""
+
+
+def display_name(filename: str | None) -> str:
+    base = re.split(r"[/\\]", filename or "")[-1].strip()
+    base = re.sub(r"[^\w.\- ()+,=@]", "_", base)[:120]
+    return base or "uploaded file"
+
+
+def analyze_file(path: str, name: str, preset: str) -> dict[str, Any]:
+    """Read ``path`` and replay it; errors mention ``name`` only. Runs in a worker thread."""
+    if preset not in PRESETS:
+        raise AnalyzeError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}.")
+    try:
+        tlog = read_log(path)
+    except LogError as e:
+        raise AnalyzeError(str(e).replace(str(path), name)) from None
+    return replay(tlog, name, preset)
+
+
+def replay(tlog, name: str, preset: str) -> dict[str, Any]:
+    monitor = RunMonitor(preset)
+    policy = AlertPolicy(name, cooldown_s=0.0)
+    series = RunSeries(recent=4096, past=1024, markers=MAX_TRANSITIONS)
+    transitions: list[dict[str, Any]] = []
+    dropped = 0
+    state = None
+    for i, (kind, step, value, lr) in enumerate(tlog.events()):
+        if kind == "loss":
+            state = monitor.update_loss(step, value, lr)
+            series.add_loss(step, value, state, lr)
+        else:
+            series.add_eval(step, {"val_loss": value})
+            st = monitor.update_eval(step, {"val_loss": value})
+            if st is None:
+                continue
+            state = st
+        for f in state.findings:
+            a = policy.apply(f, float(i), loss=state.l_obs, forecast=state.l_pred, W=state.W)
+            if a is None:
+                continue
+            series.mark(a)
+            if len(transitions) < MAX_TRANSITIONS:
+                transitions.append(alert_view(a))
+            else:
+                dropped += 1
+    return _result(tlog, name, preset, series, policy, transitions, dropped)
+
+
+def _result(tlog, name, preset, series, policy, transitions, dropped) -> dict[str, Any]:
+    firing = sorted(policy.firing.values(), key=lambda a: -SEVERITIES.index(a.severity))
+    counts = {s: 0 for s in SEVERITIES}
+    for t in transitions:
+        if t["status"] == "firing":
+            counts[t["severity"]] += 1
+    last = tlog.records[-1]
+    return {"file": name, "preset": preset, "points": len(tlog.records),
+            "n_loss": tlog.n_loss, "n_val": tlog.n_val,
+            "columns": {"step": tlog.step_col, "loss": tlog.loss_col, "val_loss": tlog.val_col,
+                        "lr": tlog.lr_col},
+            "step": last.step, "loss": num(last.loss if last.loss is not None else last.val_loss),
+            "alerts": counts, "firing": [alert_view(a) for a in firing],
+            "transitions": transitions, "transitions_dropped": dropped,
+            "series": series.train.columns(), "eval": series.eval.columns(),
+            "markers": list(series.markers)}
+
+
+async def save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
+    """Stream the request's file into ``tmpdir``: (path, display name, preset field)."""
+    path = os.path.join(tmpdir, "upload")
+    name, preset = display_name(request.query.get("name")), request.query.get("preset")
+    if request.content_type.startswith("multipart/"):
+        reader = await request.multipart()
+        got = False
+        while (part := await reader.next()) is not None:
+            if part.name == "preset":
+                preset = (await part.text()).strip()[:40]
+            elif part.name == "file" and not got:
+                name = display_name(part.filename)
+                await _copy(part.read_chunk, path)
+                got = True
+        if not got:
+            raise AnalyzeError("no file in the upload (send it as the form field \"file\").")
+    else:
+        await _copy(request.content.read, path)
+    return path, name, preset
+
+
+async def _copy(read, path: str) -> None:
+    total = 0
+    with open(path, "wb") as fh:
+        while chunk := await read(1 << 16):
+            total += len(chunk)
+            if total > MAX_UPLOAD_BYTES:
+                raise AnalyzeError(f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB.")
+            fh.write(chunk)
+
+
+def private_tmpdir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="wtwind-analyze-")

@@ -1,0 +1,69 @@
+/* Drop or choose a log; POST it to /api/analyze; show the same chart and the alerts. */
+"use strict";
+(() => {
+  const { el, fmt, getJSON, alertTable, badges, RunCharts } = WT;
+  const drop = document.getElementById("drop");
+  const error = document.getElementById("error");
+  const result = document.getElementById("result");
+  const busy = document.getElementById("busy");
+  let charts = null;
+
+  function showError(msg) {
+    error.textContent = msg;
+    error.hidden = false;
+    result.hidden = true;
+  }
+
+  async function analyze(file) {
+    if (!file) return;
+    error.hidden = true;
+    busy.hidden = false;
+    busy.textContent = `analysing ${file.name}…`;
+    const form = new FormData();
+    form.append("preset", document.getElementById("preset").value);
+    form.append("file", file, file.name);
+    try {
+      show(await getJSON("/api/analyze", { method: "POST", body: form }));
+    } catch (e) {
+      showError(`${file.name}: ${e.message}`);
+    } finally {
+      busy.hidden = true;
+    }
+  }
+
+  function show(p) {
+    result.hidden = false;
+    document.getElementById("result-title").textContent = p.file;
+    const cols = Object.entries(p.columns).filter(([, v]) => v).map(([k, v]) => `${k}=${v}`).join(", ");
+    const f = (label, value) => el("div", { class: "fact" }, el("span", { class: "label", text: label }),
+      el("span", { class: "value", text: value }));
+    document.getElementById("facts").replaceChildren(
+      f("points", p.points), f("last step", p.step), f("last loss", fmt(p.loss)), f("preset", p.preset),
+      f("columns", cols), f("took", `${p.elapsed_s} s`),
+      el("div", { class: "fact" }, el("span", { class: "label", text: "alerts fired" }), badges(p.alerts)));
+    if (!charts) {
+      charts = new RunCharts(document.getElementById("charts"));
+      document.getElementById("reset").addEventListener("click", () => charts.reset());
+    }
+    charts.loss && charts.loss.destroy();
+    charts.score && charts.score.destroy();
+    charts.loss = charts.score = null;
+    charts.follow = true;
+    charts.update(p);
+    const note = p.transitions_dropped ? ` (${p.transitions_dropped} more not shown)` : "";
+    document.getElementById("alerts").replaceChildren(
+      alertTable(p.transitions, "No alerts: the detectors found nothing wrong in this log." + note));
+  }
+
+  document.getElementById("file").addEventListener("change", e => analyze(e.target.files[0]));
+  for (const ev of ["dragenter", "dragover"]) drop.addEventListener(ev, e => { e.preventDefault(); drop.classList.add("over"); });
+  for (const ev of ["dragleave", "drop"]) drop.addEventListener(ev, () => drop.classList.remove("over"));
+  drop.addEventListener("drop", e => {
+    e.preventDefault();
+    const files = e.dataTransfer && e.dataTransfer.files;
+    if (!files || !files.length) return showError("Nothing was dropped: drop a file, not text or a link.");
+    analyze(files[0]);
+  });
+  window.addEventListener("dragover", e => e.preventDefault());
+  window.addEventListener("drop", e => e.preventDefault());
+})();

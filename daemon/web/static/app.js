@@ -1,0 +1,199 @@
+/* wtwind run pages: shared helpers and the run chart (uPlot). No build step. */
+"use strict";
+
+const WT = (() => {
+  const SEV = { critical: "#d62728", warning: "#e07b00", info: "#1f77b4" };
+  const SEVERITIES = ["critical", "warning", "info"];
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null) continue;
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = v;
+      else e.setAttribute(k, v);
+    }
+    for (const c of children) if (c !== null && c !== undefined) e.append(c);
+    return e;
+  }
+
+  function fmt(x, digits = 4) {
+    if (x === null || x === undefined || Number.isNaN(x)) return "–";
+    const a = Math.abs(x);
+    if (a !== 0 && (a >= 1e5 || a < 1e-3)) return x.toExponential(2);
+    return String(Number(x.toPrecision(digits)));
+  }
+
+  function ago(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const s = Math.max(0, seconds);
+    if (s < 60) return `${Math.round(s)} s ago`;
+    if (s < 3600) return `${Math.round(s / 60)} min ago`;
+    if (s < 86400) return `${(s / 3600).toFixed(1)} h ago`;
+    return `${(s / 86400).toFixed(1)} d ago`;
+  }
+
+  async function getJSON(url, options) {
+    const r = await fetch(url, Object.assign({ cache: "no-store" }, options || {}));
+    let body = null;
+    try { body = await r.json(); } catch (e) { body = null; }
+    if (!r.ok) throw new Error((body && body.error) || `the daemon answered HTTP ${r.status}`);
+    return body;
+  }
+
+  function badges(counts) {
+    const span = el("span", { class: "badges" });
+    let any = false;
+    for (const s of SEVERITIES) {
+      const n = (counts && counts[s]) || 0;
+      if (!n) continue;
+      any = true;
+      span.append(el("span", { class: `badge sev-${s}`, title: `${n} ${s} alert(s) firing`, text: `${n} ${s}` }));
+    }
+    if (!any) span.append(el("span", { class: "badge ok", text: "none" }));
+    return span;
+  }
+
+  /* Call fn now and every ms; show the connection state in #conn. */
+  function poll(fn, ms) {
+    const conn = document.getElementById("conn");
+    async function tick() {
+      let next = ms;
+      try {
+        const r = await fn();
+        if (r && r.poll_ms) next = r.poll_ms;
+        if (conn) { conn.textContent = `live · updated ${new Date().toLocaleTimeString()}`; conn.className = "conn ok"; }
+      } catch (e) {
+        if (conn) { conn.textContent = `not updating: ${e.message}`; conn.className = "conn bad"; }
+      }
+      setTimeout(tick, next);
+    }
+    tick();
+  }
+
+  function alertTable(rows, empty) {
+    if (!rows.length) return el("p", { class: "muted", text: empty });
+    const tb = el("tbody");
+    for (const a of rows) {
+      tb.append(el("tr", { class: `sev-row-${a.severity}` },
+        el("td", { class: "num", text: a.step }),
+        el("td", { text: a.kind }),
+        el("td", {}, el("span", { class: `badge sev-${a.severity}`, text: a.severity })),
+        el("td", { text: a.status }),
+        el("td", { class: "msg", text: a.message || "" })));
+    }
+    return el("table", { class: "alerts" },
+      el("thead", {}, el("tr", {}, ...["step", "kind", "severity", "status", "message"].map(h => el("th", { text: h })))), tb);
+  }
+
+  function columns(p) {
+    const s = p.series, e = p.eval;
+    const train = [s.step, s.loss, s.l_pred, s.band_lo, s.band_hi, s.W, s.lr];
+    if (!e || !e.step.length) return train.concat([s.step.map(() => null)]);
+    if (!s.step.length) return [e.step, ...train.slice(1).map(() => e.step.map(() => null)), e.val_loss];
+    return uPlot.join([train, [e.step, e.val_loss]]);
+  }
+
+  const lossData = d => [d[0], d[1], d[2], d[3], d[4], d[7]];   // step, loss, forecast, band, eval
+  const scoreData = d => [d[0], d[5], d[6]];                   // step, W, lr
+
+  function drawMarkers(u, markers) {
+    const ctx = u.ctx, { left, top, width, height } = u.bbox;
+    ctx.save();
+    for (const m of markers) {
+      const x = Math.round(u.valToPos(m.step, "x", true));
+      if (!(x >= left - 1 && x <= left + width + 1)) continue;
+      const firing = m.status === "firing";
+      if (m.severity === "info") continue;   // info: only the small flag on top, no line
+      ctx.strokeStyle = firing ? SEV[m.severity] : "#8a8a8a";
+      ctx.lineWidth = (firing ? 2 : 1) * devicePixelRatio;
+      ctx.setLineDash(firing ? [] : [4 * devicePixelRatio, 4 * devicePixelRatio]);
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+    }
+    ctx.restore();
+    for (const old of u.over.querySelectorAll(".alert-marker")) old.remove();
+    for (const m of markers) {
+      if (m.status !== "firing") continue;
+      const x = u.valToPos(m.step, "x");
+      if (!(x >= -1 && x <= u.over.clientWidth + 1)) continue;
+      u.over.append(el("div", {
+        class: `alert-marker sev-${m.severity}`, style: `left:${x}px`,
+        "data-kind": m.kind, "data-step": m.step,
+        title: `${m.kind} (${m.severity}) at step ${m.step}: ${m.message || ""}`,
+      }));
+    }
+  }
+
+  /* The loss chart (loss, forecast + band, eval loss, alert markers) and the W / LR chart. */
+  class RunCharts {
+    constructor(root) {
+      this.root = root;
+      this.markers = [];
+      this.follow = true;
+      this.loss = null;
+      this.score = null;
+      window.addEventListener("resize", () => this.resize());
+    }
+
+    width() { return Math.max(320, this.root.clientWidth - 4); }
+
+    build(data) {
+      this.root.textContent = "";
+      const lossBox = el("div", { class: "chart chart-loss" });
+      const scoreBox = el("div", { class: "chart chart-score" });
+      this.root.append(lossBox, scoreBox);
+      const self = this;
+      const sync = { key: "wtwind-run" };
+      const base = {
+        width: this.width(), cursor: { sync, drag: { x: true, y: false } },
+        hooks: { setSelect: [() => { self.follow = false; }] },
+      };
+      this.loss = new uPlot(Object.assign({}, base, {
+        height: 340,
+        scales: { x: { time: false } },
+        series: [
+          { label: "step" },
+          { label: "loss", stroke: "#1f4e9c", width: 1, spanGaps: false },
+          { label: "forecast", stroke: "#2ca02c", width: 2, dash: [6, 4] },
+          { label: "band low", stroke: "rgba(44,160,44,0.25)", width: 1 },
+          { label: "band high", stroke: "rgba(44,160,44,0.25)", width: 1 },
+          { label: "eval loss", stroke: "#9467bd", width: 0, paths: () => null,
+            points: { show: true, size: 6, fill: "#9467bd" } },
+        ],
+        bands: [{ series: [4, 3], fill: "rgba(44,160,44,0.13)" }],
+        axes: [{ label: "step" }, { label: "loss" }],
+        hooks: Object.assign({}, base.hooks, { draw: [u => drawMarkers(u, self.markers)] }),
+      }), lossData(data), lossBox);
+      this.score = new uPlot(Object.assign({}, base, {
+        height: 170,
+        scales: { x: { time: false }, lr: {} },
+        series: [
+          { label: "step" },
+          { label: "W", stroke: "#c2185b", width: 1.5 },
+          { label: "lr", stroke: "#777", width: 1, scale: "lr" },
+        ],
+        axes: [{ label: "step" }, { label: "W" }, { scale: "lr", side: 1, label: "lr", grid: { show: false } }],
+        hooks: Object.assign({}, base.hooks, { draw: [u => drawMarkers(u, self.markers)] }),
+      }), scoreData(data), scoreBox);
+    }
+
+    update(p) {
+      this.markers = p.markers || [];
+      const data = columns(p);
+      if (!this.loss) return this.build(data);
+      this.loss.setData(lossData(data), this.follow);
+      this.score.setData(scoreData(data), this.follow);
+    }
+
+    reset() {
+      this.follow = true;
+      for (const u of [this.loss, this.score]) if (u) u.setData(u.data, true);
+    }
+
+    resize() {
+      for (const u of [this.loss, this.score]) if (u) u.setSize({ width: this.width(), height: u.height });
+    }
+  }
+
+  return { el, fmt, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES };
+})();

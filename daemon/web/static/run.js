@@ -1,0 +1,60 @@
+/* One run: polls /api/runs/<id>; loss vs forecast, W and LR, alerts, spectral alpha. */
+"use strict";
+(() => {
+  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts } = WT;
+  const id = decodeURIComponent(location.pathname.slice("/runs/".length));
+  const charts = new RunCharts(document.getElementById("charts"));
+  document.getElementById("title").textContent = id;
+  document.title = `wtwind · ${id}`;
+  document.getElementById("reset").addEventListener("click", () => charts.reset());
+
+  function fact(label, value, cls) {
+    return el("div", { class: `fact ${cls || ""}` }, el("span", { class: "label", text: label }),
+      el("span", { class: "value", text: value }));
+  }
+
+  function facts(p) {
+    const s = p.state || {};
+    const ev = Object.entries(p.last_eval || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
+    return [fact("status", p.status, `status-${p.status}`), fact("step", p.step === null ? "–" : p.step),
+      fact("loss", fmt(p.loss)), fact("forecast", fmt(s.l_pred)),
+      fact("band", s.band_lo === null || s.band_lo === undefined ? "–" : `${fmt(s.band_lo)} … ${fmt(s.band_hi)}`),
+      fact("W", fmt(s.W)), fact("D", fmt(s.D)), fact("Q", fmt(s.Q)), fact("lr", fmt(p.lr)),
+      fact("eval", ev || "–"), fact("preset", p.preset), fact("last seen", ago(p.now - p.last_seen))];
+  }
+
+  function spectral(sp) {
+    const box = document.getElementById("spectral-box");
+    box.hidden = !sp;
+    if (!sp) return;
+    document.getElementById("spectral-meta").textContent =
+      `${sp.checkpoint || "checkpoint"} at step ${sp.step}` + (sp.mean_alpha ? ` · mean alpha ${fmt(sp.mean_alpha, 3)}` : "");
+    const tb = el("tbody");
+    for (const l of sp.layers) {
+      const bad = l.alpha !== null && (l.alpha < 2 || l.alpha > 6);
+      tb.append(el("tr", { class: bad ? "alpha-bad" : "" }, el("td", { text: l.name }), el("td", { text: l.kind || "" }),
+        el("td", { class: "num", text: fmt(l.alpha, 3) }), el("td", { class: "num", text: l.num_pl_spikes === null ? "–" : l.num_pl_spikes }),
+        el("td", { text: l.status || "" })));
+    }
+    document.getElementById("spectral").replaceChildren(el("table", { class: "spectral" },
+      el("thead", {}, el("tr", {}, ...["layer", "kind", "alpha", "spikes", "fit"].map(h => el("th", { text: h })))), tb));
+  }
+
+  poll(async () => {
+    let p;
+    try {
+      p = await getJSON(`/api/runs/${encodeURIComponent(id)}`);
+    } catch (e) {
+      document.getElementById("facts").replaceChildren(el("p", { class: "error", text: e.message }));
+      throw e;
+    }
+    document.getElementById("facts").replaceChildren(...facts(p));
+    document.getElementById("firing").replaceChildren(...p.firing.map(a =>
+      el("div", { class: `banner sev-${a.severity}`, text: `${a.severity}: ${a.kind} since step ${a.step}. ${a.message || ""}` })));
+    charts.update(p);
+    spectral(p.spectral);
+    document.getElementById("history").replaceChildren(
+      alertTable(p.markers.slice().reverse(), "No alerts for this run."));
+    return p;
+  }, 2000);
+})();

@@ -1,0 +1,115 @@
+"""JSON views of the run table for the web pages: plain dicts, safe to show in a browser.
+
+What a page may see: run names, statuses, numbers, alert kinds/severities/messages, the
+plot series, checkpoint *names* (never their directories) and a filtered run config
+(numbers, booleans and short words; nothing that looks like a path, URL or secret).
+Non-finite numbers become ``None`` (JSON has no NaN); the series say where a loss was
+missing with ``None`` too, and the ``nonfinite`` alert says why.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Iterable
+
+from wtwin.sinks.alert import SEVERITIES
+
+STATE_FIELDS = ("l_pred", "band_lo", "band_hi", "D", "Q", "T", "W")
+LAYER_FIELDS = ("name", "kind", "alpha", "alpha_weighted", "num_pl_spikes", "status")
+_SECRETISH = re.compile(r"(secret|token|passw|key|auth|cred|url|uri|path|dir|file|host|endpoint)", re.I)
+_PATHISH = re.compile(r"(?<![\w.])(?:~|[A-Za-z]:)?[/\\](?:[\w.\-]+[/\\])*[\w.\-]+"   # absolute
+                      r"|(?:[\w.\-]+[/\\]){2,}[\w.\-]+")                             # a/b/c
+
+
+def num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def scrub(text: str) -> str:
+    """Replace every path-like token in ``text`` by its last component."""
+    return _PATHISH.sub(lambda m: re.split(r"[/\\]", m.group(0))[-1], str(text))
+
+
+def alert_view(a: Any) -> dict[str, Any]:
+    return {"kind": a.kind, "severity": a.severity, "status": a.status, "step": a.step,
+            "started_at": num(a.started_at), "message": scrub(a.message)}
+
+
+def status_of(r: Any) -> str:
+    return "stalled" if r.status == "running" and getattr(r, "stalled", False) else r.status
+
+
+def run_summary(r: Any) -> dict[str, Any]:
+    firing = sorted(r.policy.firing.values(), key=lambda a: -SEVERITIES.index(a.severity))
+    counts = {s: 0 for s in SEVERITIES}
+    for a in firing:
+        counts[a.severity] += 1
+    return {"run": r.run, "status": status_of(r), "step": r.step, "loss": num(r.loss),
+            "lr": num(r.lr), "first_seen": num(r.first_seen), "last_seen": num(r.last_seen),
+            "alerts": counts, "firing": [alert_view(a) for a in firing]}
+
+
+def safe_config(config: dict) -> dict[str, Any]:
+    out = {}
+    for k, v in list(config.items())[:50]:
+        if not isinstance(k, str) or _SECRETISH.search(k):
+            continue
+        if isinstance(v, bool) or num(v) is not None:
+            out[k] = v
+        elif isinstance(v, str) and len(v) <= 64 and not re.search(r"[/\\:@]", v):
+            out[k] = v
+    return out
+
+
+def run_detail(r: Any) -> dict[str, Any]:
+    s = r.last_state
+    out = run_summary(r)
+    out.update(
+        preset=r.preset,
+        config=safe_config(r.config),
+        state={f: num(getattr(s, f, None)) for f in STATE_FIELDS} if s is not None else None,
+        last_eval={k: num(v) for k, v in r.last_eval.items() if isinstance(k, str)},
+        series=r.series.train.columns(),
+        eval=r.series.eval.columns(),
+        markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
+        spectral=spectral_view(getattr(r, "spectral", None)),
+    )
+    return out
+
+
+def spectral_view(res: Any) -> dict[str, Any] | None:
+    """The latest spectral result of a run, if the job runner left one on it.
+
+    Accepts a `JobResult`-like object or dict (``step``, ``path``, ``layers``), or a
+    sequence of them (the newest last). Only the checkpoint's file name is shown.
+    """
+    if res is None:
+        return None
+    if isinstance(res, (list, tuple)):
+        return spectral_view(res[-1]) if res else None
+    get = res.get if isinstance(res, dict) else (lambda k, d=None: getattr(res, k, d))
+    layers = [_layer(lr) for lr in get("layers", ()) or ()]
+    alphas = [lr["alpha"] for lr in layers if lr.get("alpha") is not None and lr["alpha"] > 0]
+    path = get("path", None)
+    return {"step": get("step", None), "checkpoint": os.path.basename(str(path)) if path else None,
+            "outcome": get("outcome", None), "layers": layers,
+            "mean_alpha": sum(alphas) / len(alphas) if alphas else None}
+
+
+def _layer(lr: Any) -> dict[str, Any]:
+    get = lr.get if isinstance(lr, dict) else (lambda k, d=None: getattr(lr, k, d))
+    out = {}
+    for f in LAYER_FIELDS:
+        v = get(f, None)
+        out[f] = v if isinstance(v, str) else num(v)
+    return out
+
+
+def run_list(table: Iterable[Any]) -> list[dict[str, Any]]:
+    runs = [run_summary(r) for r in table]
+    runs.sort(key=lambda d: (-d["alerts"]["critical"], -d["alerts"]["warning"], -(d["last_seen"] or 0)))
+    return runs
