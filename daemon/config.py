@@ -18,6 +18,7 @@ from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
 
 from .configload import apply_env, build
 from .errors import ConfigError
+from .jobs.config import JobsConfig
 
 
 def _require(cond: bool, msg: str) -> None:
@@ -106,6 +107,7 @@ class DaemonConfig:
     detection: DetectionConfig = field(default_factory=DetectionConfig)
     runs: RunsConfig = field(default_factory=RunsConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    jobs: JobsConfig = field(default_factory=JobsConfig)
     shutdown_timeout_s: float = 10.0
     tick_s: float = 1.0
 

@@ -22,6 +22,7 @@ from wtwin.sinks.alert import Alert
 
 from .config import DaemonConfig
 from .http import build_app, start_site
+from .jobs.service import SpectralService
 from .logsetup import RateLimited
 from .metrics import DaemonCollector
 from .receiver import Receiver
@@ -39,8 +40,12 @@ class Server:
         self.stats = Stats()
         self.table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
                               max_runs=config.runs.max_runs)
+        self.spectral = SpectralService(config.jobs, self.table, publish=self.publish,
+                                        send=lambda ident, frame: self.receiver.send(ident, frame),
+                                        max_series_runs=config.runs.max_series_runs)
         self.collector = DaemonCollector(self.table, self.stats,
-                                         max_series_runs=config.runs.max_series_runs)
+                                         max_series_runs=config.runs.max_series_runs,
+                                         providers=[self.spectral.collect])
         self.receiver = Receiver(config.listen, self.handle_frame)
         self.alert_listeners: list[Callable[[Alert], None]] = []
         self.ready = False
@@ -80,6 +85,8 @@ class Server:
             return
         for alert in transitions:
             self.publish(alert)
+        if ev["type"] == "checkpoint":
+            self.spectral.submit(ev)
 
     def publish(self, alert: Alert) -> None:
         if alert.status == "firing":
@@ -168,5 +175,6 @@ class Server:
     async def _shutdown_steps(self) -> None:
         while self.receiver.drain():   # what already arrived is still handled
             await asyncio.sleep(0)
+        await self.spectral.aclose()  # cancels queued and running jobs, stops the workers
         if getattr(self, "_http_runner", None) is not None:
             await self._http_runner.cleanup()
