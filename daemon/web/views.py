@@ -82,22 +82,29 @@ def run_detail(r: Any) -> dict[str, Any]:
 
 
 def spectral_view(res: Any) -> dict[str, Any] | None:
-    """The latest spectral result of a run, if the job runner left one on it.
+    """The latest spectral result of a run (``RunState.spectral``), whatever holds it.
 
-    Accepts a `JobResult`-like object or dict (``step``, ``path``, ``layers``), or a
-    sequence of them (the newest last). Only the checkpoint's file name is shown.
+    Accepts a `SpectralWatch` (its ``last``), a `SpectralSummary` (``layer_alpha``), a
+    `JobResult`-like object or dict (``step``, ``path``, ``layers``), or a sequence of
+    those (the newest last). Only the checkpoint's file name is ever shown.
     """
     if res is None:
         return None
     if isinstance(res, (list, tuple)):
         return spectral_view(res[-1]) if res else None
+    if hasattr(res, "last") and hasattr(res, "update"):
+        return spectral_view(res.last)
     get = res.get if isinstance(res, dict) else (lambda k, d=None: getattr(res, k, d))
-    layers = [_layer(lr) for lr in get("layers", ()) or ()]
+    if get("layer_alpha", None) is not None:
+        outside = set(get("outside", ()) or ())
+        layers = [{"name": n, "alpha": num(a), "outside": n in outside} for n, a in get("layer_alpha")]
+    else:
+        layers = [_layer(lr) for lr in get("layers", ()) or ()]
     alphas = [lr["alpha"] for lr in layers if lr.get("alpha") is not None and lr["alpha"] > 0]
-    path = get("path", None)
+    mean = num(get("alpha_mean", None)) or (sum(alphas) / len(alphas) if alphas else None)
+    path = get("path", None) or get("checkpoint", None)
     return {"step": get("step", None), "checkpoint": os.path.basename(str(path)) if path else None,
-            "outcome": get("outcome", None), "layers": layers,
-            "mean_alpha": sum(alphas) / len(alphas) if alphas else None}
+            "outcome": get("outcome", None), "layers": layers, "mean_alpha": mean}
 
 
 def _layer(lr: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@
   document.getElementById("reset").addEventListener("click", () => charts.reset());
 
   function fact(label, value, cls) {
-    return el("div", { class: `fact ${cls || ""}` }, el("span", { class: "label", text: label }),
+    return el("div", { class: `fact ${cls || ""}`, "data-fact": label }, el("span", { class: "label", text: label }),
       el("span", { class: "value", text: value }));
   }
 
@@ -31,9 +31,9 @@
       `${sp.checkpoint || "checkpoint"} at step ${sp.step}` + (sp.mean_alpha ? ` · mean alpha ${fmt(sp.mean_alpha, 3)}` : "");
     const tb = el("tbody");
     for (const l of sp.layers) {
-      const bad = l.alpha !== null && (l.alpha < 2 || l.alpha > 6);
+      const bad = l.alpha != null && (l.alpha < 2 || l.alpha > 6);
       tb.append(el("tr", { class: bad ? "alpha-bad" : "" }, el("td", { text: l.name }), el("td", { text: l.kind || "" }),
-        el("td", { class: "num", text: fmt(l.alpha, 3) }), el("td", { class: "num", text: l.num_pl_spikes === null ? "–" : l.num_pl_spikes }),
+        el("td", { class: "num", text: fmt(l.alpha, 3) }), el("td", { class: "num", text: l.num_pl_spikes == null ? "–" : l.num_pl_spikes }),
         el("td", { text: l.status || "" })));
     }
     document.getElementById("spectral").replaceChildren(el("table", { class: "spectral" },
