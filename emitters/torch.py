@@ -13,6 +13,10 @@ from typing import Any
 _LAZY: dict[str, str] = {
     "WWPGD": "wtwin.emitters.wwpgd",
     "project_weight": "wtwin.emitters.wwpgd",
+    "WTwinAdamW": "wtwin.emitters.optim",
+    "WTwinSGD": "wtwin.emitters.optim",
+    "WTwinLion": "wtwin.emitters.optim",
+    "Lion": "wtwin.emitters.optim",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,0 +1,144 @@
+"""Hugging Face ``Trainer`` integration: one callback.
+
+    from wtwin.emitters.hf import WTwinCallback
+    trainer = Trainer(..., callbacks=[WTwinCallback(run="gpt2-lr3e-4")])
+
+What it sends, keyed by ``state.global_step``: ``loss``, ``learning_rate`` and
+``grad_norm`` from each ``on_log`` (the final averaged ``train_loss`` summary is
+ignored), ``eval_loss`` (as ``val_loss``) and the other eval metrics from
+``on_evaluate``, a ``checkpoint`` event for the saved weights on ``on_save``, and
+``run_end`` when training ends. Alerts from the daemon (or from the in-process monitor
+when no daemon is configured) are handed to ``on_alert`` and kept in ``alerts``; a
+firing alert at or above ``stop_on`` (default ``"critical"``; ``None`` disables) sets
+``control.should_training_stop`` (``stop_kinds`` narrows it to some kinds), and one at or above ``save_on`` (default off) sets
+``control.should_save``.
+
+Set ``logging_nan_inf_filter=False`` in ``TrainingArguments``: with the default (True) the
+Trainer replaces NaN/inf losses by the running average before logging, which hides the
+most important event there is from every monitor; the callback warns once if it is on.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable
+
+from transformers import TrainerCallback
+
+from .actions import AlertFilter
+from .tracker import Tracker
+
+_WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
+
+
+class WTwinCallback(TrainerCallback):
+    def __init__(self, run: str | None = None, endpoint: str | None = None, *,
+                 preset: str = "pretraining", stop_on: str | None = "critical",
+                 stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
+                 embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
+                 monitor: dict | None = None, emitter=None) -> None:
+        self.run = run
+        self.endpoint = endpoint
+        self.preset = preset
+        self.stop_filter = AlertFilter(stop_on, stop_kinds) if stop_on else None
+        self.save_filter = AlertFilter(save_on) if save_on else None
+        self.user_on_alert = on_alert
+        self.embedded = embedded
+        self.wandb = wandb
+        self.analyze_checkpoints = analyze_checkpoints
+        self.monitor = monitor
+        self.emitter = emitter
+        self.tracker: Tracker | None = None
+        self.alerts: list[dict] = []
+        self.stop_alert: dict | None = None
+        self._want_stop = False
+        self._want_save = False
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.tracker is not None:
+            return
+        if getattr(args, "logging_nan_inf_filter", False):
+            warnings.warn("wtwin: TrainingArguments(logging_nan_inf_filter=True) hides NaN/inf "
+                          "losses from the monitor; set it to False", stacklevel=2)
+        config = {"framework": "transformers", "learning_rate": args.learning_rate,
+                  "per_device_train_batch_size": args.per_device_train_batch_size,
+                  "gradient_accumulation_steps": args.gradient_accumulation_steps,
+                  "max_steps": state.max_steps, "world_size": args.world_size,
+                  "lr_scheduler_type": str(args.lr_scheduler_type)}
+        self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
+                               embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
+                               on_alert=self._on_alert, config=config, monitor=self.monitor,
+                               all_ranks=False)
+        if not state.is_world_process_zero:
+            self.tracker.active = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        loss = logs.get("loss")
+        if self.tracker is not None and loss is not None and "train_loss" not in logs:
+            self.tracker.loss(state.global_step, loss, lr=_num(logs.get("learning_rate")),
+                              grad_norm=_num(logs.get("grad_norm")))
+        return self._apply(control)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.tracker is not None and metrics:
+            out = {}
+            for key, val in metrics.items():
+                name = key[len("eval_"):] if key.startswith("eval_") else key
+                if _num(val) is not None and not name.endswith(("runtime", "per_second")):
+                    out["val_loss" if name == "loss" else name] = float(val)
+            if out:
+                self.tracker.eval(state.global_step, **out)
+        return self._apply(control)
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.tracker is not None and self.analyze_checkpoints:
+            folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            for name, fmt in _WEIGHT_FILES:
+                path = os.path.join(folder, name)
+                if os.path.exists(path):
+                    self.tracker.checkpoint(state.global_step, path, format=fmt,
+                                            epoch=int(state.epoch or 0))
+                    break
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.tracker is not None:
+            self.tracker.poll()
+        return self._apply(control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.tracker is not None:
+            self.tracker.poll()
+            self.tracker.close("killed" if self.stop_alert is not None else "completed")
+
+    # ---- alerts ----------------------------------------------------------------------
+    def _on_alert(self, alert: dict) -> None:
+        self.alerts.append(alert)
+        if self.user_on_alert is not None:
+            self.user_on_alert(alert)
+        if self.stop_filter is not None and self.stop_filter.matches(alert):
+            self._want_stop = True
+            if self.stop_alert is None:
+                self.stop_alert = alert
+        if self.save_filter is not None and self.save_filter.matches(alert):
+            self._want_save = True
+
+    def _apply(self, control):
+        if self._want_stop:
+            control.should_training_stop = True
+        if self._want_save:
+            control.should_save = True
+            self._want_save = False
+        return control
+
+
+def _num(x) -> float | None:
+    """``float(x)``, or None for what is not a number (NaN and inf are kept)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v

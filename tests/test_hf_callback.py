@@ -1,0 +1,96 @@
+"""Hugging Face Trainer + WTwinCallback against a real wtwind: a tiny GPT-2 on CPU, no download.
+
+The model is built from a ``GPT2Config`` (2 layers, 32 wide); the data are random token
+sequences following a learnable rule (each token is the previous one plus a fixed
+stride), so the loss falls like a real run's. Part-way, the learning rate is multiplied
+by 1000 (a schedule bug): the daemon must alert and the callback must stop training.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from _integrations import InProcessDaemon, wait_for  # noqa: E402
+from wtwin.emitters.hf import WTwinCallback  # noqa: E402
+
+VOCAB, SEQ, MAX_STEPS, BLOWUP_AT = 48, 24, 400, 220
+LOSS_KINDS = ("drift", "spike", "divergence", "nonfinite", "plateau")
+
+
+class PatternData(torch.utils.data.Dataset):
+    def __init__(self, n: int, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        start = torch.randint(0, VOCAB, (n, 1), generator=g)
+        stride = torch.randint(1, 4, (n, 1), generator=g)
+        self.ids = (start + stride * torch.arange(SEQ)) % VOCAB
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def tiny_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(cfg)
+
+
+def make_trainer(tmp_path, callback, *, max_steps=MAX_STEPS, blowup_at=BLOWUP_AT, **args):
+    from transformers import Trainer, TrainingArguments
+
+    model = tiny_gpt2()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    factor = (lambda s: 1.0 if s < blowup_at else 1000.0) if blowup_at else (lambda s: 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    args = {"save_strategy": "no", **args}
+    targs = TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=max_steps, per_device_train_batch_size=8,
+        logging_steps=1, logging_nan_inf_filter=False, report_to=[], use_cpu=True,
+        disable_tqdm=True, dataloader_num_workers=0, seed=0, **args)
+    return Trainer(model=model, args=targs, train_dataset=PatternData(4000, 1),
+                   eval_dataset=PatternData(32, 2), optimizers=(opt, sched), callbacks=[callback])
+
+
+class TestHFCallback:
+    def test_blowup_alerts_at_daemon_and_stops_training(self, tmp_path):
+        """LR x1000 at step 220: wtwind fires, the alert comes back, the Trainer stops early."""
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="hf-blowup", endpoint=d.endpoint, stop_on="warning",
+                               stop_kinds=LOSS_KINDS)
+            trainer = make_trainer(tmp_path, cb, eval_strategy="steps", eval_steps=100,
+                                   save_strategy="steps", save_steps=100)
+            trainer.train()
+            steps = trainer.state.global_step
+            run = d.server.table.get("hf-blowup")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            received = dict(d.server.stats.received)
+            daemon_alerts = d.firing("hf-blowup")
+        loss_alerts = [a for a in daemon_alerts if a.kind in LOSS_KINDS]
+        assert loss_alerts and loss_alerts[0].step > BLOWUP_AT
+        assert cb.stop_alert is not None and cb.stop_alert["source"] == "daemon"
+        assert cb.stop_alert["step"] > BLOWUP_AT
+        assert steps < MAX_STEPS, "training did not stop on the alert"
+        assert run.status == "killed"
+        assert received["loss"] == steps          # one per logged step, no train_loss summary
+        assert received["eval"] == 2 and received["checkpoint"] == 2
+        assert run.last_eval.get("val_loss") is not None
+        assert run.config["framework"] == "transformers" and run.config["max_steps"] == MAX_STEPS
+
+    def test_clean_run_embedded_no_alert_no_stop(self, tmp_path):
+        """No daemon configured: the monitor runs in-process and a clean run finishes silently."""
+        cb = WTwinCallback(stop_on="warning")
+        trainer = make_trainer(tmp_path, cb, max_steps=150, blowup_at=None)
+        trainer.train()
+        assert cb.tracker.mode == "embedded"
+        assert trainer.state.global_step == 150
+        assert [a for a in cb.alerts if a["severity"] != "info"] == []
+        assert cb.tracker.last_state.step == 150
