@@ -15,10 +15,13 @@ from typing import Mapping
 
 from wtwin.emitters.emitter import DEFAULT_ENDPOINT
 from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
+from wtwin.sinks.registry import DeliveryConfig, parse_sinks
+from wtwin.sinks.routing import RouteConfig
 
 from .configload import apply_env, build
 from .errors import ConfigError
 from .jobs.config import JobsConfig
+from .store.config import CurveConfig, StateConfig, default_state_path
 
 
 def _require(cond: bool, msg: str) -> None:
@@ -110,10 +113,16 @@ class DaemonConfig:
     jobs: JobsConfig = field(default_factory=JobsConfig)
     shutdown_timeout_s: float = 10.0
     tick_s: float = 1.0
+    state: StateConfig = field(default_factory=StateConfig)
+    curve: CurveConfig = field(default_factory=CurveConfig)
+    delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
+    sinks: tuple[dict, ...] = ()  # [[sinks]] tables; typed by wtwin.sinks.registry below
+    routes: tuple[RouteConfig, ...] = ()
 
     def __post_init__(self) -> None:
         _require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")
         _require(0 < self.tick_s <= 60, "tick_s: must be in (0, 60] seconds")
+        object.__setattr__(self, "sinks", parse_sinks(self.sinks, self.routes))
 
 
 def load(path: str | os.PathLike | None = None,
@@ -131,7 +140,11 @@ def load(path: str | os.PathLike | None = None,
             raise ConfigError(f"{p}: cannot read config: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    return build(DaemonConfig, apply_env(data, environ))
+    raw = apply_env(data, environ)
+    state = raw.setdefault("state", {})
+    if isinstance(state, dict) and not state.get("path"):  # default that depends on $XDG_STATE_HOME
+        state["path"] = default_state_path(environ)
+    return build(DaemonConfig, raw)
 
 
 def resolve_secret(name: str, *, env: str | None, file: str | None,
@@ -148,3 +161,10 @@ def resolve_secret(name: str, *, env: str | None, file: str | None,
         except OSError as exc:
             raise ConfigError(f"{name}: cannot read secret file {file}: {exc.strerror}") from None
     return None
+
+
+def build_sinks(cfg: DaemonConfig, environ: Mapping[str, str] | None = None) -> list:
+    """Live sinks for ``cfg.sinks``; their secret references resolved against the environment."""
+    from wtwin.sinks.registry import build_sinks as _build
+
+    return _build(cfg.sinks, os.environ if environ is None else environ)

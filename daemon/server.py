@@ -18,15 +18,20 @@ from typing import Callable
 import structlog
 
 from wtwin.emitters import wire
+from wtwin.sinks import api as sinks_api
 from wtwin.sinks.alert import Alert
+from wtwin.sinks.delivery import Delivery
+from wtwin.sinks.metrics import DeliveryCollector
+from wtwin.sinks.outbox import MemoryOutbox
 
-from .config import DaemonConfig
+from .config import DaemonConfig, build_sinks
 from .http import build_app, start_site
 from .jobs.service import SpectralService
 from .logsetup import RateLimited
 from .metrics import DaemonCollector
 from .receiver import Receiver
 from .run_state import RunTable
+from .store.state import StateStore, collect as store_collect
 from .sdnotify import Notifier
 from .stats import Stats
 from .version import __version__
@@ -47,7 +52,16 @@ class Server:
                                          max_series_runs=config.runs.max_series_runs,
                                          providers=[self.spectral.collect])
         self.receiver = Receiver(config.listen, self.handle_frame)
+        # durable state (store/): dedup by seq, snapshots, acks, alert journal + outbox
+        self.state = StateStore(config.state, self.table, self.stats, self.receiver.send)
+        self.collector.providers.append(lambda: store_collect(self.state))
         self.alert_listeners: list[Callable[[Alert], None]] = []
+        self.alert_listeners.append(self.state.on_alert)  # journaled before any sink sees it
+        self.outbox = self.state.outbox or MemoryOutbox()  # SQLite unless [state] is off
+        self.delivery = Delivery(sinks=build_sinks(config), outbox=self.outbox, routes=config.routes,
+                                 policy=config.delivery.retry, intake_size=config.delivery.intake_size)
+        self.alert_listeners.append(self.delivery.submit_nowait)
+        self.collector.providers.append(DeliveryCollector(self.delivery).collect)
         self.ready = False
         self.stopping = False
         self.http_port: int | None = None
@@ -77,6 +91,8 @@ class Server:
         emitter = ev.get("emitter")
         if emitter is not None and run.identities.get(emitter) != identity:
             run.identities[emitter] = identity
+        if not self.state.admit(run, ev):  # already processed, or a gap to re-send first
+            return
         try:
             transitions = run.observe(ev, now)
         except Exception:  # a detector bug must not take the daemon down
@@ -118,11 +134,20 @@ class Server:
         return 0
 
     async def startup(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.state.open(loop)  # ConfigError naming the file: locked, corrupt, newer, unwritable
+        restored = self.state.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
+                                   ended_ttl_s=self.config.runs.ended_ttl_s)
+        log.info("state_loaded", runs=restored, path=self.state.path if self.state.durable else None)
         self.receiver.bind()
         self.app = build_app(self)
+        sinks_api.add_routes(self.app, self.delivery)  # /api/alerts/dead, /api/alerts/replay
         self._http_runner, self.http_port = await start_site(
             self.app, self.config.http.host, self.config.http.port)
         self.receiver.start(loop)
+        self.state.start(loop)
+        await self.delivery.start()
+        for alert in self.state.unrouted():  # journaled, but a crash came before routing
+            self.delivery.submit_nowait(alert)
         self.ready = True
         self.notifier.ready(f"watching; http port {self.http_port}")
         self.notifier.tick(time.time())
@@ -146,6 +171,7 @@ class Server:
                 self.publish(alert)
         runs = self.config.runs
         for gone in self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s):
+            self.state.evict(gone)  # leaves memory, stays in the store
             log.info("run_expired", run=gone.run, status=gone.status)
 
     def _on_signal(self, sig: int) -> None:
@@ -176,5 +202,8 @@ class Server:
         while self.receiver.drain():   # what already arrived is still handled
             await asyncio.sleep(0)
         await self.spectral.aclose()  # cancels queued and running jobs, stops the workers
+        await self.delivery.drain(self.config.delivery.drain_timeout_s)  # send what is due
+        await self.delivery.aclose()
+        await self.state.close()  # final snapshots committed, writer stopped
         if getattr(self, "_http_runner", None) is not None:
             await self._http_runner.cleanup()

@@ -240,6 +240,20 @@ class Delivery:
             w.wake()
         return n
 
+    async def drain(self, timeout_s: float) -> bool:
+        """Until the intake is empty and no sink has a row due now; False on timeout."""
+        deadline = self.clock() + timeout_s
+        while self.clock() < deadline:
+            now = self.clock()
+            busy = not self._intake.empty()
+            for name, worker in self.workers.items():
+                nxt = await self.outbox.next_due(name)
+                busy = busy or (nxt is not None and nxt <= now and worker._not_before <= now + 0.5)
+            if not busy:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
     async def healthcheck(self) -> dict[str, bool]:
         return {name: (w.disabled is None and await w.sink.healthcheck()) for name, w in self.workers.items()}
 

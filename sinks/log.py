@@ -7,7 +7,7 @@ WARNING, everything else at INFO: an alert is not an error of the daemon.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import structlog
@@ -21,6 +21,7 @@ from .errors import ConfigError
 class LogConfig:
     """``[[sinks]] type = "log"``."""
 
+    type: str = field(default="log", init=False)  # the registry key, dumped back by --print-config
     name: str = "log"
     event: str = "alert"
     min_interval_s: float = 0.001

@@ -54,7 +54,7 @@ def parse_sink(table: Mapping[str, Any], where: str = "sinks[0]") -> SinkConfig:
     if kind not in SINK_TYPES:
         raise ConfigError(f"{where}.type: {kind!r} is not one of {sorted(SINK_TYPES)}")
     cls = SINK_TYPES[kind][0]
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in table.items():
         if key == "type":

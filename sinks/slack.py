@@ -10,7 +10,7 @@ sink and why; 429 carries ``Retry-After``; 400 ``invalid_payload`` is permanent.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .alert import Alert
@@ -27,6 +27,7 @@ _EMOJI = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info"
 class SlackConfig:
     """``[[sinks]] type = "slack"``; the webhook URL is a secret, by reference only."""
 
+    type: str = field(default="slack", init=False)  # the registry key, dumped back by --print-config
     name: str
     url_env: str | None = None
     url_file: str | None = None

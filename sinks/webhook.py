@@ -44,6 +44,7 @@ ALERTNAMES = {
 class WebhookConfig:
     """``[[sinks]] type = "webhook"``. The URL may be literal or a reference."""
 
+    type: str = field(default="webhook", init=False)  # the registry key, dumped back by --print-config
     name: str
     url: str | None = None
     url_env: str | None = None

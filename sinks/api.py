@@ -1,0 +1,36 @@
+"""HTTP endpoints for dead letters, on the daemon's one HTTP port.
+
+``GET /api/alerts/dead[?sink=NAME]`` lists dead rows (JSON); ``POST
+/api/alerts/replay[?sink=NAME]`` puts them back to pending and returns how many.
+``wtwind alerts dead|replay`` (``sinks.cli``) calls these; whichever outbox the
+daemon runs (memory or SQLite), replay goes through the live delivery.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+
+def row_json(row) -> dict:
+    a = row.alert
+    return {"id": row.id, "sink": row.sink, "attempts": row.attempts, "last_error": row.last_error,
+            "created_at": row.created_at, "updated_at": row.updated_at, "idempotency_key": row.idempotency_key,
+            "alert": a.to_dict()}
+
+
+def add_routes(app: web.Application, delivery) -> None:
+    async def dead(request: web.Request) -> web.Response:
+        sink = request.query.get("sink") or None
+        if sink is not None and sink not in delivery.sinks:
+            return web.json_response({"error": f"unknown sink {sink!r}"}, status=404)
+        rows = await delivery.outbox.dead(sink, limit=int(request.query.get("limit", "1000")))
+        return web.json_response({"dead": [row_json(r) for r in rows]})
+
+    async def replay(request: web.Request) -> web.Response:
+        sink = request.query.get("sink") or None
+        if sink is not None and sink not in delivery.sinks:
+            return web.json_response({"error": f"unknown sink {sink!r}"}, status=404)
+        return web.json_response({"replayed": await delivery.replay(sink)})
+
+    app.router.add_get("/api/alerts/dead", dead)
+    app.router.add_post("/api/alerts/replay", replay)
