@@ -55,6 +55,7 @@ def main() -> int:
     port = free_port()
     endpoint = f"ipc://{tmp}/wtwind.sock"
     env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=endpoint, WTWIND_HTTP__PORT=str(port),
+               WTWIND_STATE__PATH=os.path.join(tmp, "wtwind.db"),  # the store, in the temp dir
                WTWIND_LOG__FORMAT="json")
     daemon = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli"], env=env,
                               stderr=subprocess.PIPE, text=True)

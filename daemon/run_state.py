@@ -8,7 +8,7 @@ and expires ended and idle ones. One asyncio loop owns all of it: no locks.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from wtwin.sinks.alert import Alert
 
@@ -32,6 +32,7 @@ class RunState:
         self.last_state: MonitorState | None = None
         self.last_eval: dict[str, float] = {}
         self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
+        self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (store/)
         self.emitter_dropped = 0
         self.monitor = RunMonitor(preset)
         self.series = RunSeries()      # bounded, decimated, for the run page
@@ -126,6 +127,8 @@ class RunTable:
         self.max_runs = max_runs
         self._runs: dict[str, RunState] = {}
         self.refused = 0
+        # called with each newly created RunState (the store restores a known run into it)
+        self.on_create: Callable[[RunState], None] | None = None
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -144,6 +147,8 @@ class RunTable:
                 return None
             state = self._runs[run] = RunState(run, preset=self.preset,
                                                cooldown_s=self.cooldown_s, now=now)
+            if self.on_create is not None:
+                self.on_create(state)
         return state
 
     def forget(self, run: str) -> RunState | None:

@@ -1,0 +1,283 @@
+"""`StateStore`: the server's one handle on durable state (or on none, when disabled).
+
+On the event loop it does three cheap things per event: drop duplicates by the
+per-emitter high-water ``seq`` (``admit``), mark the run dirty, and count. Every
+``flush_interval_s`` (sooner after ``flush_max_events``) it snapshots the dirty runs
+on the loop, hands the bytes to the writer thread, and once that transaction has
+committed it acks each emitter the seq the snapshot covers. An alert transition
+forces an immediate snapshot of its run committed with ``synchronous=FULL`` together
+with the alert itself, so a replay after a crash resumes just after the alert and
+cannot raise it a second time under another idempotency key.
+
+With ``[state] enabled = false`` the same code acks at each flush without writing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Callable
+
+import structlog
+
+from wtwin.emitters import wire
+from wtwin.sinks.alert import Alert
+
+from . import codec
+from .config import StateConfig
+from .db import connect, open_db
+from .outbox import SqliteOutbox
+from .writer import Writer
+
+log = structlog.get_logger("wtwind.store")
+
+_UPSERT_RUN = """INSERT INTO runs(run, status, preset, config, first_seen, last_seen, step,
+    snapshot, updated_at) VALUES (?,?,?,?,?,?,?,?,?)
+    ON CONFLICT(run) DO UPDATE SET status=excluded.status, preset=excluded.preset,
+    config=excluded.config, last_seen=excluded.last_seen, step=excluded.step,
+    snapshot=excluded.snapshot, updated_at=excluded.updated_at"""
+_INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body,
+    created_at) VALUES (?,?,?,?,?,?,?,?)"""
+NACK_INTERVAL_S = 0.5
+
+
+class StateStore:
+    def __init__(self, cfg: StateConfig, table, stats, send: Callable[[bytes, bytes], bool]) -> None:
+        self.cfg = cfg
+        self.table = table
+        self.stats = stats
+        self.send = send
+        self.path = cfg.path
+        self.writer: Writer | None = None
+        self._conn = None
+        self._reader = None
+        self._lock = None
+        self._dirty: dict[str, object] = {}
+        self._dirty_events = 0
+        self._inflight: dict[str, tuple] = {}
+        self._last_flush = time.monotonic()
+        self._nacks: dict[str, tuple[int, float]] = {}
+        self.restored = 0
+        self.flushes = 0
+        self.flush_errors = 0
+        self._timer: asyncio.TimerHandle | None = None
+        # the durable outbox; usable once open() has run (the server starts delivery after)
+        # DaemonConfig() built by hand has no path: memory only (config.load() always sets one)
+        self.wanted = cfg.enabled and bool(cfg.path)
+        self.outbox = SqliteOutbox(execute=self._execute) if self.wanted else None
+
+    def _execute(self, fn, *, full: bool = True) -> asyncio.Future:
+        return self.writer.call(fn, full=full)
+
+    @property
+    def durable(self) -> bool:
+        return self.writer is not None
+
+    # ---- startup / shutdown --------------------------------------------------------------
+    def open(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Lock, check and migrate the database (ConfigError naming the file on failure)."""
+        if not self.wanted:
+            log.info("store_disabled", hint="run state is in memory only; [state] enabled/path")
+            return
+        self._conn, self._lock = open_db(self.path, busy_timeout_s=self.cfg.busy_timeout_s)
+        self._reader = connect(self.path, busy_timeout_s=self.cfg.busy_timeout_s)
+        self.writer = Writer(self._conn, loop, synchronous=self.cfg.synchronous)
+        self.table.on_create = self._on_create
+        self.outbox.attach(self._reader)
+        log.info("store_opened", path=self.path)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Periodic flushes from now on (call once the run table is loaded)."""
+        def periodic():
+            self.tick()
+            self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
+
+        self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
+
+    def unrouted(self) -> list[Alert]:
+        return self.outbox.unrouted() if self.outbox is not None and self.durable else []
+
+    def load(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> int:
+        """Bring back every run still live by the TTLs; returns how many."""
+        if self._reader is None:
+            return 0
+        rows = self._reader.execute(
+            "SELECT run, config, snapshot FROM runs WHERE snapshot IS NOT NULL AND "
+            "((status = 'running' AND last_seen > ?) OR last_seen > ?) ORDER BY last_seen DESC",
+            (now - idle_ttl_s, now - ended_ttl_s)).fetchall()
+        on_create, self.table.on_create = self.table.on_create, None
+        try:
+            for name, config, blob in rows:
+                run = self.table.get_or_create(name, now)
+                if run is None:
+                    break
+                self._restore_into(run, config, blob)
+        finally:
+            self.table.on_create = on_create
+        self.restored = len(self.table)
+        return self.restored
+
+    async def close(self) -> None:
+        """Final snapshot of every dirty run, then stop the writer (at shutdown)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self.flush()
+        if self.writer is not None:
+            done = await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
+            if not done:
+                log.error("store_close_timeout", path=self.path)
+        for conn in (self._reader, self._conn):
+            if conn is not None:
+                conn.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    # ---- hot path --------------------------------------------------------------------------
+    def admit(self, run, ev: dict) -> bool:
+        """False for an event already processed (or one to re-send first); marks dirty."""
+        em = ev.get("emitter")
+        if em is not None:
+            seq, hwm = ev["seq"], run.hwm.get(em, 0)
+            if seq <= hwm:
+                self.stats.dropped["duplicate"] += 1
+                return False
+            if seq > hwm + 1:
+                base = ev.get("base")
+                if base is not None and seq > max(hwm + 1, base):
+                    self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
+                    self._nack(run, em, hwm)
+                    return False
+                if base is not None and base > hwm + 1:
+                    self.stats.dropped["emitter_evicted"] += base - hwm - 1
+            run.hwm[em] = seq
+        self._dirty[run.run] = run
+        self._dirty_events += 1
+        if self._dirty_events >= self.cfg.flush_max_events:
+            self.flush()
+        return True
+
+    def _nack(self, run, em: str, hwm: int) -> None:
+        last = self._nacks.get(em)
+        now = time.monotonic()
+        if last is not None and last[0] == hwm and now - last[1] < NACK_INTERVAL_S:
+            return
+        self._nacks[em] = (hwm, now)
+        identity = run.identities.get(em)
+        if identity is not None:
+            self.send(identity, wire.reply("ack", seq=hwm, emitter=em, resend=True))
+
+    # ---- snapshots ----------------------------------------------------------------------
+    def tick(self) -> None:
+        if time.monotonic() - self._last_flush >= self.cfg.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> int:
+        """Snapshot the dirty runs (on the loop), commit off the loop, ack after commit."""
+        self._last_flush = time.monotonic()
+        if not self._dirty:
+            return 0
+        runs, self._dirty, self._dirty_events = list(self._dirty.values()), {}, 0
+        acks = [(r, em, seq) for r in runs for em, seq in r.hwm.items()]
+        if self.writer is None:
+            self._send_acks(acks)
+            return len(runs)
+        rows = [codec.encode(r) for r in runs]
+        for row in rows:
+            self._inflight[row[0]] = row
+        self.writer.submit(lambda conn, rows=rows: _write_runs(conn, rows),
+                           done=lambda _res, err: self._flushed(rows, runs, acks, err))
+        return len(runs)
+
+    def _flushed(self, rows, runs, acks, err) -> None:
+        for row in rows:
+            if self._inflight.get(row[0]) is row:
+                del self._inflight[row[0]]
+        if err is not None:
+            self.flush_errors += 1
+            for r in runs:  # try again at the next flush; emitters keep the events meanwhile
+                self._dirty.setdefault(r.run, r)
+            return
+        self.flushes += 1
+        self._send_acks(acks)
+
+    def _send_acks(self, acks) -> None:
+        for run, em, seq in acks:
+            identity = run.identities.get(em)
+            if identity is not None:
+                self.send(identity, wire.reply("ack", seq=seq, emitter=em))
+
+    def evict(self, run) -> None:
+        """A run leaving memory (TTL): make sure its last state is written."""
+        if self._dirty.pop(run.run, None) is not None and self.writer is not None:
+            row = codec.encode(run)
+            self._inflight[row[0]] = row
+            acks = [(run, em, seq) for em, seq in run.hwm.items()]
+            self.writer.submit(lambda conn: _write_runs(conn, [row]),
+                               done=lambda _r, err: self._flushed([row], [run], acks, err))
+
+    # ---- alerts -----------------------------------------------------------------------------
+    def on_alert(self, alert: Alert) -> None:
+        """Journal the alert with its run's snapshot, FULL sync, before sinks see it."""
+        if self.writer is None:
+            return
+        run = self.table.get(alert.run)
+        row = codec.encode(run) if run is not None else None
+        if row is not None:
+            self._inflight[row[0]] = row
+        body = json.dumps(alert.to_dict())
+        params = (alert.idempotency_key, alert.run, alert.kind, alert.status, alert.severity,
+                  alert.step, body, time.time())
+
+        def op(conn):
+            conn.execute(_INSERT_ALERT, params)
+            if row is not None:
+                _write_runs(conn, [row])
+
+        self.writer.submit(op, full=True, done=lambda _r, err: self._journaled(row, err, alert))
+
+    def _journaled(self, row, err, alert: Alert) -> None:
+        if row is not None and self._inflight.get(row[0]) is row:
+            del self._inflight[row[0]]
+        if err is not None:
+            log.error("alert_not_persisted", run=alert.run, kind=alert.kind, error=str(err))
+
+    # ---- lazy restore ------------------------------------------------------------------------
+    def _on_create(self, run) -> None:
+        row = self._inflight.get(run.run)
+        if row is not None:
+            self._restore_into(run, row[3], row[7])
+            return
+        found = self._reader.execute("SELECT config, snapshot FROM runs WHERE run = ?",
+                                     (run.run,)).fetchone()
+        if found is not None and found[1] is not None:
+            self._restore_into(run, found[0], found[1])
+
+    def _restore_into(self, run, config: str, blob: bytes) -> None:
+        try:
+            codec.restore(run, config, blob)
+        except Exception:  # an unreadable snapshot: start the run fresh, say so
+            self.stats.loop_errors += 1
+            log.exception("snapshot_restore_failed", run=run.run, path=self.path)
+
+
+def _write_runs(conn, rows) -> None:
+    now = time.time()
+    conn.executemany(_UPSERT_RUN, [(*row, now) for row in rows])
+
+
+def collect(store: StateStore):
+    """Metric families for the store (a DaemonCollector provider)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    w = store.writer
+    yield GaugeMetricFamily("wtwind_store_enabled", "1 when run state is written to SQLite",
+                            value=1.0 if store.durable else 0.0)
+    yield CounterMetricFamily("wtwind_store_flushes", "Snapshot batches committed", value=store.flushes)
+    yield CounterMetricFamily("wtwind_store_write_errors", "Store transactions rolled back",
+                              value=w.errors if w else 0)
+    yield CounterMetricFamily("wtwind_store_commits", "Store transactions committed",
+                              value=w.commits if w else 0)
+    yield GaugeMetricFamily("wtwind_store_dirty_runs", "Runs with unwritten changes", value=len(store._dirty))
+    yield GaugeMetricFamily("wtwind_store_restored_runs", "Runs restored from the store at startup",
+                            value=store.restored)

@@ -1,0 +1,128 @@
+"""The writer thread: every database write, batched into few transactions, off the loop.
+
+The event loop submits operations (``fn(conn) -> result``) with ``submit``; the
+thread takes everything queued, runs it in one transaction and commits, with
+``synchronous=FULL`` when any operation in the batch asks for it (alerts and
+outbox rows) and the configured mode otherwise. Results come back as asyncio
+futures resolved on the loop, or as plain callbacks run on the loop. A failed batch
+is rolled back and every operation in it fails with the error: nothing half-written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import structlog
+
+log = structlog.get_logger("wtwind.store")
+
+Op = Callable[[sqlite3.Connection], Any]
+MAX_BATCH_OPS = 5000
+
+
+@dataclass
+class _Item:
+    fn: Op
+    full: bool
+    done: Callable[[Any, BaseException | None], None] | None
+
+
+class Writer:
+    def __init__(self, conn: sqlite3.Connection, loop: asyncio.AbstractEventLoop, *,
+                 synchronous: str = "normal") -> None:
+        self.conn = conn
+        self.loop = loop
+        self.base_sync = synchronous.upper()
+        self.commits = 0
+        self.errors = 0
+        self.ops = 0
+        self._q: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._sync = ""
+        self._thread = threading.Thread(target=self._main, name="wtwind-store-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Op, *, full: bool = False,
+               done: Callable[[Any, BaseException | None], None] | None = None) -> None:
+        """Queue ``fn``; ``done(result, error)`` runs on the loop after the commit."""
+        self._q.put(_Item(fn, full, done))
+
+    def call(self, fn: Op, *, full: bool = False) -> asyncio.Future:
+        """Queue ``fn`` and return a future for its committed result."""
+        fut = self.loop.create_future()
+
+        def done(result, error):
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(error)
+
+        self.submit(fn, full=full, done=done)
+        return fut
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Finish what is queued, stop the thread; True if it stopped in time."""
+        self._q.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # ---- thread ------------------------------------------------------------------------
+    def _main(self) -> None:
+        stop = False
+        while not stop:
+            item = self._q.get()
+            batch = []
+            while item is not None:
+                batch.append(item)
+                if len(batch) >= MAX_BATCH_OPS:
+                    break
+                try:
+                    item = self._q.get_nowait()
+                except queue.Empty:
+                    break
+            stop = item is None
+            if batch:
+                self._run(batch)
+
+    def _set_sync(self, mode: str) -> None:
+        if mode != self._sync:
+            self.conn.execute(f"PRAGMA synchronous={mode}")
+            self._sync = mode
+
+    def _run(self, batch: list[_Item]) -> None:
+        results: list[Any] = []
+        error: BaseException | None = None
+        try:
+            self._set_sync("FULL" if any(i.full for i in batch) else self.base_sync)
+            self.conn.execute("BEGIN")
+            for item in batch:
+                results.append(item.fn(self.conn))
+            self.conn.execute("COMMIT")
+            self.commits += 1
+            self.ops += len(batch)
+        except Exception as exc:  # task boundary: roll back, fail every op, count, log
+            error = exc
+            self.errors += 1
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            log.error("store_write_failed", error=str(exc), ops=len(batch),
+                      hint="state not persisted; emitters keep unacknowledged events")
+        for i, item in enumerate(batch):
+            if item.done is not None:
+                res = results[i] if error is None else None
+                self._deliver(item.done, res, error)
+
+    def _deliver(self, done, result, error) -> None:
+        try:
+            self.loop.call_soon_threadsafe(done, result, error)
+        except RuntimeError:  # loop closed: nobody is waiting any more
+            pass
