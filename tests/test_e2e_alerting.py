@@ -1,0 +1,191 @@
+"""End to end: emitter -> wtwind -> Prometheus (shipped rules) -> Alertmanager -> webhook receiver.
+
+Real binaries (/usr/bin/prometheus, prometheus-alertmanager), a real wtwind subprocess,
+real HTTP receivers. A degrading run must make ``WTwinLossDegradation`` fire in
+Prometheus (checked through its HTTP API) and reach a local receiver through
+Alertmanager; the same alert reaches a receiver directly from wtwind's own webhook
+sink, signed (verified with ``standardwebhooks``). The rules are a test copy of the
+shipped file with every ``for:`` shortened to 1 s; intervals are 1 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import subprocess
+import threading
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from helpers import REPO, Daemon, free_port, http_get, need_binary, wait_for
+from wtwin.emitters import connect
+from wtwin.sinks.testing import Recorder
+
+SECRET = "whsec_" + base64.b64encode(b"e2e-secret-for-the-wtwind-sink!!").decode()
+
+
+class ThreadedRecorder:
+    """A sinks.testing.Recorder served from its own event loop thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.rec = asyncio.run_coroutine_threadsafe(Recorder().start(), self.loop).result(10)
+
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.rec.port}"
+
+    def bodies(self, path: str) -> list:
+        return [json.loads(r.body) for r in list(self.rec.requests) if r.path == path]
+
+    def requests(self, path: str) -> list:
+        return [r for r in list(self.rec.requests) if r.path == path]
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.rec.aclose(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def short_rules(dst: Path) -> Path:
+    text = (REPO / "deploy/prometheus/wtwin.rules.yml").read_text()
+    dst.write_text(re.sub(r"(?m)^(\s+)for: \S+$", r"\1for: 1s", text))
+    return dst
+
+
+def start(cmd: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def up(url: str) -> bool:
+    try:
+        return http_get(url, 1.0)[0] == 200
+    except OSError:
+        return False
+
+
+def api(url: str) -> dict:
+    status, body = http_get(url)
+    assert status == 200, body
+    return json.loads(body)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    prom_bin, am_bin = need_binary("prometheus"), need_binary("prometheus-alertmanager")
+    recv = ThreadedRecorder()
+    am_port, prom_port = free_port(), free_port()
+    (tmp_path / "am.yml").write_text(f"""
+route:
+  receiver: hook
+  group_by: [alertname, run]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: hook
+    webhook_configs:
+      - url: {recv.base()}/alertmanager
+        send_resolved: true
+""")
+    cfg = tmp_path / "wtwind.toml"
+    cfg.write_text(f"""
+[[sinks]]
+type = "webhook"
+name = "hook"
+url = "{recv.base()}/wtwind"
+secret_env = "E2E_HOOK_SECRET"
+
+[[routes]]
+sinks = ["hook"]
+
+[delivery.retry]
+base_s = 0.05
+cap_s = 0.5
+""")
+    daemon = Daemon(extra_env={"E2E_HOOK_SECRET": SECRET}, args=("--config", str(cfg)),
+                    tmpdir=str(tmp_path)).start()
+    (tmp_path / "prometheus.yml").write_text(f"""
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{short_rules(tmp_path / "rules.yml")}]
+alerting:
+  alertmanagers: [{{static_configs: [{{targets: ["127.0.0.1:{am_port}"]}}]}}]
+scrape_configs:
+  - job_name: wtwind
+    static_configs: [{{targets: ["127.0.0.1:{daemon.http_port}"]}}]
+""")
+    procs = [
+        start([am_bin, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am-data'}",
+               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp_path / "am.log"),
+        start([prom_bin, f"--config.file={tmp_path / 'prometheus.yml'}",
+               f"--storage.tsdb.path={tmp_path / 'prom-data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+              tmp_path / "prom.log"),
+    ]
+    try:
+        yield {"daemon": daemon, "recv": recv, "prom": f"http://127.0.0.1:{prom_port}",
+               "am": f"http://127.0.0.1:{am_port}", "tmp": tmp_path}
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        daemon.stop()
+        recv.close()
+
+
+def degrade(emit, steps: int = 4000) -> None:
+    for step in range(1, steps + 1):
+        drift = 0.0005 * (step - 2000) if step > 2000 else 0.0
+        emit.loss(step, 2.0 + 5.0 / step ** 0.5 + drift + 0.01 * ((step * 7919) % 13 - 6) / 6)
+
+
+@pytest.mark.binary
+@pytest.mark.slow
+def test_degrading_run_fires_in_prometheus_and_reaches_receivers(stack):
+    """WTwinLossDegradation fires in Prometheus, Alertmanager posts it, wtwind's signed webhook too."""
+    prom, recv, daemon = stack["prom"], stack["recv"], stack["daemon"]
+    wait_for(lambda: up(prom + "/-/ready"), 30, 0.1, "prometheus ready")
+    wait_for(lambda: up(stack["am"] + "/-/ready"), 30, 0.1, "alertmanager ready")
+    emit = connect(daemon.ipc, run="e2e-degrade")
+    try:
+        degrade(emit)
+        query = urllib.parse.quote('ALERTS{alertname="WTwinLossDegradation",alertstate="firing"}')
+
+        def firing():
+            res = api(f"{prom}/api/v1/query?query={query}")["data"]["result"]
+            return [r["metric"] for r in res if r["metric"].get("run") == "e2e-degrade"]
+        (labels, *_) = wait_for(firing, 60, 0.2, "WTwinLossDegradation firing in Prometheus")
+        assert labels["severity"] == "warning" and labels["kind"] in ("drift", "plateau", "overfit")
+        rules = api(f"{prom}/api/v1/rules?type=alert")["data"]["groups"]
+        assert {r["name"] for g in rules for r in g["rules"]} >= {"WTwinLossDegradation", "WTwindDown"}
+
+        def via_alertmanager():
+            return [a for doc in recv.bodies("/alertmanager") for a in doc["alerts"]
+                    if a["labels"]["alertname"] == "WTwinLossDegradation" and a["status"] == "firing"]
+        (am_alert, *_) = wait_for(via_alertmanager, 30, 0.2, "Alertmanager webhook with WTwinLossDegradation")
+        assert am_alert["labels"]["run"] == "e2e-degrade"
+        assert am_alert["annotations"]["runbook_url"].endswith("docs/runbooks/WTwinLossDegradation.md")
+        assert "vs forecast" in am_alert["annotations"]["description"]
+
+        def direct():
+            return [r for r in recv.requests("/wtwind")
+                    if Webhook(SECRET).verify(r.body, r.headers)["alerts"][0]["labels"]["kind"]
+                    in ("drift", "plateau", "overfit")]
+        (req, *_) = wait_for(direct, 30, 0.2, "wtwind's own signed webhook")
+        doc = json.loads(req.body)
+        assert doc["version"] == "4" and doc["receiver"] == "hook"
+        assert doc["alerts"][0]["labels"]["alertname"] == "WTwinLossDegradation"
+        m = daemon.metrics()
+        assert m[("wtwind_deliveries_total", (("outcome", "success"), ("sink", "hook")))] >= 1
+        assert m[("wtwind_outbox_pending", (("sink", "hook"),))] == 0
+    finally:
+        emit.close()
