@@ -1,0 +1,149 @@
+"""PyTorch Lightning integration: one callback.
+
+    from wtwin.emitters.lightning import WTwinCallback
+    trainer = L.Trainer(..., callbacks=[WTwinCallback(run="resnet-lr0.1")])
+
+It reads the loss each ``training_step`` returns (kept as a detached tensor and read
+every ``log_every`` optimizer steps in one transfer: no ``.item()`` per step), the
+learning rate of the first optimizer, the validation metrics whose name contains
+``val`` (``val_loss`` and friends) after each validation, and sends a ``checkpoint``
+event for each new file a ``ModelCheckpoint`` writes. Steps are
+``trainer.global_step`` (optimizer steps, so gradient accumulation is handled). A
+firing alert at or above ``stop_on`` (default ``"critical"``) sets
+``trainer.should_stop``. The monitor's state is saved with Lightning's checkpoints
+(``state_dict``/``load_state_dict`` of the callback).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+try:
+    from lightning.pytorch.callbacks import Callback
+except ImportError:  # the standalone package
+    from pytorch_lightning.callbacks import Callback
+
+from .actions import AlertFilter
+from .buffer import LossBuffer
+from .tracker import Tracker
+
+
+class WTwinCallback(Callback):
+    def __init__(self, run: str | None = None, endpoint: str | None = None, *,
+                 preset: str = "pretraining", log_every: int = 10,
+                 stop_on: str | None = "critical", stop_kinds=None,
+                 on_alert: Callable[[dict], Any] | None = None, embedded: bool | None = None,
+                 wandb=None, monitor: dict | None = None, emitter=None,
+                 analyze_checkpoints: bool = True) -> None:
+        self.run = run
+        self.endpoint = endpoint
+        self.preset = preset
+        self.stop_filter = AlertFilter(stop_on, stop_kinds) if stop_on else None
+        self.user_on_alert = on_alert
+        self.embedded = embedded
+        self.wandb = wandb
+        self.monitor = monitor
+        self.emitter = emitter
+        self.analyze_checkpoints = analyze_checkpoints
+        self.tracker: Tracker | None = None
+        self.alerts: list[dict] = []
+        self.stop_alert: dict | None = None
+        self._buf = LossBuffer(log_every)
+        self._last_step = -1
+        self._sent_ckpts: set[str] = set()
+        self._pending_state: dict | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage != "fit" or self.tracker is not None:
+            return
+        config = {"framework": "lightning", "max_steps": trainer.max_steps,
+                  "max_epochs": trainer.max_epochs, "world_size": trainer.world_size,
+                  "accumulate_grad_batches": trainer.accumulate_grad_batches,
+                  "model": type(pl_module).__name__}
+        self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
+                               embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
+                               on_alert=self._on_alert, config=config, monitor=self.monitor)
+        if not trainer.is_global_zero:
+            self.tracker.active = False
+        if self._pending_state is not None:
+            self.tracker.load_state_dict(self._pending_state)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.tracker is None:
+            return
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        step = trainer.global_step
+        if loss is not None and step != self._last_step:
+            self._last_step = step
+            lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None
+            for ev in self._buf.add(step, loss, lr):
+                self.tracker.loss(ev[0], ev[1], lr=ev[2])
+        self._send_checkpoints(trainer)
+        self._poll(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self.tracker is None or trainer.sanity_checking:
+            return
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()
+                   if "val" in k and getattr(v, "numel", lambda: 1)() == 1}
+        if metrics:
+            self.tracker.eval(trainer.global_step, **metrics)
+        self._poll(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.tracker is None:
+            return
+        self._flush()
+        self._send_checkpoints(trainer)
+        self.tracker.poll()
+        self.tracker.close("killed" if self.stop_alert is not None else "completed")
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        if self.tracker is not None:
+            self._flush()
+            self.tracker.close("failed")
+
+    # ---- state saved with Lightning checkpoints ---------------------------------------
+    def state_dict(self) -> dict:
+        if self.tracker is None:
+            return {}
+        self._flush()
+        return {"tracker": self.tracker.state_dict(), "last_step": self._last_step}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if not state_dict:
+            return
+        self._last_step = state_dict.get("last_step", -1)
+        if self.tracker is None:
+            self._pending_state = state_dict["tracker"]
+        else:
+            self.tracker.load_state_dict(state_dict["tracker"])
+
+    # ---- helpers ---------------------------------------------------------------------
+    def _flush(self) -> None:
+        for step, loss, lr, _ in self._buf.flush():
+            self.tracker.loss(step, loss, lr=lr)
+
+    def _send_checkpoints(self, trainer) -> None:
+        if not self.analyze_checkpoints:
+            return
+        for cb in getattr(trainer, "checkpoint_callbacks", ()):
+            for path in (getattr(cb, "last_model_path", ""), getattr(cb, "best_model_path", "")):
+                if path and path not in self._sent_ckpts and os.path.exists(path):
+                    self._sent_ckpts.add(path)
+                    self.tracker.checkpoint(trainer.global_step, path, format="torch",
+                                            epoch=trainer.current_epoch)
+
+    def _poll(self, trainer) -> None:
+        self.tracker.poll()
+        if self.stop_alert is not None:
+            trainer.should_stop = True
+
+    def _on_alert(self, alert: dict) -> None:
+        self.alerts.append(alert)
+        if self.user_on_alert is not None:
+            self.user_on_alert(alert)
+        if self.stop_filter is not None and self.stop_alert is None and self.stop_filter.matches(alert):
+            self.stop_alert = alert

@@ -1,0 +1,86 @@
+"""Lightning Trainer + WTwinCallback against a real wtwind: a tiny model on CPU, LR blow-up part-way."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning.pytorch")
+
+from _integrations import InProcessDaemon, wait_for  # noqa: E402
+from wtwin.emitters.lightning import WTwinCallback  # noqa: E402
+
+MAX_STEPS, BLOWUP_AT = 400, 220
+LOSS_KINDS = ("drift", "spike", "divergence", "nonfinite", "plateau")
+
+
+def _data(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 16, generator=g)
+    y = torch.sin(x[:, :1] * 2) + x[:, 1:2] ** 2 * 0.5 + 0.05 * torch.randn(n, 1, generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32,
+                                       shuffle=False)
+
+
+class TinyNet(L.LightningModule):
+    def __init__(self, blowup_at: int | None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 1))
+        self.blowup_at = blowup_at
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW(self.parameters(), lr=3e-3)
+        at = self.blowup_at
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 if at is None or s < at else 3000.0)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _trainer(tmp_path, cb, max_steps=MAX_STEPS):
+    ckpt = L.callbacks.ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=100,
+                                       save_top_k=-1)
+    return L.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False,
+                     enable_progress_bar=False, enable_model_summary=False,
+                     val_check_interval=100, limit_val_batches=2, num_sanity_val_steps=0,
+                     callbacks=[cb, ckpt], default_root_dir=str(tmp_path))
+
+
+class TestLightningCallback:
+    def test_blowup_alerts_at_daemon_and_stops_training(self, tmp_path):
+        """LR x3000 at step 220: wtwind fires, the callback sees it and sets trainer.should_stop."""
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="pl-blowup", endpoint=d.endpoint, log_every=5,
+                               stop_on="warning", stop_kinds=LOSS_KINDS)
+            trainer = _trainer(tmp_path, cb)
+            trainer.fit(TinyNet(BLOWUP_AT), _data(20000, 1), _data(64, 2))
+            run = d.server.table.get("pl-blowup")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            received = dict(d.server.stats.received)
+            alerts = [a for a in d.firing("pl-blowup") if a.kind in LOSS_KINDS]
+        assert alerts and alerts[0].step > BLOWUP_AT
+        assert cb.stop_alert is not None and cb.stop_alert["source"] == "daemon"
+        assert trainer.global_step < MAX_STEPS, "training did not stop on the alert"
+        assert run.status == "killed"
+        assert received["loss"] == trainer.global_step   # one per optimizer step, buffered
+        assert received["eval"] >= 2 and received["checkpoint"] >= 2
+        assert "val_loss" in run.last_eval and run.config["framework"] == "lightning"
+
+    def test_clean_run_embedded_and_state_in_checkpoint(self, tmp_path):
+        """No daemon: the in-process monitor stays silent on a clean run; its state rides in the .ckpt."""
+        cb = WTwinCallback(log_every=10)
+        trainer = _trainer(tmp_path, cb, max_steps=200)
+        trainer.fit(TinyNet(None), _data(8000, 1), _data(64, 2))
+        assert cb.tracker.mode == "embedded" and trainer.global_step == 200
+        assert [a for a in cb.alerts if a["severity"] != "info"] == []
+        assert cb.tracker.last_state.step == 200
+        ckpt = torch.load(tmp_path / "ckpt" / "epoch=0-step=200.ckpt", weights_only=False)
+        saved = next(v for k, v in ckpt["callbacks"].items() if "WTwinCallback" in k)
+        assert saved["tracker"]["monitor"] is not None and saved["last_step"] >= 190
