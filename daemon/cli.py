@@ -17,18 +17,27 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--print-config", action="store_true",
                    help="print the effective config (file + env + defaults) as TOML and exit")
     p.add_argument("--version", action="version", version=f"wtwind {__version__}")
+    from .store.cli import add_commands  # state | alerts | keys (operator commands)
+
+    add_commands(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from . import config as config_mod
+    from .store import cli as store_cli
+
+    if args.command == "keys":
+        return store_cli.run_keys(args)
 
     try:
         cfg = config_mod.load(args.config)
     except ConfigError as exc:
         print(f"wtwind: config error: {exc}", file=sys.stderr)
         return 2
+    if args.command is not None:
+        return store_cli.run_command(args, cfg)
     if args.print_config:
         from .configdump import to_toml
 

@@ -33,6 +33,7 @@ class RunState:
         self.last_eval: dict[str, float] = {}
         self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
         self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (store/)
+        self.events = 0                          # events processed (duplicates excluded)
         self.emitter_dropped = 0
         self.monitor = RunMonitor(preset)
         self.series = RunSeries()      # bounded, decimated, for the run page

@@ -32,6 +32,7 @@ from .metrics import DaemonCollector
 from .receiver import Receiver
 from .run_state import RunTable
 from .store.state import StateStore, collect as store_collect
+from .curve import CurveGuard
 from .sdnotify import Notifier
 from .stats import Stats
 from .version import __version__
@@ -55,6 +56,9 @@ class Server:
         # durable state (store/): dedup by seq, snapshots, acks, alert journal + outbox
         self.state = StateStore(config.state, self.table, self.stats, self.receiver.send)
         self.collector.providers.append(lambda: store_collect(self.state))
+        self.curve = CurveGuard(config.curve) if config.curve.enabled else None  # ConfigError early
+        if self.curve is not None:
+            self.collector.providers.append(self.curve.collect)
         self.alert_listeners: list[Callable[[Alert], None]] = []
         self.alert_listeners.append(self.state.on_alert)  # journaled before any sink sees it
         self.outbox = self.state.outbox or MemoryOutbox()  # SQLite unless [state] is off
@@ -138,6 +142,8 @@ class Server:
         restored = self.state.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
                                    ended_ttl_s=self.config.runs.ended_ttl_s)
         log.info("state_loaded", runs=restored, path=self.state.path if self.state.durable else None)
+        if self.curve is not None:  # before bind: every connection must handshake
+            self.curve.start(self.receiver.sock, self.receiver.ctx)
         self.receiver.bind()
         self.app = build_app(self)
         sinks_api.add_routes(self.app, self.delivery)  # /api/alerts/dead, /api/alerts/replay
@@ -195,6 +201,8 @@ class Server:
         except asyncio.TimeoutError:
             log.error("shutdown_timeout", timeout_s=self.config.shutdown_timeout_s)
         self.receiver.close()
+        if self.curve is not None:
+            self.curve.stop()
         log.info("stopped", frames=self.stats.frames, events=sum(self.stats.received.values()),
                  runs=len(self.table))
 

@@ -14,7 +14,7 @@ import msgpack
 SNAPSHOT_FORMAT = 1
 
 _FIELDS = ("status", "first_seen", "last_seen", "last_progress", "step", "loss", "lr",
-           "last_eval", "emitter_dropped", "stalled")
+           "last_eval", "emitter_dropped", "stalled", "events")
 
 
 def snapshot(run) -> dict[str, Any]:

@@ -148,9 +148,10 @@ class StateStore:
                     self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
                     self._nack(run, em, hwm)
                     return False
-                if base is not None and base > hwm + 1:
-                    self.stats.dropped["emitter_evicted"] += base - hwm - 1
+                if base is not None and base > hwm + 1:  # no longer held by the emitter
+                    self.stats.dropped["seq_gap"] += base - hwm - 1
             run.hwm[em] = seq
+        run.events += 1
         self._dirty[run.run] = run
         self._dirty_events += 1
         if self._dirty_events >= self.cfg.flush_max_events:
