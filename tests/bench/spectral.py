@@ -1,0 +1,111 @@
+"""fast engine vs weightwatcher 0.7.7 on the same weights, in one run.
+
+    .venv/bin/python tests/bench/spectral.py [--threads 1] [--repeat 1] [--skip-4096]
+
+Cases: a 12-layer, 768-wide GPT-2-small-shaped model built in torch (torch's random
+init, whose alphas are all above 6, and the same shapes with Student-t entries, whose
+alphas are in 2..6; the tied 50257-row embedding is over weightwatcher's max_N and
+skipped by both), a single 1024x4096 layer and a single 4096x4096 layer (Student-t, df 3). For each:
+weightwatcher's ``analyze(detX=True)`` wall time, ours, the Gram+eigvalsh floor
+(eigenvalues only, no fit), the ratio, and the agreement (max |d alpha| over layers
+with alpha <= 6, spikes equal on every layer). Prints a markdown table; with
+``--device cuda`` (or auto on a GPU machine) the fast figures are CUDA figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+
+import torch
+from threadpoolctl import threadpool_limits
+
+from wtwin.daemon.spectral import fast, reference
+from wtwin.daemon.spectral.layers import select_layers
+
+
+def gpt_state_dict(n_layer=12, d=768, vocab=50257, ctx=1024, seed=0):
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear
+    sd = {"wte.weight": torch.nn.Embedding(vocab, d).weight, "wpe.weight": torch.nn.Embedding(ctx, d).weight}
+    for i in range(n_layer):
+        p = f"h.{i}."
+        sd[p + "ln_1.weight"] = torch.ones(d)
+        sd[p + "attn.c_attn.weight"] = lin(d, 3 * d).weight
+        sd[p + "attn.c_proj.weight"] = lin(d, d).weight
+        sd[p + "ln_2.weight"] = torch.ones(d)
+        sd[p + "mlp.c_fc.weight"] = lin(d, 4 * d).weight
+        sd[p + "mlp.c_proj.weight"] = lin(4 * d, d).weight
+    sd["lm_head.weight"] = sd["wte.weight"]
+    return {k: v.detach() for k, v in sd.items()}
+
+
+def heavy_tailed(sd, df=3.0, seed=2):
+    """The same shapes with Student-t entries: alphas inside 2..6, so agreement is tested."""
+    torch.manual_seed(seed)
+    return {k: (torch.distributions.StudentT(df).sample(v.shape).float() if k.endswith("weight") and v.dim() == 2
+                and v.shape[0] < 50000 else v) for k, v in sd.items()}
+
+
+def single(shape, seed=1):
+    torch.manual_seed(seed)
+    return {"w.weight": torch.distributions.StudentT(3.0).sample(shape).float()}
+
+
+def timed(fn, repeat):
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def bench_case(name, sd, device, repeat, ww_repeat):
+    specs = select_layers(sd)
+    t_ww, ref = timed(lambda: reference.analyze_layers(specs), ww_repeat)
+    t_fast, ours = timed(lambda: fast.analyze_layers(specs, device=device), repeat)
+    t_floor, _ = timed(lambda: fast.eigenvalues(specs, device=device), repeat)
+    d_alpha = max((abs(a.alpha - b.alpha) for a, b in zip(ours, ref) if b.alpha <= 6), default=0.0)
+    spikes = all(a.num_pl_spikes == b.num_pl_spikes for a, b in zip(ours, ref))
+    return {"case": name, "layers": len(specs), "ww": t_ww, "fast": t_fast, "floor": t_floor,
+            "ratio": t_ww / t_fast, "d_alpha": d_alpha, "spikes": spikes,
+            "n_le6": sum(b.alpha <= 6 for b in ref)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/torch threads for both engines (default 1)")
+    ap.add_argument("--repeat", type=int, default=2, help="best of N for the fast engine (weightwatcher: 1)")
+    ap.add_argument("--ww-repeat", type=int, default=1, help="best of N for weightwatcher")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--skip-4096", action="store_true", help="leave out the 4096x4096 case")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = fast.resolve_device(args.device)
+    gpt = gpt_state_dict()
+    cases = [("GPT-style 12x768, torch init", gpt), ("GPT-style 12x768, Student-t df=3", heavy_tailed(gpt)),
+             ("1024x4096", single((1024, 4096)))]
+    if not args.skip_4096:
+        cases.append(("4096x4096", single((4096, 4096))))
+    reference.analyze_layers(select_layers(single((64, 32))))  # pay weightwatcher's import outside the timings
+    with threadpool_limits(limits=args.threads):
+        rows = [bench_case(name, sd, device, args.repeat, args.ww_repeat) for name, sd in cases]
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
+          f"threads={args.threads}, device={device}, torch {torch.__version__}, "
+          f"python {sys.version.split()[0]}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print("| case | layers | weightwatcher s | fast s | ratio | Gram+eigvalsh floor s | max abs d alpha "
+          "(alpha <= 6, n) | spikes equal |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['layers']} | {r['ww']:.2f} | {r['fast']:.2f} | {r['ratio']:.1f}x | "
+              f"{r['floor']:.2f} | {r['d_alpha']:.1e} ({r['n_le6']}) | {'yes' if r['spikes'] else 'NO'} |")
+    return 0 if all(r["spikes"] and r["d_alpha"] <= 1e-3 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
