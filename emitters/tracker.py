@@ -80,7 +80,7 @@ class Tracker:
             self.emitter.loss(step, loss, lr=lr, grad_norm=grad_norm, **extra)
         state = None
         if self.monitor is not None:
-            state, alerts = self.monitor.update(int(step), float(loss))
+            state, alerts = self.monitor.update(int(step), float(loss), None if lr is None else float(lr))
             self.last_state = state
             if self.wandb is not None:
                 self.wandb.log_state(state, lr=lr)
@@ -90,8 +90,14 @@ class Tracker:
         return state
 
     def eval(self, step: int, **metrics) -> None:
-        if self.active and self.emitter is not None:
+        if not self.active:
+            return
+        if self.emitter is not None:
             self.emitter.eval(step, **metrics)
+        if self.monitor is not None:
+            for alert in self.monitor.update_eval(int(step), {k: float(v) for k, v in metrics.items()}):
+                self._dispatch(alert)
+        self.poll()
 
     def checkpoint(self, step: int, path, **kw) -> None:
         if self.active and self.emitter is not None:
@@ -157,8 +163,16 @@ class EmbeddedMonitor:
         self._Finding = detectors.Finding
         self._policy = AlertPolicy(run, cooldown_s=cooldown_s)
 
-    def update(self, step: int, loss: float):
-        state = self._update(step, loss)
+    def update(self, step: int, loss: float, lr: float | None = None):
+        state = self._update(step, loss) if lr is None else self._update(step, loss, lr)
+        return state, self._alerts(state, step, loss)
+
+    def update_eval(self, step: int, metrics: dict) -> list[dict]:
+        update_eval = getattr(self._det, "update_eval", None)
+        state = update_eval(step, metrics) if update_eval is not None else None
+        return [] if state is None else self._alerts(state, step, state.l_obs)
+
+    def _alerts(self, state, step: int, loss: float) -> list[dict]:
         alerts = []
         for f in self._findings(state, step, loss):
             a = self._policy.apply(f, self.clock(), loss=_fin(state.l_obs),
@@ -168,7 +182,7 @@ class EmbeddedMonitor:
                 d = a.to_dict()
                 d["source"] = "embedded"
                 alerts.append(d)
-        return state, alerts
+        return alerts
 
     def _findings(self, state, step: int, loss: float):
         found = getattr(state, "findings", None)
