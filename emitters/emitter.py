@@ -135,7 +135,9 @@ class Emitter:
         return s
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything emitted so far is sent and (if the daemon acks) acked."""
+        """Wait until everything emitted so far is acked (sent, with ``replay_size=0``).
+
+        Returns False at ``timeout`` (a daemon that is down, or one that never acks)."""
         deadline = time.monotonic() + timeout
         self._idle.clear()
         while not (self._idle.wait(0.01) and self._is_idle()):
@@ -145,7 +147,7 @@ class Emitter:
         return True
 
     def _is_idle(self) -> bool:
-        return not self._q and not self._pending and not (self._ack_seen and self._unacked)
+        return not self._q and not self._pending and not self._unacked
 
     def close(self, status: str = "completed", timeout: float = 5.0) -> None:
         if self._closed:

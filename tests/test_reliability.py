@@ -1,0 +1,143 @@
+"""Acknowledged delivery end to end: real daemons, real sockets, SIGKILL, restart, TTL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import zmq
+
+from helpers import Daemon, wait_for
+from wtwin.emitters import wire
+from wtwin.emitters.emitter import Emitter
+
+
+def sample(d, name, **labels):
+    return d.metrics().get((name, tuple(sorted(labels.items()))))
+
+
+def state_show(db, run) -> dict:
+    out = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "state", "show", run, "--json"],
+                         env=dict(os.environ, WTWIND_STATE__PATH=str(db)), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def curve(step: int) -> float:
+    return 2.0 + 5.0 / step ** 0.5 + 0.01 * ((step * 7919) % 13 - 6) / 6
+
+
+def daemon(tmp_path, **env) -> Daemon:
+    base = {"WTWIND_STATE__PATH": str(tmp_path / "state.db"), "WTWIND_STATE__FLUSH_INTERVAL_S": "0.1"}
+    base.update(env)
+    (tmp_path / "d").mkdir(exist_ok=True)
+    return Daemon(extra_env=base, tmpdir=str(tmp_path / "d"))
+
+
+class TestRestart:
+    def test_runs_are_restored_before_the_daemon_says_ready(self, tmp_path):
+        """After a clean restart the run's state is served at the first /readyz."""
+        d = daemon(tmp_path).start()
+        emit = Emitter(d.tcp, run="keep", heartbeat_s=3600)
+        for step in range(1, 501):
+            emit.loss(step, curve(step))
+        assert emit.flush(20), emit.stats
+        assert emit.stats["acked"] == 501  # run_start + 500 losses, acked once persisted
+        assert d.stop() == 0
+        d.start()
+        try:
+            assert sample(d, "wtwind_run_step", run="keep") == 500
+            assert sample(d, "wtwind_store_restored_runs") == 1
+        finally:
+            emit.close(timeout=2)
+            d.stop()
+
+    def test_sigkill_mid_stream_loses_and_doubles_nothing(self, tmp_path):
+        """Events in flight at a SIGKILL are re-sent from the replay buffer, each processed once."""
+        d = daemon(tmp_path).start()
+        emit = Emitter(d.tcp, run="crashy", heartbeat_s=3600, ack_timeout_s=0.5)
+        total = 20_000
+        for step in range(1, total // 2 + 1):
+            emit.loss(step, curve(step))
+        wait_for(lambda: emit.stats["acked"] > 1000, timeout=20, what="some acks")
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        for step in range(total // 2 + 1, total + 1):  # the daemon is down for part of these
+            emit.loss(step, curve(step))
+        d.start()
+        assert emit.flush(30), emit.stats
+        assert d.stop() == 0
+        st = state_show(tmp_path / "state.db", "crashy")
+        assert st["snapshot"]["events"] == total + 1  # run_start + every loss, exactly once
+        assert st["step"] == total
+        assert emit.stats.get("replay_evicted", 0) == 0 and emit.stats["dropped"] == 0
+        emit.close(timeout=1)
+
+
+def dealer(endpoint):
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    return s
+
+
+def batch(seqs, base=None, run="raw"):
+    evs = [{"v": 1, "type": "loss", "run": run, "seq": q, "step": q, "loss": 1.0} for q in seqs]
+    return wire.encode_batch(evs, "em-1", base=base)
+
+
+def replies(sock, pred, timeout=10.0):
+    got = []
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+
+    def check():
+        while poller.poll(10):
+            got.append(wire.unpack(sock.recv()))
+        return [m for m in got if pred(m)]
+
+    return wait_for(check, timeout, what="reply")
+
+
+class TestSeqRules:
+    def test_duplicates_gaps_and_resend_requests(self, tmp_path):
+        """Already-seen seqs are dropped, a gap the emitter still holds asks for a re-send,
+        a gap it no longer holds is accepted and counted."""
+        with daemon(tmp_path) as d:
+            sock = dealer(d.tcp)
+            sock.send(batch(range(1, 11), base=1))
+            sock.send(batch(range(5, 16), base=1))           # a replay overlapping what arrived
+            replies(sock, lambda m: m.get("type") == "ack" and m["seq"] == 15)
+            assert sample(d, "wtwind_events_dropped_total", reason="duplicate") == 6
+            sock.send(batch([20], base=16))                  # 16..19 lost in transit, still held
+            (nack,) = replies(sock, lambda m: m.get("resend"))[:1]
+            assert nack["seq"] == 15 and nack["emitter"] == "em-1"
+            sock.send(batch(range(16, 21), base=16))         # the emitter re-sends
+            sock.send(batch([30], base=30))                  # 21..29 evicted by the emitter
+            replies(sock, lambda m: m.get("type") == "ack" and m["seq"] == 30)
+            assert sample(d, "wtwind_events_dropped_total", reason="out_of_order") == 1
+            assert sample(d, "wtwind_events_dropped_total", reason="seq_gap") == 9
+            sock.close()
+        assert state_show(tmp_path / "state.db", "raw")["snapshot"]["events"] == 21
+
+
+class TestIdleExpiry:
+    def test_idle_run_leaves_memory_stays_in_the_store_and_comes_back(self, tmp_path):
+        """TTL expiry frees memory; the next event restores the run from the store."""
+        env = {"WTWIND_RUNS__IDLE_TTL_S": "1", "WTWIND_TICK_S": "0.1"}
+        with daemon(tmp_path, **env) as d:
+            emit = Emitter(d.tcp, run="idle", heartbeat_s=3600)
+            for step in range(1, 301):
+                emit.loss(step, curve(step))
+            assert emit.flush(20)
+            wait_for(lambda: sample(d, "wtwind_known_runs") == 0, timeout=20, what="run expired")
+            emit.loss(301, curve(301))
+            assert emit.flush(20)
+            wait_for(lambda: sample(d, "wtwind_run_step", run="idle") == 301, what="run back")
+            emit.close(timeout=2)
+        st = state_show(tmp_path / "state.db", "idle")
+        assert st["snapshot"]["events"] >= 302 and st["first_seen"] < st["last_seen"]

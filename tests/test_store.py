@@ -1,0 +1,168 @@
+"""The SQLite store: open-time checks, migrations, writer batches, snapshots, outbox reload."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from helpers import Daemon, free_port
+from wtwin.daemon.errors import ConfigError
+from wtwin.daemon.run_state import RunState
+from wtwin.daemon.store import codec
+from wtwin.daemon.store.db import SCHEMA_VERSION, open_db
+from wtwin.daemon.store.outbox import SqliteOutbox
+from wtwin.daemon.store.writer import Writer
+from wtwin.sinks.alert import Alert
+
+
+def digest(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def start_daemon(db, tmp_path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, WTWIND_STATE__PATH=str(db), WTWIND_HTTP__PORT=str(free_port()),
+               WTWIND_LISTEN__ENDPOINTS=f"ipc://{tmp_path}/s.sock", WTWIND_LOG__FORMAT="json")
+    return subprocess.run([sys.executable, "-m", "wtwin.daemon.cli"], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+class TestOpen:
+    def test_fresh_database_gets_the_current_schema_in_wal_mode(self, tmp_path):
+        """A new file is created, migrated to SCHEMA_VERSION and switched to WAL."""
+        conn, lock = open_db(str(tmp_path / "s.db"))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        lock.release()
+
+    def test_newer_schema_is_a_clear_error_and_the_file_is_untouched(self, tmp_path):
+        """A database from a newer wtwind is refused, naming the file; nothing is written."""
+        path = tmp_path / "s.db"
+        c = sqlite3.connect(path)
+        c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        c.close()
+        before = digest(path)
+        with pytest.raises(ConfigError, match=f"{path}.*newer"):
+            open_db(str(path))
+        assert digest(path) == before
+
+    def test_corrupt_file_is_refused_naming_it(self, tmp_path):
+        """Garbage where the database should be: a clear error, the garbage kept as is."""
+        path = tmp_path / "s.db"
+        path.write_bytes(b"definitely not sqlite" * 300)
+        before = digest(path)
+        with pytest.raises(ConfigError, match=str(path)):
+            open_db(str(path))
+        assert digest(path) == before
+
+    def test_second_owner_is_refused_while_the_first_holds_it(self, tmp_path):
+        """One daemon per database: the owner lock makes the second a clear error."""
+        path = str(tmp_path / "s.db")
+        _conn, lock = open_db(path)
+        with pytest.raises(ConfigError, match="locked by another process"):
+            open_db(path)
+        lock.release()
+        open_db(path)[1].release()
+
+    def test_sqlite_write_lock_held_elsewhere_is_a_clear_error(self, tmp_path):
+        """Another process holding SQLite's write lock during migration: 'locked', not a hang."""
+        path = str(tmp_path / "s.db")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(ConfigError, match="locked"):
+            open_db(path, busy_timeout_s=0.2)
+        other.execute("ROLLBACK")
+
+    def test_unusable_directory_is_a_clear_error(self, tmp_path):
+        """A path whose parent is a file cannot be created: the error names it."""
+        (tmp_path / "afile").write_text("x")
+        with pytest.raises(ConfigError, match="cannot create directory"):
+            open_db(str(tmp_path / "afile" / "s.db"))
+
+
+class TestDaemonStart:
+    def test_corrupt_store_stops_the_daemon_with_a_message(self, tmp_path):
+        """wtwind exits non-zero, names the file on stderr, and leaves the file as it was."""
+        db = tmp_path / "bad.db"
+        db.write_bytes(os.urandom(8192))
+        before = digest(db)
+        proc = start_daemon(db, tmp_path)
+        assert proc.returncode != 0
+        assert str(db) in proc.stderr
+        assert digest(db) == before
+
+    def test_locked_store_stops_the_second_daemon(self, tmp_path):
+        """A second wtwind on the same database exits non-zero saying it is locked."""
+        db = tmp_path / "s.db"
+        (tmp_path / "a").mkdir()
+        with Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp_path / "a")):
+            proc = start_daemon(db, tmp_path)
+        assert proc.returncode != 0 and "locked" in proc.stderr and str(db) in proc.stderr
+
+
+class TestWriter:
+    def test_a_failing_batch_is_rolled_back_entirely(self, tmp_path):
+        """Operations batched together commit together or not at all."""
+        conn, lock = open_db(str(tmp_path / "s.db"))
+
+        async def go():
+            w = Writer(conn, asyncio.get_running_loop())
+            ok = w.call(lambda c: c.execute("INSERT INTO runs VALUES ('a','running','p','{}',1,1,1,NULL,1)"))
+            bad = w.call(lambda c: c.execute("INSERT INTO nosuchtable VALUES (1)"))
+            results = await asyncio.gather(ok, bad, return_exceptions=True)
+            w.close()
+            return results
+
+        results = asyncio.run(go())
+        assert isinstance(results[1], sqlite3.Error)
+        n = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        assert (n == 0) == isinstance(results[0], Exception)  # same batch -> both failed
+        lock.release()
+
+
+class TestSnapshot:
+    def test_run_state_round_trips_through_the_codec(self):
+        """A restored run continues exactly where the snapshot was taken."""
+        a = RunState("r", preset="pretraining", cooldown_s=0.0, now=1.0)
+        for step in range(1, 400):
+            a.observe({"type": "loss", "step": step, "loss": 3.0 / step ** 0.3}, 2.0)
+        a.hwm = {"em": 399}
+        row = codec.encode(a)
+        b = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
+        codec.restore(b, row[3], row[7])
+        assert b.monitor.snapshot() == a.monitor.snapshot()
+        assert (b.step, b.hwm, b.first_seen) == (399, {"em": 399}, 1.0)
+        for step in range(400, 600):
+            ev = {"type": "loss", "step": step, "loss": 3.0 / step ** 0.3 + (0.5 if step > 500 else 0)}
+            assert [x.kind for x in a.observe(ev, 3.0)] == [x.kind for x in b.observe(ev, 3.0)]
+
+
+class TestOutboxDurability:
+    def test_pending_and_dead_rows_come_back_after_reopen(self, tmp_path):
+        """What was committed is there after closing and reopening the file."""
+        path = tmp_path / "o.db"
+        alert = Alert(run="r", kind="drift", severity="warning", status="firing", step=3, started_at=9.0)
+
+        async def first():
+            box = SqliteOutbox(path)
+            rows = await box.put(alert, ["a", "b"], now=1.0)
+            await box.record(rows[1].id, state="dead", attempts=5, next_attempt_at=1.0, error="HTTP 500", now=2.0)
+            await box.aclose()
+
+        async def second():
+            box = SqliteOutbox(path)
+            try:
+                return await box.due("a", 10.0, 10), box.counts(), await box.dead()
+            finally:
+                await box.aclose()
+
+        asyncio.run(first())
+        due, counts, dead = asyncio.run(second())
+        assert [r.alert for r in due] == [alert]
+        assert counts == {("a", "pending"): 1, ("b", "dead"): 1}
+        assert dead[0].last_error == "HTTP 500"
