@@ -78,7 +78,24 @@ class Handlers:
         r = self.server.table.get(name)
         if r is None:
             return _json({"error": f"no run named {name!r} (it may have ended and expired)"}, 404)
-        return _json({"now": time.time(), "poll_ms": POLL_MS, **views.run_detail(r)})
+        return _json({"now": time.time(), "poll_ms": POLL_MS, **views.run_detail(r, self._spectral(name))})
+
+    def _spectral(self, run: str):
+        """The run's last job result (per-layer alpha), else its watch's last summary."""
+        svc = getattr(self.server, "spectral", None)
+        if svc is None:
+            return None
+        res, watch = svc.last_result.get(run), svc.watches.get(run)
+        band = {"band": (svc.config.alpha_min, svc.config.alpha_max)}
+        if res and not res.get("layers") and watch is not None and watch.last is not None:
+            last = watch.last
+            why = res.get("error") or res.get("reason") or res.get("outcome")
+            return {"step": last.step, "outcome": res.get("outcome"), "layer_alpha": last.layer_alpha,
+                    "outside": last.outside, "alpha_mean": last.alpha_mean,
+                    "error": f"the checkpoint of step {res.get('step')} was not analysed ({why})", **band}
+        if res:
+            return {**res, **band}
+        return watch
 
     async def analyze(self, request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()

@@ -65,7 +65,7 @@ def safe_config(config: dict) -> dict[str, Any]:
     return out
 
 
-def run_detail(r: Any) -> dict[str, Any]:
+def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
     s = r.last_state
     out = run_summary(r)
     out.update(
@@ -76,13 +76,13 @@ def run_detail(r: Any) -> dict[str, Any]:
         series=r.series.train.columns(),
         eval=r.series.eval.columns(),
         markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
-        spectral=spectral_view(getattr(r, "spectral", None)),
+        spectral=spectral_view(spectral),
     )
     return out
 
 
 def spectral_view(res: Any) -> dict[str, Any] | None:
-    """The latest spectral result of a run (``RunState.spectral``), whatever holds it.
+    """The latest spectral result of a run, whatever holds it.
 
     Accepts a `SpectralWatch` (its ``last``), a `SpectralSummary` (``layer_alpha``), a
     `JobResult`-like object or dict (``step``, ``path``, ``layers``), or a sequence of
@@ -100,11 +100,17 @@ def spectral_view(res: Any) -> dict[str, Any] | None:
         layers = [{"name": n, "alpha": num(a), "outside": n in outside} for n, a in get("layer_alpha")]
     else:
         layers = [_layer(lr) for lr in get("layers", ()) or ()]
+    band = get("band", None)
+    if band:
+        for lr in layers:
+            a = lr.get("alpha")
+            lr["outside"] = a is not None and a > 0 and not band[0] <= a <= band[1]
     alphas = [lr["alpha"] for lr in layers if lr.get("alpha") is not None and lr["alpha"] > 0]
     mean = num(get("alpha_mean", None)) or (sum(alphas) / len(alphas) if alphas else None)
     path = get("path", None) or get("checkpoint", None)
     return {"step": get("step", None), "checkpoint": os.path.basename(str(path)) if path else None,
-            "outcome": get("outcome", None), "layers": layers, "mean_alpha": mean}
+            "outcome": get("outcome", None), "error": scrub(get("error", "") or "") or None,
+            "layers": layers, "mean_alpha": mean, "band": list(band) if band else None}
 
 
 def _layer(lr: Any) -> dict[str, Any]:

@@ -28,10 +28,11 @@
     box.hidden = !sp;
     if (!sp) return;
     document.getElementById("spectral-meta").textContent =
-      `${sp.checkpoint || "checkpoint"} at step ${sp.step}` + (sp.mean_alpha ? ` · mean alpha ${fmt(sp.mean_alpha, 3)}` : "");
+      `${sp.checkpoint || "checkpoint"} at step ${sp.step}` + (sp.mean_alpha ? ` · mean alpha ${fmt(sp.mean_alpha, 3)}` : "") +
+      (sp.error ? ` · ${sp.error}` : "") + (sp.band ? ` · healthy band ${sp.band[0]}…${sp.band[1]}` : "");
     const tb = el("tbody");
     for (const l of sp.layers) {
-      const bad = l.alpha != null && (l.alpha < 2 || l.alpha > 6);
+      const bad = !!l.outside;
       tb.append(el("tr", { class: bad ? "alpha-bad" : "" }, el("td", { text: l.name }), el("td", { text: l.kind || "" }),
         el("td", { class: "num", text: fmt(l.alpha, 3) }), el("td", { class: "num", text: l.num_pl_spikes == null ? "–" : l.num_pl_spikes }),
         el("td", { text: l.status || "" })));

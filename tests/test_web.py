@@ -1,0 +1,373 @@
+"""The run pages end to end: a real wtwind fed by real emitters, its JSON API, and the pages
+in headless Chromium (Debian's, driven by Playwright; never a downloaded browser)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import shutil
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from helpers import IN_CI, REPO, Daemon, http_get, need_binary, need_shared_data, wait_for
+from wtwin.emitters import connect
+
+SHOTS = REPO / "docs" / "screenshots"
+NAN_LOG = "llmc__HectorFCardenas_gpt2_124M_job11672255_nan.csv"
+CLEAN_LOG = "mng__2024-10-09_SOAP_5bdc3988.csv"
+ODD_NAME = "team/exp 1 (β)"
+SECRET_DIR = "/srv/secret-team-dir"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def curve(t: int) -> float:
+    return 2.0 + 8.0 * (t + 50) ** -0.45 + 0.02 * math.sin(t * 1.7)
+
+
+def api(d, path: str):
+    status, body = http_get(d.url + path, timeout=5)
+    return status, json.loads(body)
+
+
+def quoted(run: str) -> str:
+    return urllib.parse.quote(run, safe="")
+
+
+def post(url: str, body: bytes, content_type: str) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def multipart(filename: str, content: bytes, preset: str = "") -> tuple[bytes, str]:
+    b = uuid.uuid4().hex
+    parts = [f'--{b}\r\nContent-Disposition: form-data; name="preset"\r\n\r\n{preset}\r\n'.encode(),
+             f'--{b}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+             f"Content-Type: application/octet-stream\r\n\r\n".encode() + content + b"\r\n",
+             f"--{b}--\r\n".encode()]
+    return b"".join(parts), f"multipart/form-data; boundary={b}"
+
+
+def _checkpoint(path: Path) -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    g = torch.Generator().manual_seed(0)
+    torch.save({"h.0.weight": torch.randn(128, 64, generator=g),
+                "h.1.weight": torch.randn(64, 64, generator=g)}, path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    """wtwind with four runs: healthy (LR, evals, a checkpoint), diverging to NaN, an odd
+    name, and a finished one. Emitters stay open so alerts keep firing."""
+    tmp = tmp_path_factory.mktemp("web")
+    with Daemon(tmpdir=str(tmp), extra_env={"WTWIND_JOBS__TIMEOUT_S": "120"}) as d:
+        config = {"lr": 3e-4, "model": "gpt2-124M", "data_dir": SECRET_DIR, "api_key": "hunter2"}
+        healthy = connect(d.tcp, run="healthy", config=config)
+        diverging = connect(d.tcp, run="diverging")
+        odd = connect(d.tcp, run=ODD_NAME)
+        done = connect(d.tcp, run="finished")
+        for t in range(1, 3001):
+            healthy.loss(t, curve(t), lr=3e-4 * (0.1 + 0.9 * (1 - t / 3000)))
+            if t % 250 == 0:
+                healthy.eval(t, val_loss=curve(t) + 0.04)
+            if t <= 2500:
+                diverging.loss(t, curve(t) if t < 2400 else float("nan"))
+            if t <= 50:
+                odd.loss(t, curve(t))
+            if t <= 100:
+                done.loss(t, curve(t))
+        done.close("completed")
+        ckpt = _checkpoint(tmp / "step_3000.pt")
+        if ckpt:
+            healthy.checkpoint(3000, ckpt, want=("analyze",))
+        want = {"healthy": 3000, "diverging": 2500, ODD_NAME: 50, "finished": 100}
+
+        def caught_up():
+            runs = {r["run"]: r for r in api(d, "/api/runs")[1]["runs"]}
+            return all(runs.get(k, {}).get("step") == v for k, v in want.items()) and runs
+        wait_for(caught_up, 60, 0.1, "every event processed")
+        d.emitters = {"healthy": healthy, "diverging": diverging, ODD_NAME: odd}
+        d.checkpoint = ckpt
+        yield d
+        for e in d.emitters.values():
+            e.close(timeout=1)
+
+
+class TestApi:
+    def test_run_list_has_every_run_with_status_step_loss_and_alerts(self, fed):
+        """/api/runs: one entry per run, alerts counted by severity, most severe first."""
+        status, body = api(fed, "/api/runs")
+        assert status == 200
+        runs = {r["run"]: r for r in body["runs"]}
+        assert set(runs) == {"healthy", "diverging", ODD_NAME, "finished"}
+        assert body["runs"][0]["run"] == "diverging"
+        assert runs["diverging"]["alerts"]["critical"] >= 1
+        assert "nonfinite" in {a["kind"] for a in runs["diverging"]["firing"]}
+        assert runs["healthy"]["loss"] == pytest.approx(curve(3000))
+        assert runs["finished"]["status"] == "completed"
+        assert runs["healthy"]["status"] == "running"
+        assert abs(runs["healthy"]["last_seen"] - body["now"]) < 120
+
+    def test_run_detail_has_series_forecast_eval_lr_and_markers(self, fed):
+        """/api/runs/<id>: aligned series with a forecast, eval points, LR and alert markers."""
+        status, p = api(fed, "/api/runs/healthy")
+        assert status == 200
+        s = p["series"]
+        assert set(s) == {"step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr"}
+        assert len({len(v) for v in s.values()}) == 1 and s["step"][-1] == 3000
+        assert any(v is not None for v in s["l_pred"]) and s["lr"][-1] == pytest.approx(3e-5 * 1.0, rel=0.01)
+        assert p["eval"]["step"] == [float(t) for t in range(250, 3001, 250)]
+        assert p["last_eval"]["val_loss"] == pytest.approx(curve(3000) + 0.04)
+        _, div = api(fed, "/api/runs/diverging")
+        nonfinite = [m for m in div["markers"] if m["kind"] == "nonfinite"]
+        assert nonfinite[0]["step"] == 2400 and nonfinite[0]["severity"] == "critical"
+        assert div["series"]["loss"][-1] is None            # NaN travels as null
+
+    def test_odd_run_names_round_trip(self, fed):
+        """A name with a slash, spaces and non-ASCII works in the API path."""
+        status, p = api(fed, "/api/runs/" + quoted(ODD_NAME))
+        assert status == 200 and p["run"] == ODD_NAME and p["step"] == 50
+
+    def test_unknown_run_is_a_json_404(self, fed):
+        """A run that is not (or no longer) known gets a 404 with a sentence."""
+        status, p = api(fed, "/api/runs/nope")
+        assert status == 404 and "nope" in p["error"]
+
+    def test_no_paths_or_secrets_reach_the_page(self, fed):
+        """Config values that are paths or secrets are dropped; checkpoints show by name only."""
+        if fed.checkpoint:
+            wait_for(lambda: api(fed, "/api/runs/healthy")[1]["spectral"], 90, 0.2, "spectral result")
+        status, body = http_get(fed.url + "/api/runs/healthy")
+        p = json.loads(body)
+        assert p["config"] == {"lr": 3e-4, "model": "gpt2-124M"}
+        for leak in (SECRET_DIR, "hunter2", str(Path(fed.tmp))):
+            assert leak not in body
+        if fed.checkpoint:
+            sp = p["spectral"]
+            assert sp["checkpoint"] == "step_3000.pt" and sp["step"] == 3000
+            assert {lr["name"] for lr in sp["layers"]} == {"h.0", "h.1"}
+            assert all(lr["alpha"] > 1 for lr in sp["layers"])
+
+    def test_pages_and_static_files_are_served_with_a_strict_policy(self, fed):
+        """The three pages and the vendored uPlot load from the daemon itself, nothing else."""
+        for path in ("/", "/runs/healthy", "/runs/" + quoted(ODD_NAME), "/analyze"):
+            with urllib.request.urlopen(fed.url + path) as r:
+                html = r.read().decode()
+                assert r.headers["Content-Security-Policy"].startswith("default-src 'self'")
+                assert "http://" not in html and "https://" not in html
+        with urllib.request.urlopen(fed.url + "/static/uPlot.iife.min.js") as r:
+            assert r.headers["X-Content-Type-Options"] == "nosniff" and b"uPlot" in r.read()
+        with urllib.request.urlopen(fed.url + "/metrics") as r:
+            assert "Content-Security-Policy" not in r.headers   # other routes are left alone
+
+    def test_analyze_a_real_nan_log(self, fed):
+        """A real all-NaN llm.c log dropped as multipart: nonfinite, critical."""
+        data = need_shared_data() / "real-logs" / NAN_LOG
+        body, ctype = multipart(NAN_LOG, data.read_bytes())
+        status, p = post(fed.url + "/api/analyze", body, ctype)
+        assert status == 200, p
+        assert p["file"] == NAN_LOG and p["points"] == 903 and p["alerts"]["critical"] >= 1
+        assert any(t["kind"] == "nonfinite" for t in p["transitions"])
+        assert len(p["series"]["step"]) > 0 and all(v is None for v in p["series"]["loss"])
+
+    def test_analyze_jsonl_raw_body_with_preset(self, fed):
+        """A JSONL log posted as a raw body, with the preset and name in the query."""
+        lines = [json.dumps({"iter": t, "train_loss": curve(t), "lr": 1e-4}) for t in range(1, 500)]
+        status, p = post(fed.url + "/api/analyze?name=run.jsonl&preset=finetuning",
+                         "\n".join(lines).encode(), "application/x-ndjson")
+        assert status == 200, p
+        assert p["preset"] == "finetuning" and p["columns"]["step"] == "iter" and p["n_loss"] == 499
+
+    @pytest.mark.parametrize("content, says", [(b"\x00\x01\x02", "binary"), (b"", "empty"),
+                                               (b"a,b\n1,2\n", "no loss column")])
+    def test_analyze_bad_files_say_why(self, fed, content, says):
+        """A bad file is a 400 with one sentence that names the file as uploaded."""
+        body, ctype = multipart("../x/my.csv", content)
+        status, p = post(fed.url + "/api/analyze", body, ctype)
+        assert status == 400 and says in p["error"] and p["error"].startswith("my.csv")
+        assert "/tmp" not in p["error"] and "wtwind-analyze" not in p["error"]
+
+    def test_analyze_unknown_preset_and_missing_file(self, fed):
+        """An unknown preset and a form without a file are both readable 400s."""
+        body, ctype = multipart("a.csv", b"step,loss\n1,2\n", preset="nope")
+        assert post(fed.url + "/api/analyze", body, ctype)[0] == 400
+        b = uuid.uuid4().hex
+        empty = f'--{b}\r\nContent-Disposition: form-data; name="preset"\r\n\r\n\r\n--{b}--\r\n'.encode()
+        status, p = post(fed.url + "/api/analyze", empty, f"multipart/form-data; boundary={b}")
+        assert status == 400 and "no file" in p["error"]
+
+    def test_series_stay_bounded_on_a_long_run(self, fed):
+        """20k steps come back as the recent window plus a log-spaced past, not 20k points."""
+        em = connect(fed.tcp, run="long")
+        for t in range(1, 20_001):
+            em.loss(t, curve(t))
+            if t % 2000 == 0:
+                assert em.flush(30)     # stay under the emitter's bounded queue
+        wait_for(lambda: api(fed, "/api/runs/long")[1].get("step") == 20_000, 60, 0.1, "long run")
+        steps = api(fed, "/api/runs/long")[1]["series"]["step"]
+        em.close(timeout=1)
+        assert len(steps) <= 1024 + 64 + 512
+        assert steps[-1024:] == [float(t) for t in range(18_977, 20_001)]
+        assert steps[0] <= 2 and all(a < b for a, b in zip(steps, steps[1:]))
+
+
+# ---- real browser ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = need_binary("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if IN_CI:
+            pytest.fail("playwright (the dev extra) is required under CI=true")
+        pytest.skip("playwright not installed")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    expected = "status of 400"   # Chromium logs the 400 a bad upload gets; the page handles it
+    pg.on("console", lambda m: m.type == "error" and expected not in m.text and errors.append(m.text))
+    yield pg
+    ctx.close()
+    assert errors == [], errors
+
+
+PIXELS = """([sel, colors]) => {
+  const c = document.querySelector(sel);
+  const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+  const want = colors.map(h => [1, 3, 5].map(i => parseInt(h.slice(i, i + 2), 16)));
+  const out = {drawn: 0, colors: colors.map(() => 0), width: c.width, height: c.height};
+  for (let i = 0; i < d.length; i += 4) {
+    if (!d[i + 3]) continue;
+    out.drawn++;
+    want.forEach((w, k) => { if (Math.abs(d[i] - w[0]) < 12 && Math.abs(d[i + 1] - w[1]) < 12
+        && Math.abs(d[i + 2] - w[2]) < 12) out.colors[k]++; });
+  }
+  return out;
+}"""
+LOSS_BLUE, CRITICAL_RED = "#1f4e9c", "#d62728"
+
+
+def drop_file(page, selector: str, name: str, content: bytes) -> None:
+    """A real drop event carrying a File, as a user's drag from the desktop makes."""
+    dt = page.evaluate_handle("""([name, b64]) => {
+        const bin = atob(b64), arr = new Uint8Array(bin.length);
+        for (let i = 0; i < bin.length; i++) arr[i] = bin.charCodeAt(i);
+        const dt = new DataTransfer();
+        dt.items.add(new File([arr], name));
+        return dt; }""", [name, base64.b64encode(content).decode()])
+    page.dispatch_event(selector, "drop", {"dataTransfer": dt})
+
+
+class TestBrowser:
+    def test_run_list_shows_the_runs(self, fed, page):
+        """The list shows every run, its status, step and its alerts by severity."""
+        page.goto(fed.url + "/")
+        page.wait_for_selector("tr.run-row >> nth=3")
+        rows = page.locator("tr.run-row")
+        names = [rows.nth(i).get_attribute("data-run") for i in range(rows.count())]
+        assert {"healthy", "diverging", ODD_NAME, "finished"} <= set(names)
+        div = page.locator('tr.run-row[data-run="diverging"]')
+        assert "critical" in div.locator(".badge").first.inner_text()
+        assert page.locator('tr.run-row[data-run="finished"] .status').inner_text() == "completed"
+        page.wait_for_selector("#conn.ok")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
+        page.locator(f'tr.run-row[data-run="{ODD_NAME}"] a').click()
+        page.wait_for_selector(".chart-loss canvas")
+        assert page.locator("#title").inner_text() == ODD_NAME
+
+    def test_run_page_draws_the_chart_and_the_alert_marker(self, fed, page):
+        """The loss canvas has the loss line and a critical marker where the NaN began."""
+        page.goto(fed.url + "/runs/diverging")
+        marker = page.wait_for_selector(".alert-marker.sev-critical")
+        assert marker.get_attribute("data-kind") == "nonfinite"
+        assert marker.get_attribute("data-step") == "2400"
+        px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE, CRITICAL_RED]])
+        assert px["drawn"] > 5000 and px["colors"][0] > 200 and px["colors"][1] > 100, px
+        assert page.locator(".banner.sev-critical").count() >= 1
+        assert "nonfinite" in page.locator("#history").inner_text()
+
+    def test_run_page_shows_forecast_eval_and_spectral_and_is_screenshotted(self, fed, page):
+        """The healthy run's page: forecast band, eval points, W/LR chart, spectral table."""
+        if fed.checkpoint:
+            wait_for(lambda: api(fed, "/api/runs/healthy")[1]["spectral"], 90, 0.2, "spectral result")
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-score canvas")
+        legend = page.locator(".chart-loss .u-legend").inner_text().lower()
+        assert "forecast" in legend and "eval loss" in legend
+        px = page.evaluate(PIXELS, [".chart-score canvas", ["#c2185b"]])
+        assert px["colors"][0] > 50, px
+        if fed.checkpoint:
+            page.wait_for_selector("#spectral table")
+            assert "step_3000.pt" in page.locator("#spectral-meta").inner_text()
+        # the doc screenshot: a run with a forecast and an alert
+        page.goto(fed.url + "/runs/diverging")
+        page.wait_for_selector(".alert-marker.sev-critical")
+        page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+
+    def test_run_page_updates_live(self, fed, page):
+        """New events show up without a reload."""
+        em = fed.emitters[ODD_NAME]
+        page.goto(fed.url + "/runs/" + quoted(ODD_NAME))
+        step = page.locator('[data-fact="step"] .value')
+        page.wait_for_function("() => document.querySelector('[data-fact=step] .value')?.textContent === '50'")
+        for t in range(51, 121):
+            em.loss(t, curve(t))
+        page.wait_for_function("() => document.querySelector('[data-fact=step] .value')?.textContent === '120'",
+                               timeout=20_000)
+        assert step.inner_text() == "120"
+
+    def test_dropping_a_real_nan_log_shows_its_alerts(self, fed, page):
+        """Drop the real all-NaN llm.c log on /analyze: the nonfinite critical alert shows."""
+        data = (need_shared_data() / "real-logs" / NAN_LOG).read_bytes()
+        page.goto(fed.url + "/analyze")
+        drop_file(page, "#drop", NAN_LOG, data)
+        page.wait_for_selector("#result:not([hidden]) table.alerts")
+        assert page.locator("#result-title").inner_text() == NAN_LOG
+        text = page.locator("#alerts").inner_text()
+        assert "nonfinite" in text and "critical" in text
+        assert page.locator("#error").is_hidden()
+
+    def test_choosing_a_clean_log_draws_it_and_is_screenshotted(self, fed, page):
+        """Choose a real clean log with the file picker: the same chart, benign spikes as info."""
+        path = need_shared_data() / "real-logs" / CLEAN_LOG
+        page.goto(fed.url + "/analyze")
+        page.set_input_files("#file", str(path))
+        page.wait_for_selector("#result:not([hidden]) .chart-loss canvas", timeout=90_000)
+        px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE]])
+        assert px["colors"][0] > 200, px
+        assert "critical" not in page.locator("#alerts").inner_text()
+        page.screenshot(path=str(SHOTS / "analyze.png"), full_page=True)
+
+    def test_a_bad_file_gets_a_readable_message(self, fed, page):
+        """Dropping a binary file shows one sentence on the page, and no chart."""
+        page.goto(fed.url + "/analyze")
+        drop_file(page, "#drop", "weights.bin", b"\x00\x01\x02\x03" * 64)
+        err = page.wait_for_selector("#error:not([hidden])")
+        assert "weights.bin" in err.inner_text() and "binary file" in err.inner_text()
+        assert page.locator("#result").is_hidden()
