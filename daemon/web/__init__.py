@@ -119,8 +119,9 @@ class Handlers:
 
 
 def _json(data, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, headers={"Cache-Control": "no-store"},
-                             dumps=_dumps)
+    resp = web.json_response(data, status=status, headers={"Cache-Control": "no-store"}, dumps=_dumps)
+    resp.enable_compression()   # gzip/deflate when the client accepts it (series are ~100 KiB)
+    return resp
 
 
 def _dumps(obj) -> str:
