@@ -1,0 +1,353 @@
+"""deploy/: systemd unit, container files, Kubernetes manifests, Grafana dashboard.
+
+There is no Docker engine or Kubernetes cluster here: the container and cluster files
+are checked by parsing them, by validating the manifests against the Kubernetes
+schemas (``kubernetes-validate``, offline), and by the real tools that are installed
+(``systemd-analyze verify``, ``promtool``, ``amtool``; skipped when absent unless CI).
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+from _integrations import InProcessDaemon, http_get, wait_for  # noqa: E402
+from wtwin.daemon import config as config_mod  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+CI = os.environ.get("CI") == "true"
+
+
+def need_binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        if CI:
+            pytest.fail(f"{name} is required in CI")
+        pytest.skip(f"{name} not installed")
+    return path
+
+
+def unit() -> configparser.ConfigParser:
+    cp = configparser.ConfigParser(strict=False, interpolation=None, empty_lines_in_values=False)
+    cp.optionxform = str
+    cp.read(DEPLOY / "systemd" / "wtwind.service")
+    return cp
+
+
+def k8s_docs() -> dict[str, list[dict]]:
+    return {p.name: [d for d in yaml.safe_load_all(p.read_text()) if d]
+            for p in sorted(K8S.glob("*.yaml"))}
+
+
+def k8s_kind(kind: str) -> dict:
+    return next(d for docs in k8s_docs().values() for d in docs if d["kind"] == kind)
+
+
+def _secs(v: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|min)?", v.strip())
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1, "min": 60, None: 1}[m.group(2)]
+
+
+class TestSystemd:
+    def test_unit_is_type_notify_with_watchdog_and_config_in_etc(self):
+        """Type=notify, a watchdog, config from /etc/wtwind, clean SIGTERM stop, restart on failure."""
+        svc = unit()["Service"]
+        assert svc["Type"] == "notify" and svc["NotifyAccess"] == "main"
+        assert _secs(svc["WatchdogSec"]) >= 10
+        assert shlex.split(svc["ExecStart"])[1:] == ["--config", "/etc/wtwind/wtwind.toml"]
+        assert "--check" in svc["ExecStartPre"]
+        assert svc["KillSignal"] == "SIGTERM" and svc["Restart"] == "on-failure"
+        assert svc["StateDirectory"] == "wtwind" and svc["RuntimeDirectory"] == "wtwind"
+
+    def test_unit_is_hardened(self):
+        """The usual sandboxing options are on and no capability is kept."""
+        svc = unit()["Service"]
+        for key in ("NoNewPrivileges", "PrivateTmp", "ProtectKernelTunables", "ProtectKernelModules",
+                    "ProtectControlGroups", "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality"):
+            assert svc[key] == "yes", key
+        assert svc["ProtectSystem"] == "strict"
+        assert svc["CapabilityBoundingSet"] == "" and svc["User"] == "wtwind"
+        assert "@system-service" in svc["SystemCallFilter"]
+
+    def test_shipped_config_matches_the_unit(self):
+        """/etc/wtwind/wtwind.toml loads, its socket is in RuntimeDirectory, its db in StateDirectory."""
+        path = DEPLOY / "systemd" / "wtwind.toml"
+        cfg = config_mod.load(path, environ={})
+        assert "ipc:///run/wtwind/wtwind.sock" in cfg.listen.endpoints
+        assert cfg.state.path.startswith("/var/lib/wtwind/")
+        assert _secs(unit()["Service"]["WatchdogSec"]) >= 4 * cfg.tick_s
+
+    def test_systemd_analyze_verify(self, tmp_path):
+        """systemd-analyze verify accepts the unit (ExecStart pointed at this venv's wtwind)."""
+        tool = need_binary("systemd-analyze")
+        wtwind = Path(sys.executable).parent / "wtwind"
+        if not wtwind.exists():
+            pytest.skip("wtwind console script not installed in this venv")
+        text = (DEPLOY / "systemd" / "wtwind.service").read_text()
+        (tmp_path / "wtwind.service").write_text(text.replace("/opt/wtwin/bin/wtwind", str(wtwind)))
+        r = subprocess.run([tool, "verify", str(tmp_path / "wtwind.service")],
+                           capture_output=True, text=True, timeout=60)
+        bad = [ln for ln in (r.stdout + r.stderr).splitlines()
+               if re.search(r"Unknown|Failed to parse|Invalid|not executable", ln)]
+        assert r.returncode == 0 and not bad, r.stdout + r.stderr
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    text = (DEPLOY / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            op, _, rest = line.partition(" ")
+            out.append((op.upper(), rest.strip()))
+    return out
+
+
+class TestContainer:
+    def test_dockerfile_slim_non_root_entrypoint_healthcheck(self):
+        """Slim base, a numeric non-root USER, wtwind as ENTRYPOINT, a HEALTHCHECK on /readyz."""
+        ins = dockerfile()
+        assert all("slim" in arg for op, arg in ins if op == "FROM")
+        user = [arg for op, arg in ins if op == "USER"][-1]
+        assert user.split(":")[0] not in ("0", "root")
+        assert json.loads(next(arg for op, arg in ins if op == "ENTRYPOINT")) == ["wtwind"]
+        health = next(arg for op, arg in ins if op == "HEALTHCHECK")
+        assert "/readyz" in health and "127.0.0.1:9464" in health
+
+    def test_dockerfile_copies_exist_and_are_not_ignored(self):
+        """Every COPY source exists and is let through by Dockerfile.dockerignore."""
+        allowed = [ln[1:].rstrip("/") for ln in
+                   (DEPLOY / "docker" / "Dockerfile.dockerignore").read_text().splitlines()
+                   if ln.startswith("!")]
+        for op, arg in dockerfile():
+            if op == "COPY" and not arg.startswith("--from"):
+                for src in arg.split()[:-1]:
+                    assert (ROOT / src).exists(), src
+                    assert any(src.rstrip("/") == a or src.startswith(a + "/") for a in allowed), src
+
+    def test_container_config_matches_exposed_ports(self):
+        """The image's config loads and listens where EXPOSE and the HEALTHCHECK say."""
+        cfg = config_mod.load(DEPLOY / "docker" / "wtwind.toml", environ={})
+        exposed = {int(p) for op, arg in dockerfile() if op == "EXPOSE" for p in arg.split()}
+        tcp_ports = {int(ep.rsplit(":", 1)[1]) for ep in cfg.listen.endpoints if ep.startswith("tcp://")}
+        assert cfg.http.host == "0.0.0.0" and {cfg.http.port} | tcp_ports == exposed
+
+    def test_compose_services_mounts_and_shipped_rules(self):
+        """wtwind, Prometheus, Alertmanager, Grafana; every bind mount exists; Prometheus gets the shipped rules."""
+        base = DEPLOY / "docker"
+        compose = yaml.safe_load((base / "compose.yaml").read_text())
+        svcs = compose["services"]
+        assert set(svcs) == {"wtwind", "prometheus", "alertmanager", "grafana"}
+        assert (base / svcs["wtwind"]["build"]["context"] / svcs["wtwind"]["build"]["dockerfile"]).exists()
+        mounts = {}
+        for name, svc in svcs.items():
+            for vol in svc.get("volumes", []):
+                src, dst = vol.split(":")[:2]
+                if src.startswith((".", "/")):
+                    assert (base / src).exists(), f"{name}: {src}"
+                    mounts[dst] = (base / src).resolve()
+                else:
+                    assert src.split(":")[0] in compose["volumes"] or src.startswith("${"), src
+        assert mounts["/etc/prometheus/wtwin.rules.yml"] == (DEPLOY / "prometheus" / "wtwin.rules.yml")
+        prov = yaml.safe_load((DEPLOY / "grafana/provisioning/dashboards/wtwin.yml").read_text())
+        assert mounts[prov["providers"][0]["options"]["path"]] == DEPLOY / "grafana" / "dashboards"
+        am = svcs["alertmanager"]
+        assert {"SLACK_WEBHOOK_URL", "SLACK_CHANNEL", "WEBHOOK_URL"} <= set(am["environment"])
+
+    def test_compose_prometheus_config_with_promtool(self, tmp_path):
+        """promtool check config passes on compose's prometheus.yml with the rules as mounted."""
+        promtool = need_binary("promtool")
+        shutil.copy(DEPLOY / "docker" / "prometheus.yml", tmp_path / "prometheus.yml")
+        shutil.copy(DEPLOY / "prometheus" / "wtwin.rules.yml", tmp_path / "wtwin.rules.yml")
+        r = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "SUCCESS" in r.stdout + r.stderr
+
+    def test_alertmanager_template_renders_to_a_valid_config(self, tmp_path):
+        """The env-rendered Alertmanager config passes amtool check-config, with no placeholder left."""
+        amtool = need_binary("amtool")
+        secret = tmp_path / "slack_url"
+        secret.write_text("https://hooks.example.invalid/T000")
+        text = (DEPLOY / "docker" / "alertmanager.yml.tmpl").read_text()
+        text = (text.replace("@SLACK_CHANNEL@", "#ml-alerts").replace("@WEBHOOK_URL@", "http://hook:9/x")
+                .replace("/tmp/am/slack_url", str(secret)))
+        assert "@" not in re.sub(r"#.*", "", text).replace("#ml-alerts", "")
+        (tmp_path / "am.yml").write_text(text)
+        r = subprocess.run([amtool, "check-config", str(tmp_path / "am.yml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+class TestKubernetes:
+    def test_manifests_parse_and_kustomization_lists_them(self):
+        """Every manifest parses; kustomization.yaml lists all of them but the example Secret."""
+        docs = k8s_docs()
+        kust = docs.pop("kustomization.yaml")[0]
+        docs.pop("secret.example.yaml")
+        assert sorted(kust["resources"]) == sorted(docs)
+
+    def test_core_manifests_validate_against_kubernetes_schemas(self):
+        """Deployment, Service, ConfigMap, PVC, Secret validate (strict) with kubernetes-validate."""
+        kv = pytest.importorskip("kubernetes_validate") if not CI else __import__("kubernetes_validate")
+        checked = 0
+        for name, docs in k8s_docs().items():
+            for doc in docs:
+                if doc.get("apiVersion", "").startswith(("v1", "apps/")):
+                    kv.validate(doc, kv.latest_version(), strict=True)
+                    checked += 1
+        assert checked == 5
+
+    def test_probes_ports_and_references_line_up(self):
+        """Probes hit /healthz and /readyz on a declared port; names referenced exist."""
+        dep, svc = k8s_kind("Deployment"), k8s_kind("Service")
+        pod = dep["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            assert c[probe]["httpGet"]["port"] in ports
+        assert {p["targetPort"] for p in svc["spec"]["ports"]} <= set(ports)
+        assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+        cm = k8s_kind("ConfigMap")
+        vols = {v["name"]: v for v in pod["volumes"]}
+        assert vols["config"]["configMap"]["name"] == cm["metadata"]["name"]
+        assert vols["state"]["persistentVolumeClaim"]["claimName"] == k8s_kind("PersistentVolumeClaim")["metadata"]["name"]
+        secret = k8s_kind("Secret")
+        refs = [e["valueFrom"]["secretKeyRef"] for e in c["env"] if "valueFrom" in e]
+        assert refs and all(r["name"] == secret["metadata"]["name"] and r["key"] in secret["stringData"]
+                            for r in refs)
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+        assert pod["securityContext"]["runAsNonRoot"] and dep["spec"]["replicas"] == 1
+
+    def test_configmap_config_loads_and_matches_the_ports(self):
+        """The ConfigMap's wtwind.toml is a valid config serving the container's ports."""
+        cm = k8s_kind("ConfigMap")
+        path = K8S / ".wtwind-configmap-test.toml"
+        try:
+            path.write_text(cm["data"]["wtwind.toml"])
+            cfg = config_mod.load(path, environ={})
+        finally:
+            path.unlink(missing_ok=True)
+        c = k8s_kind("Deployment")["spec"]["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert cfg.http.port == ports["http"] and cfg.http.host == "0.0.0.0"
+        assert f"tcp://0.0.0.0:{ports['zmq']}" in cfg.listen.endpoints
+        assert c["args"] == ["--config", "/etc/wtwind/wtwind.toml"]
+
+    def test_servicemonitor_selects_the_service(self):
+        """The ServiceMonitor selects the Service by label and scrapes its named http port."""
+        sm, svc = k8s_kind("ServiceMonitor"), k8s_kind("Service")
+        assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+        assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+        ep = sm["spec"]["endpoints"][0]
+        assert ep["port"] in {p["name"] for p in svc["spec"]["ports"]} and ep["path"] == "/metrics"
+
+    def test_prometheusrule_is_generated_from_the_rules_file(self, tmp_path):
+        """The PrometheusRule's spec equals wtwin.rules.yml; the generator says it is fresh; promtool accepts it."""
+        rule = k8s_kind("PrometheusRule")
+        rules = yaml.safe_load((DEPLOY / "prometheus" / "wtwin.rules.yml").read_text())
+        assert rule["spec"] == rules
+        r = subprocess.run([sys.executable, str(K8S / "gen_prometheusrule.py"), "--check"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        promtool = need_binary("promtool")
+        (tmp_path / "spec.yml").write_text(yaml.safe_dump(rule["spec"]))
+        r = subprocess.run([promtool, "check", "rules", str(tmp_path / "spec.yml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def dashboard() -> dict:
+    return json.loads((DEPLOY / "grafana" / "dashboards" / "wtwin.json").read_text())
+
+
+def dashboard_queries(d: dict) -> list[str]:
+    exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+    exprs += [a["expr"] for a in d["annotations"]["list"] if "expr" in a]
+    exprs += [v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+              for v in d["templating"]["list"] if v["type"] == "query"]
+    return exprs
+
+
+def exported_metric_names(text: str) -> set[str]:
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()[:4]
+            names.add(name)
+            if kind == "counter":
+                names |= {name + "_total", name + "_created"}
+            if kind == "histogram":
+                names |= {name + s for s in ("_bucket", "_sum", "_count", "_created")}
+        elif line and not line.startswith("#"):
+            names.add(re.split(r"[{ ]", line, 1)[0])
+    return names
+
+
+class TestGrafana:
+    def test_dashboard_has_the_promised_panels(self):
+        """Loss with forecast band per run, W, D, spectral alpha per layer, alerts as annotations."""
+        d = dashboard()
+        exprs = " ".join(dashboard_queries(d))
+        for metric in ("wtwind_run_loss", "wtwind_run_forecast_lower_loss", "wtwind_run_forecast_upper_loss",
+                       "wtwind_run_score_w", "wtwind_run_score_d", "wtwind_run_spectral_layer_alpha"):
+            assert metric in exprs, metric
+        loss = next(p for p in d["panels"] if "wtwind_run_loss" in p["targets"][0]["expr"])
+        assert loss["repeat"] == "run"
+        fills = [prop for o in loss["fieldConfig"]["overrides"] for prop in o["properties"]
+                 if prop["id"] == "custom.fillBelowTo"]
+        legends = {t["legendFormat"] for t in loss["targets"]}
+        assert fills and all(f["value"] in legends for f in fills)
+        ann = [a for a in d["annotations"]["list"] if a.get("expr")]
+        assert ann and "wtwind_run_alert_active" in ann[0]["expr"]
+        ids = [p["id"] for p in d["panels"]]
+        assert len(ids) == len(set(ids))
+
+    def test_datasource_uid_is_the_provisioned_one(self):
+        """Every panel and target uses the datasource uid that provisioning creates."""
+        prov = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())
+        uid = prov["datasources"][0]["uid"]
+        d = dashboard()
+        for p in d["panels"]:
+            assert p["datasource"]["uid"] == uid
+            assert all(t["datasource"]["uid"] == uid for t in p["targets"])
+
+    def test_every_query_uses_a_metric_the_daemon_exports(self):
+        """Scrape a real wtwind (one run streaming) and check each wtwind_* name in the dashboard."""
+        from wtwin.emitters import connect
+
+        with InProcessDaemon() as d:
+            emit = connect(d.endpoint, run="dash")
+            for t in range(1, 50):
+                emit.loss(t, 3.0 / t ** 0.3, lr=1e-3)
+            emit.eval(49, val_loss=2.0)
+            wait_for(lambda: (r := d.server.table.get("dash")) and r.step == 49, 10, what="events")
+            status, text = http_get(d.http + "/metrics")
+            emit.close()
+        assert status == 200
+        exported = exported_metric_names(text)
+        used = {m for q in dashboard_queries(dashboard()) for m in re.findall(r"\bwtwind_[a-z0-9_]+", q)}
+        assert used and used <= exported, sorted(used - exported)
+
+
+def test_shipped_tomls_are_valid_toml():
+    """Every TOML under deploy/ parses (the daemon's --check runs on the two that are configs)."""
+    for path in DEPLOY.rglob("*.toml"):
+        tomllib.loads(path.read_text())
