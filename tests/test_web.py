@@ -322,6 +322,10 @@ class TestBrowser:
         assert "forecast" in legend and "eval loss" in legend
         px = page.evaluate(PIXELS, [".chart-score canvas", ["#c2185b"]])
         assert px["colors"][0] > 50, px
+        page.check("#logy")                      # rebuilds the loss chart on a log axis
+        page.wait_for_function("() => document.querySelectorAll('.chart-loss canvas').length === 1")
+        px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE]])
+        assert px["colors"][0] > 200, px
         if fed.checkpoint:
             page.wait_for_selector("#spectral table")
             assert "step_3000.pt" in page.locator("#spectral-meta").inner_text()
@@ -329,6 +333,17 @@ class TestBrowser:
         page.goto(fed.url + "/runs/diverging")
         page.wait_for_selector(".alert-marker.sev-critical")
         page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+
+    def test_an_unknown_run_says_so(self, fed, browser):
+        """/runs/<unknown> explains that the run is not (or no longer) known."""
+        pg = browser.new_page()
+        try:
+            pg.goto(fed.url + "/runs/gone-run")
+            err = pg.wait_for_selector("#facts .error")
+            assert "no run named 'gone-run'" in err.inner_text()
+            assert "not updating" in pg.locator("#conn").inner_text()
+        finally:
+            pg.close()
 
     def test_run_page_updates_live(self, fed, page):
         """New events show up without a reload."""

@@ -44,11 +44,11 @@
     if (!charts) {
       charts = new RunCharts(document.getElementById("charts"));
       document.getElementById("reset").addEventListener("click", () => charts.reset());
+      const logy = document.getElementById("logy");
+      logy.addEventListener("change", () => charts.setLog(logy.checked));
+      charts.logy = logy.checked;
     }
-    charts.loss && charts.loss.destroy();
-    charts.score && charts.score.destroy();
-    charts.loss = charts.score = null;
-    charts.follow = true;
+    charts.destroy();
     charts.update(p);
     const note = p.transitions_dropped ? ` (${p.transitions_dropped} more not shown)` : "";
     document.getElementById("alerts").replaceChildren(

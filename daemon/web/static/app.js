@@ -90,12 +90,30 @@ const WT = (() => {
     const s = p.series, e = p.eval;
     const train = [s.step, s.loss, s.l_pred, s.band_lo, s.band_hi, s.W, s.lr];
     if (!e || !e.step.length) return train.concat([s.step.map(() => null)]);
-    if (!s.step.length) return [e.step, ...train.slice(1).map(() => e.step.map(() => null)), e.val_loss];
+    if (!s.step.length) return [e.step, ...train.slice(1).map(() => e.step.map(() => undefined)), e.val_loss];
     return uPlot.join([train, [e.step, e.val_loss]]);
   }
 
-  const lossData = d => [d[0], d[1], d[2], d[3], d[4], d[7]];   // step, loss, forecast, band, eval
+  const positive = col => col.map(v => (typeof v === "number" && v <= 0 ? null : v));
+  const lossData = (d, log) => [d[0], ...[1, 2, 3, 4, 7].map(i => (log ? positive(d[i]) : d[i]))];  // step, loss, forecast, band, eval
   const scoreData = d => [d[0], d[5], d[6]];                   // step, W, lr
+
+  /* Shade the x-ranges where the run's loss was non-finite (a train point with a null loss). */
+  function shadeNonfinite(u) {
+    const xs = u.data[0], ys = u.data[1], { top, height } = u.bbox;
+    if (!ys) return;
+    u.ctx.save();
+    u.ctx.fillStyle = "rgba(214,39,40,0.10)";
+    for (let i = 0; i < xs.length; i++) {
+      if (ys[i] !== null) continue;
+      let j = i;
+      while (j + 1 < xs.length && typeof ys[j + 1] !== "number") j++;
+      const x0 = u.valToPos(xs[i], "x", true), x1 = u.valToPos(xs[j], "x", true);
+      u.ctx.fillRect(Math.floor(x0) - 1, top, Math.max(2, x1 - x0 + 2), height);
+      i = j;
+    }
+    u.ctx.restore();
+  }
 
   function drawMarkers(u, markers) {
     const ctx = u.ctx, { left, top, width, height } = u.bbox;
@@ -130,6 +148,8 @@ const WT = (() => {
       this.root = root;
       this.markers = [];
       this.follow = true;
+      this.logy = false;
+      this.last = null;
       this.loss = null;
       this.score = null;
       window.addEventListener("resize", () => this.resize());
@@ -150,7 +170,8 @@ const WT = (() => {
       };
       this.loss = new uPlot(Object.assign({}, base, {
         height: 340,
-        scales: { x: { time: false } },
+        scales: { x: { time: false },
+          y: this.logy ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
         series: [
           { label: "step" },
           { label: "loss", stroke: "#1f4e9c", width: 1, spanGaps: false },
@@ -162,8 +183,8 @@ const WT = (() => {
         ],
         bands: [{ series: [4, 3], fill: "rgba(44,160,44,0.13)" }],
         axes: [{ label: "step" }, { label: "loss" }],
-        hooks: Object.assign({}, base.hooks, { draw: [u => drawMarkers(u, self.markers)] }),
-      }), lossData(data), lossBox);
+        hooks: Object.assign({}, base.hooks, { draw: [shadeNonfinite, u => drawMarkers(u, self.markers)] }),
+      }), lossData(data, this.logy), lossBox);
       this.score = new uPlot(Object.assign({}, base, {
         height: 170,
         scales: { x: { time: false }, lr: {} },
@@ -178,11 +199,30 @@ const WT = (() => {
     }
 
     update(p) {
+      this.last = p;
       this.markers = p.markers || [];
       const data = columns(p);
+      if (!data[0].length) {
+        this.destroy();
+        this.root.replaceChildren(el("p", { class: "muted empty-chart", text: "No loss or eval events yet." }));
+        return;
+      }
       if (!this.loss) return this.build(data);
-      this.loss.setData(lossData(data), this.follow);
+      this.loss.setData(lossData(data, this.logy), this.follow);
       this.score.setData(scoreData(data), this.follow);
+    }
+
+    setLog(on) {
+      this.logy = on;
+      const p = this.last;
+      this.destroy();
+      if (p) this.update(p);
+    }
+
+    destroy() {
+      for (const u of [this.loss, this.score]) if (u) u.destroy();
+      this.loss = this.score = null;
+      this.follow = true;
     }
 
     reset() {

@@ -7,6 +7,8 @@
   document.getElementById("title").textContent = id;
   document.title = `wtwind · ${id}`;
   document.getElementById("reset").addEventListener("click", () => charts.reset());
+  const logy = document.getElementById("logy");
+  logy.addEventListener("change", () => charts.setLog(logy.checked));
 
   function fact(label, value, cls) {
     return el("div", { class: `fact ${cls || ""}`, "data-fact": label }, el("span", { class: "label", text: label }),
