@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -111,3 +112,32 @@ class Recorder:
 
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
+
+
+class ThreadedRecorder:
+    """A ``Recorder`` served from its own event-loop thread, for synchronous tests.
+
+    ``requests(path)`` is a snapshot of what arrived at ``path``; ``script``/``default``
+    may be changed between requests (``set_default``).
+    """
+
+    def __init__(self, script: list[Reply] | None = None, default: Reply = Reply()) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.rec = asyncio.run_coroutine_threadsafe(Recorder(script, default).start(), self.loop).result(10)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.rec.port}"
+
+    def requests(self, path: str | None = None) -> list[Request]:
+        return [r for r in list(self.rec.requests) if path is None or r.path == path]
+
+    def set_default(self, reply: Reply) -> None:
+        self.loop.call_soon_threadsafe(setattr, self.rec, "default", reply)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.rec.aclose(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)

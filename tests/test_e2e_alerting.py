@@ -10,12 +10,10 @@ shipped file with every ``for:`` shortened to 1 s; intervals are 1 s.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import re
 import subprocess
-import threading
 import urllib.parse
 from pathlib import Path
 
@@ -24,33 +22,9 @@ from standardwebhooks.webhooks import Webhook
 
 from helpers import REPO, Daemon, free_port, http_get, need_binary, wait_for
 from wtwin.emitters import connect
-from wtwin.sinks.testing import Recorder
+from wtwin.sinks.testing import ThreadedRecorder
 
 SECRET = "whsec_" + base64.b64encode(b"e2e-secret-for-the-wtwind-sink!!").decode()
-
-
-class ThreadedRecorder:
-    """A sinks.testing.Recorder served from its own event loop thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.rec = asyncio.run_coroutine_threadsafe(Recorder().start(), self.loop).result(10)
-
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.rec.port}"
-
-    def bodies(self, path: str) -> list:
-        return [json.loads(r.body) for r in list(self.rec.requests) if r.path == path]
-
-    def requests(self, path: str) -> list:
-        return [r for r in list(self.rec.requests) if r.path == path]
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.rec.aclose(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 def short_rules(dst: Path) -> Path:
@@ -91,7 +65,7 @@ route:
 receivers:
   - name: hook
     webhook_configs:
-      - url: {recv.base()}/alertmanager
+      - url: {recv.base}/alertmanager
         send_resolved: true
 """)
     cfg = tmp_path / "wtwind.toml"
@@ -99,7 +73,7 @@ receivers:
 [[sinks]]
 type = "webhook"
 name = "hook"
-url = "{recv.base()}/wtwind"
+url = "{recv.base}/wtwind"
 secret_env = "E2E_HOOK_SECRET"
 
 [[routes]]
@@ -169,7 +143,7 @@ def test_degrading_run_fires_in_prometheus_and_reaches_receivers(stack):
         assert {r["name"] for g in rules for r in g["rules"]} >= {"WTwinLossDegradation", "WTwindDown"}
 
         def via_alertmanager():
-            return [a for doc in recv.bodies("/alertmanager") for a in doc["alerts"]
+            return [a for r in recv.requests("/alertmanager") for a in r.json()["alerts"]
                     if a["labels"]["alertname"] == "WTwinLossDegradation" and a["status"] == "firing"]
         (am_alert, *_) = wait_for(via_alertmanager, 30, 0.2, "Alertmanager webhook with WTwinLossDegradation")
         assert am_alert["labels"]["run"] == "e2e-degrade"

@@ -1,0 +1,60 @@
+"""Dead letters through a running wtwind: `wtwind alerts dead|replay` over its HTTP API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from helpers import Daemon, wait_for
+from wtwin.emitters import connect
+from wtwin.sinks.testing import Reply, ThreadedRecorder
+
+
+def sample(d, name, **labels):
+    return d.metrics().get((name, tuple(sorted(labels.items()))))
+
+
+def wtwind(daemon, *args) -> subprocess.CompletedProcess:
+    """`wtwind <args>` with the daemon's environment (its store path and HTTP port)."""
+    return subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "--config", str(daemon.config), *args],
+                          capture_output=True, text=True, timeout=30, env=daemon.env)
+
+
+def over_http(daemon, *args) -> subprocess.CompletedProcess:
+    """`python -m wtwin.sinks.cli <args>`: the daemon's dead-letter HTTP API."""
+    return subprocess.run([sys.executable, "-m", "wtwin.sinks.cli", *args, "--url", daemon.url],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_dead_letter_listed_then_replayed(tmp_path):
+    """A 400 dead-letters the alert; after the receiver is fixed, replay delivers it (same webhook-id)."""
+    recv = ThreadedRecorder(default=Reply(400, "bad"))
+    cfg = tmp_path / "wtwind.toml"
+    cfg.write_text(f'[[sinks]]\ntype = "webhook"\nname = "hook"\nurl = "{recv.base}/hook"\n')
+    try:
+        with Daemon(args=("--config", str(cfg)), tmpdir=str(tmp_path)) as daemon:
+            daemon.config = cfg
+            with connect(daemon.ipc, run="nan-run") as emit:
+                emit.loss(1, 2.0)
+                emit.loss(2, float("nan"))
+                wait_for(lambda: sample(daemon, "wtwind_outbox_dead", sink="hook") == 1, what="dead letter")
+                listed = over_http(daemon, "dead")
+                assert listed.returncode == 0, listed.stderr
+                assert "hook\tnan-run\tnonfinite\tfiring\tattempts=1\t" in listed.stdout
+                assert "HTTP 400" in listed.stdout
+                from_store = wtwind(daemon, "alerts", "dead", "--sink", "hook")
+                assert from_store.returncode == 0, from_store.stderr
+                assert "\thook\tdead\t1\tnan-run\tnonfinite\tfiring\t" in from_store.stdout
+                recv.set_default(Reply(200, "ok"))
+                replayed = wtwind(daemon, "alerts", "replay", "--all", "--sink", "hook")
+                assert replayed.returncode == 0, replayed.stderr
+                assert "replayed 1 dead alert(s)" in replayed.stdout
+                wait_for(lambda: sample(daemon, "wtwind_deliveries_total", sink="hook", outcome="success") == 1,
+                         what="replayed delivery")
+                first, last = recv.requests("/hook")[0], recv.requests("/hook")[-1]
+                assert first.headers["webhook-id"] == last.headers["webhook-id"]
+                assert sample(daemon, "wtwind_outbox_dead", sink="hook") == 0
+                unknown = over_http(daemon, "replay", "--sink", "nope")
+                assert unknown.returncode == 1 and "unknown sink" in unknown.stderr
+    finally:
+        recv.close()
