@@ -171,3 +171,21 @@ class TestAnalyzeFile:
         assert display_name("C:\\Users\\me\\run.csv") == "run.csv"
         assert display_name("../../etc/<script>.csv") == "_script_.csv"
         assert display_name(None) == "uploaded file"
+
+    @pytest.mark.parametrize("name", [
+        "mlperf10__bert_supermicro_as2124gq_result6_aborted_diverged.csv",
+        "llmc__HectorFCardenas_gpt2_124M_job11672255_nan.csv",
+        "mng__2024-11-24_WindowWarmup_cf9e4571.csv",
+    ])
+    def test_the_page_pages_where_the_offline_cli_does(self, name):
+        """/analyze and `wtwin monitor` agree on the first warning/critical step of real logs."""
+        from helpers import need_shared_data
+        from wtwin.daemon.logs import read_log
+        from wtwin.daemon.offline_cli import monitor_log
+
+        path = need_shared_data() / "real-logs" / name
+        page = analyze_file(str(path), name, "pretraining")
+        cli = monitor_log(read_log(str(path)), "pretraining")
+        first = [t["step"] for t in page["transitions"]
+                 if t["status"] == "firing" and t["severity"] in ("warning", "critical")]
+        assert (min(first) if first else None) == cli["first_alert_step"]
