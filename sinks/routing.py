@@ -12,7 +12,9 @@ Per route and (run, kind):
 - ``cooldown_s``: after a firing alert was sent, another firing of the same (run,
   kind) within the cooldown is suppressed (and so is its resolved message).
 
-A resolved alert goes exactly where its firing alert went. The router is pure
+A repeated firing of a (run, kind) already sent is dropped, unless its severity is
+higher (an upgrade is sent again). A resolved alert goes exactly where its firing
+went, whichever routes it would match itself. The router is pure
 bookkeeping: the caller passes ``now``; ``due(now)`` releases matured holds.
 
 >>> r = Router([RouteConfig(sinks=("slack",), for_s=60.0)], all_sinks=("slack",))
@@ -77,6 +79,7 @@ def _check_known(field: str, values: tuple[str, ...], known: tuple[str, ...]) ->
 
 
 Key = tuple[int, str, str]  # (route index, run, kind)
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 class Router:
@@ -101,18 +104,25 @@ class Router:
     def offer(self, alert: Alert, now: float) -> list[tuple[Alert, tuple[str, ...]]]:
         """Route one transition; returns what to send now as (alert, sinks)."""
         sinks: list[str] = []
-        for i in self._matching(alert):
-            key = (i, alert.run, alert.kind)
-            if alert.status == "resolved":
-                sinks += self._resolve(key)
-            else:
-                sinks += self._fire(key, alert, now)
+        if alert.status == "resolved":  # wherever its firing went, whatever the routes match now
+            for i in range(len(self.routes)):
+                sinks += self._resolve((i, alert.run, alert.kind))
+        else:
+            for i in self._matching(alert):
+                sinks += self._fire((i, alert.run, alert.kind), alert, now)
         return [(alert, tuple(dict.fromkeys(sinks)))] if sinks else []
 
     def _fire(self, key: Key, alert: Alert, now: float) -> tuple[str, ...]:
         route = self.routes[key[0]]
-        if key in self._sent or key in self._held:
-            return ()  # already firing: a repeat transition adds nothing
+        if key in self._sent:  # already firing: only a severity upgrade goes out again
+            if _RANK[alert.severity] > _RANK[self._sent[key].severity]:
+                return self._release(key, alert, now)
+            return ()
+        if key in self._held:
+            held, at = self._held[key]
+            if _RANK[alert.severity] > _RANK[held.severity]:
+                self._held[key] = (alert, at)  # the hold keeps its start, the upgrade its severity
+            return ()
         last = self._last_sent.get(key)
         if last is not None and now - last < route.cooldown_s:
             self.suppressed += 1

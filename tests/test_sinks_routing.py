@@ -55,8 +55,23 @@ class TestLifecycle:
     def test_repeat_firing_deduplicated(self):
         """A second firing for a (run, kind) already firing adds nothing."""
         r = Router([RouteConfig(sinks=("s",))], ["s"])
-        r.offer(alert(), 0.0)
+        r.offer(alert(severity="critical"), 0.0)
         assert r.offer(alert(severity="critical"), 1.0) == []
+        assert r.offer(alert(severity="warning"), 1.0) == []
+
+    def test_severity_upgrade_sent_again(self):
+        """warning -> critical for the same (run, kind) goes out again."""
+        r = Router([RouteConfig(sinks=("s",))], ["s"])
+        r.offer(alert(severity="warning"), 0.0)
+        assert [a.severity for a, _ in r.offer(alert(severity="critical"), 1.0)] == ["critical"]
+
+    def test_resolved_reaches_every_route_its_firing_took(self):
+        """Upgraded to a route of its own, the resolve still reaches the first route too."""
+        r = Router([RouteConfig(sinks=("pager",), severities=("critical",)), RouteConfig(sinks=("slack",))],
+                   ["pager", "slack"])
+        assert sinks_of(r.offer(alert(severity="warning"), 0.0)) == [("slack",)]
+        assert sinks_of(r.offer(alert(severity="critical"), 1.0)) == [("pager",)]
+        assert sinks_of(r.offer(alert(severity="critical", status="resolved"), 2.0)) == [("pager", "slack")]
 
     def test_for_holds_then_releases(self):
         """for_s: held, released by due() once the time has passed."""
