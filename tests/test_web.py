@@ -40,8 +40,9 @@ def quoted(run: str) -> str:
     return urllib.parse.quote(run, safe="")
 
 
-def post(url: str, body: bytes, content_type: str) -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
+def post(url: str, body: bytes, content_type: str, **headers) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": content_type, **headers})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -209,6 +210,12 @@ class TestApi:
         empty = f'--{b}\r\nContent-Disposition: form-data; name="preset"\r\n\r\n\r\n--{b}--\r\n'.encode()
         status, p = post(fed.url + "/api/analyze", empty, f"multipart/form-data; boundary={b}")
         assert status == 400 and "no file" in p["error"]
+
+    def test_analyze_refuses_posts_from_other_sites(self, fed):
+        """A page of another origin cannot make the daemon analyse files; its own page can."""
+        body, ctype = multipart("a.csv", b"step,loss\n1,2\n2,1.9\n")
+        assert post(fed.url + "/api/analyze", body, ctype, Origin="https://evil.example")[0] == 403
+        assert post(fed.url + "/api/analyze", body, ctype, Origin=fed.url)[0] == 200
 
     def test_series_stay_bounded_on_a_long_run(self, fed):
         """20k steps come back as the recent window plus a log-spaced past, not 20k points."""

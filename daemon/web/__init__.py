@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
@@ -98,6 +99,9 @@ class Handlers:
         return watch
 
     async def analyze(self, request: web.Request) -> web.Response:
+        origin = request.headers.get("Origin")
+        if origin and urlsplit(origin).netloc != request.host:   # another site's page posting here
+            return _json({"error": "uploads from other sites' pages are refused."}, 403)
         loop = asyncio.get_running_loop()
         async with self._analyze_slots:
             with private_tmpdir() as tmp:
