@@ -39,7 +39,7 @@ def wait_for(pred: Callable[[], object], timeout: float = 10.0, interval: float 
         time.sleep(interval)
 
 
-def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+def http_get(url: str, timeout: float = 10.0) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status, r.read().decode()

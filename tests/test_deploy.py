@@ -236,15 +236,12 @@ class TestKubernetes:
         assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
         assert pod["securityContext"]["runAsNonRoot"] and dep["spec"]["replicas"] == 1
 
-    def test_configmap_config_loads_and_matches_the_ports(self):
+    def test_configmap_config_loads_and_matches_the_ports(self, tmp_path):
         """The ConfigMap's wtwind.toml is a valid config serving the container's ports."""
         cm = k8s_kind("ConfigMap")
-        path = K8S / ".wtwind-configmap-test.toml"
-        try:
-            path.write_text(cm["data"]["wtwind.toml"])
-            cfg = config_mod.load(path, environ={})
-        finally:
-            path.unlink(missing_ok=True)
+        path = tmp_path / "wtwind.toml"
+        path.write_text(cm["data"]["wtwind.toml"])
+        cfg = config_mod.load(path, environ={})
         c = k8s_kind("Deployment")["spec"]["template"]["spec"]["containers"][0]
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         assert cfg.http.port == ports["http"] and cfg.http.host == "0.0.0.0"

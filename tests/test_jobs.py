@@ -120,6 +120,25 @@ class TestJobRunner:
         assert by_run["fast"].ok
         assert time.monotonic() - t0 < 60
 
+    def test_bystanders_of_a_timeout_kill_are_requeued(self, tmp_path):
+        """With two workers, the job sharing the pool with a timed-out one runs again and succeeds."""
+        results = []
+        path = _save(tmp_path / "a.pt")
+
+        async def main():
+            runner = JobRunner(JobsConfig(timeout_s=4.0, workers=2), results.append, job_fn=_marker_job)
+            runner.submit("slow", {"step": 1, "path": path, "want": ["slow", str(tmp_path)]})
+            await _until(lambda: (tmp_path / "slow.started").exists())
+            runner.submit("bystander", {"step": 2, "path": path, "want": ["bystander", str(tmp_path)]})
+            await _until(lambda: len(results) == 2, timeout=90)
+            stats = runner.stats()
+            await runner.aclose()
+            return stats
+
+        stats = asyncio.run(main())
+        assert sorted((r.run, r.outcome) for r in results) == [("bystander", "ok"), ("slow", "timeout")]
+        assert (tmp_path / "bystander.started").exists() and stats.counts["crashed"] == 0
+
     def test_crashed_worker_is_reported_not_retried(self, tmp_path):
         """A job that kills its worker comes back 'crashed' once; the next job gets a fresh pool."""
         results = []
@@ -175,6 +194,19 @@ def _slow_then_run_sleepy(spec):
     if "sleep" in spec["want"]:
         return worker.sleep_job({"seconds": 120})
     return worker.run_job(spec)
+
+
+def _marker_job(spec):
+    """'slow' sleeps past any timeout; 'bystander' sleeps on its first attempt only."""
+    import pathlib
+
+    kind, where = spec["want"]
+    marker = pathlib.Path(where) / f"{kind}.started"
+    if kind == "bystander" and marker.exists():
+        return {"outcome": "ok"}
+    marker.touch()
+    time.sleep(60)
+    return {"outcome": "ok"}
 
 
 def _crash_or_run(spec):

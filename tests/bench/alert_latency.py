@@ -4,7 +4,8 @@
    receiver in this process. For each of N runs a raw DEALER sends a few finite losses,
    then the offending event (a NaN loss: the nonfinite alert fires on that event). The
    figure is the receiver's arrival time minus the offending event's send time (same
-   host clock), per alert: median / p90 / max.
+   host clock), per alert: median / p90 / max; on an idle daemon, then while another
+   producer streams other runs at the paced rate.
 2. Throughput. The real ``Server`` in this process (as tests/bench/ingest.py does), fed
    by 4 producer processes sending single-event frames over 1000 runs; every run sends
    one NaN loss, so 2000 alert transitions (firing, resolved) flow to both sinks during
@@ -79,14 +80,14 @@ url_env = "BENCH_SLACK_URL"
 
 
 # ---- 1. latency ---------------------------------------------------------------------------
-def latency(n_alerts: int, state: str, tmp: Path) -> list[float]:
+def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0) -> list[float]:
     recv = ThreadedRecorder()
-    port, ipc = free_port(), f"ipc://{tmp}/lat.sock"
+    port, ipc = free_port(), f"ipc://{tmp}/lat-{int(load)}.sock"
     cfg = tmp / "lat.toml"
     cfg.write_text(sink_toml(f"http://127.0.0.1:{recv.rec.port}/hook", f"http://127.0.0.1:{recv.rec.port}/slack"))
     env = dict(os.environ, BENCH_SECRET=SECRET, BENCH_SLACK_URL=f"http://127.0.0.1:{recv.rec.port}/slack",
                WTWIND_LISTEN__ENDPOINTS=ipc, WTWIND_HTTP__PORT=str(port), WTWIND_LOG__LEVEL="warning",
-               WTWIND_STATE__PATH=str(tmp / "lat.db"), WTWIND_STATE__ENABLED=str(state == "sqlite").lower())
+               WTWIND_STATE__PATH=str(tmp / f"lat-{int(load)}.db"), WTWIND_STATE__ENABLED=str(state == "sqlite").lower())
     log = (tmp / "lat.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli", "--config", str(cfg)], env=env,
                             stdout=log, stderr=log)
@@ -94,6 +95,14 @@ def latency(n_alerts: int, state: str, tmp: Path) -> list[float]:
         _wait(lambda: _ready(port), 30)
         sock = zmq.Context.instance().socket(zmq.DEALER)
         sock.connect(ipc)
+        background = None
+        if load:  # other runs streaming at `load` events/s while the alerts are timed
+            go = mp.Event()
+            background = mp.Process(target=_producer, args=(ipc, "bg", int(load * 600), go, load), daemon=True)
+            background.start()
+            time.sleep(1.0)
+            go.set()
+            time.sleep(1.0)
         out = []
         for i in range(n_alerts):
             run, seq = f"lat-{i}", 0
@@ -108,6 +117,8 @@ def latency(n_alerts: int, state: str, tmp: Path) -> list[float]:
             arrived = _wait(lambda: _arrival(recv, run), 10)
             out.append(arrived - sent)
         sock.close(0)
+        if background is not None:
+            background.terminate()
         return out
     finally:
         proc.terminate()
@@ -254,10 +265,13 @@ def main() -> None:
 
     configure("error", "console")  # the in-process Server of part 2 would log every alert
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-alerts-"))
-    lat = sorted(latency(args.alerts, args.state, tmp))
-    ms = [x * 1000 for x in lat]
-    print(f"alert latency, NaN loss event -> signed webhook at receiver ({len(ms)} alerts, outbox={args.state}):")
-    print(f"  median {statistics.median(ms):.1f} ms   p90 {ms[int(0.9 * (len(ms) - 1))]:.1f} ms   max {ms[-1]:.1f} ms")
+    print(f"alert latency, NaN loss event -> signed webhook at receiver ({args.alerts} alerts, "
+          f"outbox={args.state}, cpus={os.cpu_count()}):")
+    for load in (0.0, args.paced):
+        ms = sorted(x * 1000 for x in latency(args.alerts, args.state, tmp, load))
+        what = "idle daemon" if not load else f"under {load:,.0f} ev/s of other runs"
+        print(f"  {what:<32} median {statistics.median(ms):6.1f} ms   p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms"
+              f"   max {ms[-1]:6.1f} ms")
     print(f"\ningest with alerts flowing: {PRODUCERS} producers x {args.events} events, "
           f"{PRODUCERS * RUNS_PER_PRODUCER} runs, cpus={os.cpu_count()}, outbox={args.state}")
     for title, rate in (("saturated (producers unpaced)", 0.0), (f"paced at {args.paced:,.0f} ev/s", args.paced)):

@@ -1,0 +1,200 @@
+"""Unit tests of the detectors and the run monitor (synthetic, seeded streams)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import msgpack
+import pytest
+
+from wtwin.daemon.detectors import REGISTRY, RunMonitor, WTwinMonitor
+from wtwin.daemon.detectors.forecast import ForecastDetector
+from wtwin.daemon.detectors.plateau import PlateauDetector
+from wtwin.daemon.detectors.spike import SpikeDetector
+from wtwin.daemon.errors import ConfigError
+
+
+def curve(n=8000, seed=0, sd=0.05, drift_at=None, slope=2e-4, start=1):
+    rng = random.Random(seed)
+    for t in range(start, n + 1):
+        d = slope * (t - drift_at) if drift_at is not None and t > drift_at else 0.0
+        yield t, 2.6 + 9.0 * t ** -0.35 + rng.gauss(0, sd) + d
+
+
+def first_page(mon, stream):
+    for t, v in stream:
+        st = mon.update_loss(t, v)
+        for f in st.findings:
+            if f.active and f.severity in ("warning", "critical"):
+                return t, f.kind
+    return None, None
+
+
+class TestForecast:
+    def test_clean_power_law_is_silent(self):
+        """A clean power-law curve with noise raises no drift."""
+        det = ForecastDetector()
+        assert not any(det.update(t, v).alert for t, v in curve(12000))
+
+    def test_linear_drift_caught_after_onset(self):
+        """A slow linear drift is caught within a few hundred steps of its onset."""
+        det = ForecastDetector()
+        hit = next(t for t, v in curve(12000, drift_at=6000) if det.update(t, v).alert)
+        assert 6000 < hit < 6800
+
+    def test_band_contains_prediction_and_scores_exported(self):
+        """After warm-up the state carries l_pred inside its band and the seed scores."""
+        det = ForecastDetector()
+        s = [det.update(t, v) for t, v in curve(3000)][-1]
+        assert s.band_lo < s.l_pred < s.band_hi
+        assert 0 < s.Q <= 1 and s.T == det.threshold and s.W <= 0
+
+    def test_refits_are_amortized(self):
+        """Refits follow a geometric schedule: few of them over a long run."""
+        det = ForecastDetector()
+        for t, v in curve(50000):
+            det.update(t, v)
+        assert det._fits < 60
+
+    def test_schedule_law_forecasts_wsd_warmdown(self):
+        """With lr passed, a WSD warm-down and a cosine schedule are forecast, not flagged."""
+        for kind in ("wsd", "cosine", "restart"):
+            det, rng, s1, s2, mom, prev = ForecastDetector(), random.Random(5), 0.0, 0.0, 0.0, None
+            n = 12000
+            for t in range(1, n + 1):
+                lr = schedule(kind, t, n)
+                mom = mom * 0.999 + ((prev if prev is not None else lr) - lr)
+                s1, s2, prev = s1 + lr, s2 + mom, lr
+                loss = 2.5 + 3.0 * s1 ** -0.5 - 400.0 * s2 + rng.gauss(0, 0.03)
+                assert not det.update(t, loss, lr=lr).alert, (kind, t)
+
+    def test_nonfinite_and_bad_loss_do_not_poison(self):
+        """A NaN in the stream is skipped: the next finite losses are scored as before."""
+        det = ForecastDetector()
+        states = [det.update(t, float("nan") if t == 2000 else v) for t, v in curve(3000)]
+        assert states[1999].l_pred is None and states[2100].l_pred is not None
+        assert not any(s.alert for s in states)
+
+    @pytest.mark.parametrize("kw", [{"warmup": 0}, {"holdout": 1.5}, {"bin_ratio": 1.0},
+                                    {"threshold": -1.0}, {"law": "cubic"}, {"refit_ratio": 1}])
+    def test_bad_arguments_named(self, kw):
+        """A bad constructor argument raises ConfigError naming it."""
+        with pytest.raises(ConfigError, match=next(iter(kw))):
+            ForecastDetector(**kw)
+
+
+def schedule(kind, t, n, peak=1e-3, warm=200):
+    if t < warm:
+        return peak * t / warm
+    if kind == "wsd":
+        return peak if t < 0.75 * n else peak * max(0.0, (n - t) / (0.25 * n))
+    if kind == "restart":
+        period = n // 3
+        return peak * 0.5 * (1 + math.cos(math.pi * ((t - warm) % period) / period)) + 1e-5
+    return peak * 0.5 * (1 + math.cos(math.pi * (t - warm) / (n - warm))) + 1e-5
+
+
+class TestCompanions:
+    def test_spike_benign_is_info_sustained_is_warning(self):
+        """A one-step outlier is info; a jump that stays up is a warning."""
+        det, sev = SpikeDetector(), {}
+        rng = random.Random(1)
+        for t in range(1, 1001):
+            v = 3.0 + rng.gauss(0, 0.05) + (1.5 if t == 300 else 0) + (1.0 if t >= 700 else 0)
+            s = det.update(t, v)
+            if s.severity:
+                sev.setdefault(s.severity, t)
+        assert sev["info"] == 301 and 700 < sev["warning"] <= 712
+
+    def test_plateau_no_learning_from_eval_points(self):
+        """A run stuck near loss 8, seen only every 586 steps, is a plateau."""
+        det = PlateauDetector()
+        hit = next(s for s in range(586, 14000, 586) if det.update(s, 8.0 + 0.01 * ((s // 586) % 3)).active)
+        assert hit <= 4102
+
+    def test_plateau_silent_when_learning(self):
+        det = PlateauDetector()
+        assert not any(det.update(s, 4.0 * (s / 586) ** -0.3).active for s in range(586, 14000, 586))
+
+    def test_divergence_critical(self):
+        """Explosive growth becomes a critical divergence."""
+        mon = RunMonitor()
+        stream = ((t, v * (1.004 ** max(0, t - 5000))) for t, v in curve(8000))
+        t, kind = first_page(mon, stream)
+        assert kind in ("divergence", "drift", "spike") and 5000 < t < 5600
+
+    def test_overfit_from_eval(self):
+        """Validation loss rising while training loss falls is overfit."""
+        mon = RunMonitor()
+        kinds = set()
+        for t, v in curve(8000):
+            mon.update_loss(t, v)
+            if t % 250 == 0:
+                val = 3.2 + max(0.0, t - 4000) * 1e-4
+                st = mon.update_eval(t, {"val_loss": val})
+                kinds |= {f.kind for f in st.findings if f.active}
+        assert "overfit" in kinds
+
+    def test_resume_jump(self):
+        """Steps going back are a resume_jump finding, a big loss jump with it a warning."""
+        mon = RunMonitor()
+        for t, v in curve(3000):
+            mon.update_loss(t, v)
+        st = mon.update_loss(2000, 6.0)
+        f = next(f for f in st.findings if f.kind == "resume_jump")
+        assert f.active and f.severity == "warning"
+
+    def test_nonfinite_immediate(self):
+        """The first NaN is a critical finding at that very step."""
+        mon = RunMonitor()
+        for t, v in curve(100):
+            mon.update_loss(t, v)
+        st = mon.update_loss(101, float("nan"))
+        assert st.alert and st.findings[0].kind == "nonfinite" and st.findings[0].step == 101
+
+
+class TestMonitor:
+    def test_snapshot_half_restore_identical(self):
+        """Half a run, snapshot through msgpack, restore in a new monitor: same states."""
+        data = list(curve(9000, drift_at=6000))
+        a = RunMonitor("pretraining")
+        for t, v in data[:4500]:
+            a.update_loss(t, v)
+        snap = msgpack.unpackb(msgpack.packb(a.snapshot()), strict_map_key=False)
+        b = RunMonitor("finetuning")
+        b.restore(snap)
+        for t, v in data[4500:]:
+            assert a.update_loss(t, v) == b.update_loss(t, v)
+
+    def test_presets_construct_and_unknown_rejected(self):
+        for p in ("pretraining", "adaptive_pretraining", "finetuning", "custom"):
+            RunMonitor(p)
+        with pytest.raises(ValueError):
+            RunMonitor("nope")
+        with pytest.raises(ConfigError, match="threshold"):
+            RunMonitor("custom", forecast={"threshold": 0})
+
+    def test_findings_only_on_change(self):
+        """A clean run emits no findings at all (beyond benign info)."""
+        mon = RunMonitor()
+        out = [f for t, v in curve(6000) for f in mon.update_loss(t, v).findings]
+        assert all(f.severity == "info" for f in out)
+
+    def test_seed_compatible_wtwin_monitor(self):
+        """WTwinMonitor(preset).update(step, loss) has the seed's fields and catches a drift."""
+        from wtwin.daemon.detectors import WTwinMonitor as W
+        assert W is WTwinMonitor
+        mon = WTwinMonitor(preset="pretraining")
+        caught = None
+        for t, v in curve(9000, drift_at=6000):
+            s = mon.update(t, v)
+            for name in ("step", "l_obs", "l_pred", "D", "Q", "T", "W", "alert"):
+                assert hasattr(s, name)
+            if s.alert and caught is None:
+                caught = t
+        assert 6000 < caught < 6800
+
+    def test_registry_names(self):
+        assert set(REGISTRY) == {"forecast", "finetuning", "spike", "nonfinite", "divergence",
+                                 "plateau", "overfit", "resume_jump"}
