@@ -26,6 +26,7 @@ bookkeeping: the caller passes ``now``; ``due(now)`` releases matured holds.
 from __future__ import annotations
 
 import fnmatch
+import heapq
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -88,8 +89,10 @@ class Router:
     def __init__(self, routes: Sequence[RouteConfig], all_sinks: Sequence[str]) -> None:
         self.routes = tuple(routes) or (RouteConfig(sinks=tuple(all_sinks) or ("log",)),)
         self._held: dict[Key, tuple[Alert, float]] = {}
+        self._heap: list[tuple[float, Key]] = []  # release times of holds (lazy deletion)
         self._sent: dict[Key, Alert] = {}
         self._last_sent: dict[Key, float] = {}
+        self._next_prune = 0.0
         self.suppressed = 0
 
     def _matching(self, alert: Alert) -> list[int]:
@@ -129,6 +132,7 @@ class Router:
             return ()
         if route.for_s > 0:
             self._held[key] = (alert, now + route.for_s)
+            heapq.heappush(self._heap, (now + route.for_s, key))
             return ()
         return self._release(key, alert, now)
 
@@ -146,16 +150,22 @@ class Router:
 
     def due(self, now: float) -> list[tuple[Alert, tuple[str, ...]]]:
         """Release holds whose ``for_s`` has passed; forget expired cooldowns."""
-        ready = [k for k, (_, at) in self._held.items() if at <= now]
         out: dict[str, tuple[Alert, list[str]]] = {}
-        for key in ready:
+        while self._heap and self._heap[0][0] <= now:
+            at, key = heapq.heappop(self._heap)
+            if key not in self._held or self._held[key][1] != at:
+                continue  # resolved during its hold, or held again since
             alert, _ = self._held.pop(key)
             entry = out.setdefault(alert.idempotency_key, (alert, []))
             entry[1].extend(self._release(key, alert, now))
-        for key, at in list(self._last_sent.items()):
-            if key not in self._sent and now - at >= self.routes[key[0]].cooldown_s:
-                del self._last_sent[key]
+        if now >= self._next_prune:  # forget expired cooldowns, at most every 10 s
+            self._next_prune = now + 10.0
+            for key, at in list(self._last_sent.items()):
+                if key not in self._sent and now - at >= self.routes[key[0]].cooldown_s:
+                    del self._last_sent[key]
         return [(a, tuple(dict.fromkeys(s))) for a, s in out.values()]
 
     def next_due(self) -> float | None:
-        return min((at for _, at in self._held.values()), default=None)
+        while self._heap and (self._heap[0][1] not in self._held or self._held[self._heap[0][1]][1] != self._heap[0][0]):
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
