@@ -9,6 +9,8 @@ with the garbage was processed (its run's processed-event count says so).
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
 
 import msgpack
@@ -24,7 +26,7 @@ from wtwin.emitters import wire
 
 MAX_FRAME = 4096
 FRAMES_PER_EXAMPLE = 500
-EXAMPLES = 210  # 210 x 500 = 105,000 frames
+EXAMPLES = int(os.environ.get("WTWIN_FUZZ_EXAMPLES", 210))  # 210 x 500 = 105,000 frames
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), st.floats(),
                     st.text(max_size=20), st.binary(max_size=20))
@@ -35,7 +37,7 @@ FIELDS = ("v", "type", "run", "seq", "step", "loss", "lr", "metrics", "path", "s
 
 
 def template(rng: random.Random) -> dict:
-    kind = rng.choice(wire.EVENT_TYPES)
+    kind = rng.choice([t for t in wire.EVENT_TYPES if t != "checkpoint"])  # no spectral jobs
     ev = {"v": 1, "type": kind, "run": f"fz{rng.randrange(50)}", "seq": rng.randrange(1 << 20)}
     ev.update({"loss": {"step": rng.randrange(10**6), "loss": rng.random()},
                "eval": {"step": 3, "metrics": {"val_loss": 1.5}},
@@ -106,6 +108,10 @@ class Harness:
 
 
 def test_router_survives_and_counts_105k_random_and_mutated_frames(tmp_path):
+    asyncio.run(_fuzz(tmp_path))  # inside a running loop, as in the daemon
+
+
+async def _fuzz(tmp_path):
     h = Harness(tmp_path)
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
@@ -133,7 +139,7 @@ def test_router_survives_and_counts_105k_random_and_mutated_frames(tmp_path):
     one_batch()
     h.send_good()
     h.settle()
-    assert h.sent >= 100_000 and sum(h.expected.values()) > 30_000
+    assert h.sent + h.envelopes >= EXAMPLES * FRAMES_PER_EXAMPLE and sum(h.expected.values()) > 0.3 * h.sent
     assert set(h.expected) >= {"oversized", "undecodable", "not_a_map", "bad_version",
                                "unknown_type", "missing_field", "bad_type", "bad_batch"}
     h.sock.close()
