@@ -1,7 +1,8 @@
 """HTTP endpoints for dead letters, on the daemon's one HTTP port.
 
 ``GET /api/alerts/dead[?sink=NAME]`` lists dead rows (JSON); ``POST
-/api/alerts/replay[?sink=NAME]`` puts them back to pending and returns how many.
+/api/alerts/replay[?sink=NAME]`` puts them back to pending and returns how many;
+``GET /api/sinks`` gives each sink's health, disabled reason and outbox counts.
 ``wtwind alerts dead|replay`` (``sinks.cli``) calls these; whichever outbox the
 daemon runs (memory or SQLite), replay goes through the live delivery.
 """
@@ -32,5 +33,16 @@ def add_routes(app: web.Application, delivery) -> None:
             return web.json_response({"error": f"unknown sink {sink!r}"}, status=404)
         return web.json_response({"replayed": await delivery.replay(sink)})
 
+    async def sinks(request: web.Request) -> web.Response:
+        health = await delivery.healthcheck()
+        counts = delivery.outbox.counts()
+        return web.json_response({"sinks": [
+            {"name": name, "type": getattr(getattr(w.sink, "config", None), "type", None), "healthy": health[name],
+             "disabled": w.disabled, "pending": counts.get((name, "pending"), 0),
+             "dead": counts.get((name, "dead"), 0),
+             "deliveries": {o: n for (s, o), n in delivery.counters.values.items() if s == name}}
+            for name, w in delivery.workers.items()]})
+
+    app.router.add_get("/api/sinks", sinks)
     app.router.add_get("/api/alerts/dead", dead)
     app.router.add_post("/api/alerts/replay", replay)

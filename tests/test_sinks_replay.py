@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
-from helpers import Daemon, wait_for
+from helpers import Daemon, http_get, wait_for
 from wtwin.emitters import connect
 from wtwin.sinks.testing import Reply, ThreadedRecorder
 
@@ -54,6 +55,11 @@ def test_dead_letter_listed_then_replayed(tmp_path):
                 first, last = recv.requests("/hook")[0], recv.requests("/hook")[-1]
                 assert first.headers["webhook-id"] == last.headers["webhook-id"]
                 assert sample(daemon, "wtwind_outbox_dead", sink="hook") == 0
+                status, body = http_get(daemon.url + "/api/sinks")
+                (hook,) = json.loads(body)["sinks"]
+                assert status == 200 and hook["name"] == "hook" and hook["type"] == "webhook"
+                assert hook["healthy"] is True and hook["disabled"] is None and hook["dead"] == 0
+                assert hook["deliveries"]["dead"] == 1 and hook["deliveries"]["success"] == 1
                 unknown = over_http(daemon, "replay", "--sink", "nope")
                 assert unknown.returncode == 1 and "unknown sink" in unknown.stderr
     finally:
