@@ -53,8 +53,9 @@ def mutate(rng: random.Random, draw_value, frame_obj: dict) -> bytes:
     elif how == 1:  # a field removed
         frame_obj.pop(rng.choice(list(frame_obj)), None)
     elif how == 2:  # a batch of templates and arbitrary things
+        events = [frame_obj, draw_value(), template(rng)][: rng.randrange(4)]
         frame_obj = {"v": rng.choice([1, 1, 2]), "type": "batch",
-                     "events": [frame_obj, draw_value(), template(rng)][: rng.randrange(4)]}
+                     "events": events if rng.random() < 0.7 else draw_value()}
     raw = msgpack.packb(frame_obj, use_bin_type=True)
     if how == 3 and raw:  # bit flips
         b = bytearray(raw)
