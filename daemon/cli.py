@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         print(to_toml(cfg), end="")
         return 0
     if args.check:
+        try:
+            config_mod.build_sinks(cfg)  # secret references resolve (nothing is sent)
+        except ConfigError as exc:
+            print(f"wtwind: config error: {exc}", file=sys.stderr)
+            return 2
         print(f"wtwind: config OK ({args.config or 'embedded defaults'})")
         return 0
     from .logsetup import configure

@@ -165,6 +165,10 @@ def resolve_secret(name: str, *, env: str | None, file: str | None,
 
 def build_sinks(cfg: DaemonConfig, environ: Mapping[str, str] | None = None) -> list:
     """Live sinks for ``cfg.sinks``; their secret references resolved against the environment."""
+    from wtwin.sinks.errors import ConfigError as SinkConfigError
     from wtwin.sinks.registry import build_sinks as _build
 
-    return _build(cfg.sinks, os.environ if environ is None else environ)
+    try:
+        return _build(cfg.sinks, os.environ if environ is None else environ)
+    except SinkConfigError as exc:  # an unset variable, an unreadable file, a bad secret
+        raise ConfigError(str(exc)) from None
