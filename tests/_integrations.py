@@ -1,5 +1,8 @@
 """Helpers for the trainer-integration and deployment tests: a real wtwind, two ways.
 
+Each daemon gets a private state database (``WTWIND_STATE__PATH``) so runs never leak
+from one test, or from the user's own daemon, into another.
+
 ``InProcessDaemon`` runs the real `Server` on its own asyncio loop in a thread (the
 framework tests: no second interpreter to start, the alerts the daemon published are
 visible to the test). ``DaemonProcess`` runs ``python -m wtwin.daemon.cli`` as a child
@@ -55,7 +58,8 @@ class InProcessDaemon:
 
         self.tmp = tempfile.mkdtemp(prefix="wtwin-it-")
         self.endpoint = f"ipc://{self.tmp}/wtwind.sock"
-        env = {"WTWIND_LISTEN__ENDPOINTS": self.endpoint, "WTWIND_HTTP__PORT": "0"}
+        env = {"WTWIND_LISTEN__ENDPOINTS": self.endpoint, "WTWIND_HTTP__PORT": "0",
+               "WTWIND_STATE__PATH": f"{self.tmp}/wtwind.db"}
         for key, value in sections.items():
             env[f"WTWIND_{key.upper()}"] = str(value)
         self.config = load(None, environ=env)
@@ -110,7 +114,8 @@ class DaemonProcess:
         self.port = free_port()
         self.http = f"http://127.0.0.1:{self.port}"
         self.env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=self.endpoint,
-                        WTWIND_HTTP__PORT=str(self.port), WTWIND_LOG__FORMAT="json")
+                        WTWIND_HTTP__PORT=str(self.port), WTWIND_LOG__FORMAT="json",
+                        WTWIND_STATE__PATH=f"{self.tmp}/wtwind.db")
         self.env.update(env or {})
         self.args = [sys.executable, "-m", "wtwin.daemon.cli"]
         if config_text is not None:
