@@ -23,6 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -154,3 +156,14 @@ class DaemonProcess:
             raise AssertionError("wtwind did not stop on SIGTERM")
         finally:
             self.log.close()
+
+
+@pytest.fixture(autouse=False, scope="module")
+def one_torch_thread():
+    """Tiny models train fastest on one thread (and do not fight the other tests for cores)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

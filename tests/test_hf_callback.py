@@ -13,11 +13,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from _integrations import InProcessDaemon, wait_for  # noqa: E402
+from _integrations import InProcessDaemon, wait_for, one_torch_thread  # noqa: E402,F401
 from wtwin.emitters.hf import WTwinCallback  # noqa: E402
 
 VOCAB, SEQ, MAX_STEPS, BLOWUP_AT = 48, 24, 400, 220
 LOSS_KINDS = ("drift", "spike", "divergence", "nonfinite", "plateau")
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class PatternData(torch.utils.data.Dataset):

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 L = pytest.importorskip("lightning.pytorch")
 
-from _integrations import InProcessDaemon, wait_for  # noqa: E402
+from _integrations import InProcessDaemon, wait_for, one_torch_thread  # noqa: E402,F401
 from wtwin.emitters.lightning import WTwinCallback  # noqa: E402
 
 MAX_STEPS, BLOWUP_AT = 400, 220
@@ -20,6 +20,8 @@ def _data(n: int, seed: int):
     y = torch.sin(x[:, :1] * 2) + x[:, 1:2] ** 2 * 0.5 + 0.05 * torch.randn(n, 1, generator=g)
     return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32,
                                        shuffle=False)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class TinyNet(L.LightningModule):

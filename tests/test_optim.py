@@ -12,10 +12,12 @@ torch = pytest.importorskip("torch")
 
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
-from _integrations import InProcessDaemon, wait_for  # noqa: E402
+from _integrations import InProcessDaemon, wait_for, one_torch_thread  # noqa: E402,F401
 from wtwin.emitters.optim import Lion, WTwinAdamW, WTwinLion, WTwinSGD  # noqa: E402
 
 SYNCS = {"item", "__float__", "__int__", "__bool__", "tolist", "numpy", "cpu"}
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class CountSyncs(TorchFunctionMode):

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 wandb = pytest.importorskip("wandb")
 
-from _integrations import InProcessDaemon, wait_for  # noqa: E402
+from _integrations import InProcessDaemon, wait_for, one_torch_thread  # noqa: E402,F401
 from wtwin.emitters.optim import WTwinSGD  # noqa: E402
 from wtwin.emitters.tracker import Tracker  # noqa: E402
 from wtwin.emitters.wandb import WandbLogger  # noqa: E402
@@ -63,6 +63,8 @@ def offline_run(tmp_path, monkeypatch):
     yield run
     if wandb.run is not None:
         wandb.finish()
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class TestWandbLogger:
