@@ -47,7 +47,7 @@ class JobRunner:
         self._executor: Executor | None = None
         self._client: Any = None
         self._generation = 0
-        self._killed: set[int] = set()
+        self._requeue: set[asyncio.Task] = set()
         self._closed = False
         self._counts = dict.fromkeys(OUTCOMES, 0)
         self._buckets = [0] * len(DURATION_BUCKETS)
@@ -118,7 +118,11 @@ class JobRunner:
         except asyncio.TimeoutError:
             self._on_timeout(job, gen, time.monotonic() - t0)
         except asyncio.CancelledError:
-            self._finish(job, "cancelled", "shutdown", time.monotonic() - t0)
+            if asyncio.current_task() in self._requeue and not self._closed:  # a bystander of a kill
+                self._requeue.discard(asyncio.current_task())
+                self._queue.setdefault(job.run, job)
+            else:
+                self._finish(job, "cancelled", "shutdown", time.monotonic() - t0)
         except BrokenProcessPool:
             self._on_broken(job, gen, time.monotonic() - t0)
         except Exception as exc:  # task boundary: report, count, keep going
@@ -137,16 +141,16 @@ class JobRunner:
     def _on_timeout(self, job: Job, gen: int, elapsed: float) -> None:
         self._finish(job, "timeout", "timeout", elapsed, error=f"no result after {self.config.timeout_s:g} s")
         if self.config.executor == "process" and gen == self._generation:
-            self._killed.add(gen)
+            me = asyncio.current_task()
+            for task, (_, other_gen) in self._running.items():
+                if task is not me and other_gen == gen:  # shares the pool we are about to kill
+                    self._requeue.add(task)
+                    task.cancel()
             self._shutdown_executor()
 
     def _on_broken(self, job: Job, gen: int, elapsed: float) -> None:
         if gen == self._generation:
             self._shutdown_executor()
-        if gen in self._killed and not self._closed:  # a bystander of a timeout kill
-            if job.run not in self._queue:
-                self._queue[job.run] = job
-            return
         self._finish(job, "crashed", "worker_crashed", elapsed, error="the worker process died running this job")
 
     def _payload(self, job: Job) -> dict:
