@@ -14,7 +14,8 @@ effects are persisted). Each frame carries ``base``, the oldest seq still held. 
 the daemon asks for a re-send (an ack with ``resend``: it saw a gap it knows this
 emitter can fill) or no ack progress is seen for ``ack_timeout_s``, everything held
 is re-sent in order; the daemon drops what it already has by seq. Past its bound the
-buffer drops oldest-first and counts it (``replay_evicted``). All of this runs on the
+buffer drops oldest-first and counts it (``replay_evicted``); timeouts back off
+(doubling, at most 60 s) until acks progress again. All of this runs on the
 I/O thread: the caller's cost is unchanged.
 """
 
@@ -49,7 +50,7 @@ class Emitter:
                  queue_size: int = 10_000, batch_max: int = 512,
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
                  curve: dict | None = None, replay_size: int = 20_000,
-                 ack_timeout_s: float = 2.0) -> None:
+                 ack_timeout_s: float = 5.0) -> None:
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
         if replay_size < 0 or ack_timeout_s <= 0:
@@ -73,6 +74,7 @@ class Emitter:
         self._acked = 0
         self._ack_seen = False
         self._ack_progress = time.monotonic()
+        self._ack_wait = ack_timeout_s  # doubles on each timeout without progress (max 60 s)
         self._idle = threading.Event()
         self._dropped = 0
         self._stats = collections.Counter()
@@ -291,6 +293,7 @@ class Emitter:
         if seq > self._acked:
             self._acked = seq
             self._ack_progress = time.monotonic()
+            self._ack_wait = self._ack_timeout_s
         unacked = self._unacked
         while unacked and unacked[0]["seq"] <= seq:
             unacked.popleft()
@@ -299,7 +302,8 @@ class Emitter:
 
     def _check_ack_timeout(self) -> None:
         if (self._ack_seen and self._unacked
-                and time.monotonic() - self._ack_progress > self._ack_timeout_s):
+                and time.monotonic() - self._ack_progress > self._ack_wait):
+            self._ack_wait = min(2 * self._ack_wait, 60.0)  # a slow daemon is not hammered
             self._resend(self._acked)
 
     def _resend(self, after: int) -> None:

@@ -156,6 +156,8 @@ class StateStore:
         self._dirty_events += 1
         if self._dirty_events >= self.cfg.flush_max_events:
             self.flush()
+        elif not self._dirty_events & 255:  # a busy loop may starve the timer: check here too
+            self.tick()
         return True
 
     def _nack(self, run, em: str, hwm: int) -> None:
@@ -170,6 +172,8 @@ class StateStore:
 
     # ---- snapshots ----------------------------------------------------------------------
     def tick(self) -> None:
+        if self.writer is not None:
+            self.writer.poll_completed()  # acks for what has committed since
         if time.monotonic() - self._last_flush >= self.cfg.flush_interval_s:
             self.flush()
 

@@ -4,7 +4,7 @@ The event loop submits operations (``fn(conn) -> result``) with ``submit``; the
 thread takes everything queued, runs it in one transaction and commits, with
 ``synchronous=FULL`` when any operation in the batch asks for it (alerts and
 outbox rows) and the configured mode otherwise. Results come back as asyncio
-futures resolved on the loop, or as plain callbacks run on the loop. A failed batch
+futures resolved on the loop, or as plain callbacks run on the loop (``poll_completed``). A failed batch
 is rolled back and every operation in it fails with the error: nothing half-written.
 """
 
@@ -42,6 +42,7 @@ class Writer:
         self.errors = 0
         self.ops = 0
         self._q: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._completed: queue.SimpleQueue = queue.SimpleQueue()  # (done, result, error)
         self._sync = ""
         self._thread = threading.Thread(target=self._main, name="wtwind-store-writer", daemon=True)
         self._thread.start()
@@ -122,7 +123,21 @@ class Writer:
                 self._deliver(item.done, res, error)
 
     def _deliver(self, done, result, error) -> None:
+        self._completed.put((done, result, error))
         try:
-            self.loop.call_soon_threadsafe(done, result, error)
+            self.loop.call_soon_threadsafe(self.poll_completed)
         except RuntimeError:  # loop closed: nobody is waiting any more
             pass
+
+    def poll_completed(self) -> int:
+        """Run finished operations' callbacks (on the loop thread); returns how many.
+
+        Also called from inside a long receive burst, so acks need not wait for it."""
+        n = 0
+        while True:
+            try:
+                done, result, error = self._completed.get_nowait()
+            except queue.Empty:
+                return n
+            n += 1
+            done(result, error)
