@@ -30,7 +30,7 @@ import structlog
 from .alert import Alert
 from .base import Sink
 from .outbox import Outbox, Row
-from .retry import RetryPolicy, describe
+from .retry import DISABLE, RETRY, RetryPolicy, classify, describe
 from .routing import RouteConfig, Router
 
 OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
@@ -59,6 +59,7 @@ class Worker:
         self.disabled: str | None = None
         self._wake = asyncio.Event()
         self._not_before = 0.0
+        self._failures = 0  # consecutive failed attempts of this sink
 
     def wake(self) -> None:
         self._wake.set()
@@ -115,32 +116,42 @@ class Worker:
             await self._failed(rows, exc)
             return
         now = self.clock()
+        self._failures = 0
         await self._finish(rows, "delivered", "success", "", now)
         _log.info("alerts_delivered", sink=self.sink.name, n=len(rows), latency_s=round(now - start, 4))
 
     async def _failed(self, rows: list[Row], exc: Exception) -> None:
+        """One verdict and one delay for the batch; the sink backs off as a whole.
+
+        The delay grows with the sink's consecutive failures (not only the rows'
+        attempts), so fresh alerts do not make a dead endpoint be hammered.
+        """
         now = self.clock()
-        decisions = [self.policy.decide(r.attempts + 1, exc, self.rng) for r in rows]
-        if decisions[0].action == "disable":
-            self.disabled = decisions[0].reason
-            _log.error("sink_disabled", sink=self.sink.name, reason=self.disabled,
+        self._failures += 1
+        verdict, reason = classify(exc), describe(exc)
+        if verdict == DISABLE:
+            self.disabled = reason
+            _log.error("sink_disabled", sink=self.sink.name, reason=reason,
                        hint="alerts for this sink are dead-lettered; fix its config, restart, replay")
-            await self._finish(rows, "dead", "disabled", f"sink disabled: {self.disabled}", now, attempts=1)
+            await self._finish(rows, "dead", "disabled", f"sink disabled: {reason}", now, attempts=1)
             return
-        delays = [d.delay for d in decisions if d.action == "retry"]
-        if delays:
-            self._not_before = max(self._not_before, now + min(delays))
-        for row, d in zip(rows, decisions):
-            if d.action == "retry":
-                await self._record(row, "pending", row.attempts + 1, now + d.delay, d.reason, now)
+        delay = 0.0
+        if verdict == RETRY:
+            n = max(self._failures, max(r.attempts for r in rows) + 1)
+            delay = self.policy.delay(n, exc, self.rng)
+            self._not_before = max(self._not_before, now + delay)
+        dead = 0
+        for row in rows:
+            if verdict == RETRY and row.attempts + 1 < self.policy.max_attempts:
+                await self._record(row, "pending", row.attempts + 1, now + delay, reason, now)
                 self.counters.add(self.sink.name, "retry")
             else:
-                await self._record(row, "dead", row.attempts + 1, now, d.reason, now)
+                await self._record(row, "dead", row.attempts + 1, now, reason, now)
                 self.counters.add(self.sink.name, "dead")
-        log = _log.error if any(d.action == "dead" for d in decisions) else _log.warning
-        log("delivery_failed", sink=self.sink.name, n=len(rows), error=describe(exc),
-            retry_in_s=round(min(delays), 3) if delays else None,
-            dead=sum(d.action == "dead" for d in decisions))
+                dead += 1
+        (_log.error if dead else _log.warning)(
+            "delivery_failed", sink=self.sink.name, n=len(rows), error=reason, dead=dead,
+            retry_in_s=round(delay, 3) if verdict == RETRY and dead < len(rows) else None)
 
     async def _finish(self, rows: list[Row], state: str, outcome: str, error: str, now: float,
                       attempts: int = 0) -> None:

@@ -118,6 +118,13 @@ class RetryPolicy:
         ceiling = min(self.cap_s, self.base_s * 2.0 ** min(max(attempts - 1, 0), 62))
         return (rng or random).uniform(0.0, ceiling)
 
+    def delay(self, attempts: int, error: BaseException, rng: random.Random | None = None) -> float:
+        """Seconds before the next attempt: the server's Retry-After (capped), else backoff."""
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None:
+            return min(float(retry_after), self.max_retry_after_s)
+        return self.backoff(attempts, rng)
+
     def decide(self, attempts: int, error: BaseException, rng: random.Random | None = None) -> Decision:
         """What to do after ``attempts`` attempts, the last of which raised ``error``."""
         verdict = classify(error)
@@ -126,10 +133,7 @@ class RetryPolicy:
             return Decision("disable", reason=reason)
         if verdict == PERMANENT or attempts >= self.max_attempts:
             return Decision("dead", reason=reason)
-        retry_after = getattr(error, "retry_after", None)
-        if retry_after is not None:
-            return Decision("retry", min(float(retry_after), self.max_retry_after_s), reason)
-        return Decision("retry", self.backoff(attempts, rng), reason)
+        return Decision("retry", self.delay(attempts, error, rng), reason)
 
 
 def describe(error: BaseException) -> str:

@@ -85,6 +85,31 @@ class TestIsolation:
         assert d.counters.values[("down", "dropped")] == 3
 
 
+class TestBackoff:
+    def test_dead_endpoint_backs_off_as_a_whole(self):
+        """Fresh alerts do not reset the backoff: attempt k+1 waits the k-th full-jitter delay."""
+        import random
+
+        policy = RetryPolicy(max_attempts=100, base_s=0.02, cap_s=0.16)
+        expected = random.Random(7)
+        delays = [policy.backoff(k, expected) for k in range(1, 8)]
+
+        async def scenario():
+            async with Recorder() as closed:
+                url = closed.url
+            d = Delivery(sinks=[hook("down", url)], outbox=MemoryOutbox(), policy=policy, rng=random.Random(7))
+            await d.start()
+            for i in range(30):
+                d.submit_nowait(alert(run=f"r{i}"))
+            await until(lambda: d.counters.values[("down", "retry")] >= 1)
+            t1 = time.monotonic()
+            await until(lambda: d.counters.values[("down", "retry")] >= 8)
+            elapsed = time.monotonic() - t1
+            await d.aclose()
+            return elapsed
+        assert asyncio.run(scenario()) >= sum(delays) - 0.01
+
+
 class TestReplay:
     def test_replay_redelivers_dead(self):
         """Dead alerts are replayed once the endpoint is back, with the same webhook-id."""
