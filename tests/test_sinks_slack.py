@@ -166,6 +166,15 @@ class TestDelivery:
         assert req.json() == render(alerts, "https://wtwin.example")
         assert d.counters.values[("team", "success")] == 5
 
+    def test_burst_larger_than_max_batch_is_split(self):
+        """25 alerts with max_batch 20: two messages, 20 then 5, nothing lost."""
+        alerts = [alert(run=f"run-{i:02d}") for i in range(25)]
+        slack, d, _ = asyncio.run(deliver([], alerts, expect=2))
+        first, second = (r.json() for r in slack.requests)
+        assert first == render(alerts[:20], "https://wtwin.example")
+        assert second == render(alerts[20:], "https://wtwin.example")
+        assert len(first["blocks"]) <= 50
+
     def test_rate_limit_coalesces_what_arrives_while_waiting(self):
         """With min_interval 0.3 s, alerts arriving after the first send wait and go out together."""
         async def scenario():
