@@ -79,7 +79,7 @@ def main() -> int:
             rec = json.loads(line)
         except ValueError:
             continue
-        if rec.get("event") == "alert":
+        if rec.get("event") == "alert" and rec.get("sink") == "log":
             print(f"ALERT  run={rec['run']} step={rec['step']} kind={rec['kind']} "
                   f"severity={rec['severity']} status={rec['status']}: {rec.get('message', '')}")
     print(f"wtwind exited with status {daemon.returncode}")
@@ -89,28 +89,50 @@ def main() -> int:
     return 0 if daemon.returncode == 0 else 1
 
 
+DEGRADATION = ("drift", "divergence", "plateau")
+
+
+def alert_series(metrics_url: str) -> list[str]:
+    body = wait_http(metrics_url, time.monotonic() + 5) or ""
+    return [l for l in body.splitlines() if l.startswith("wtwind_run_alert_active{")]
+
+
 def stream(endpoint: str, metrics_url: str) -> bool:
+    """Publish both runs; True when the trainer of the degrading run got its alert back."""
     rng = random.Random(42)
-    healthy = connect(endpoint, run="demo-healthy", config={"model": "toy", "lr": 3e-4})
-    degrading = connect(endpoint, run="demo-degrading", config={"model": "toy", "lr": 3e-4})
+    got: dict[str, list[dict]] = {"demo-healthy": [], "demo-degrading": []}
+    emitters = {run: connect(endpoint, run=run, config={"model": "toy", "lr": 3e-4},
+                             on_alert=got[run].append) for run in got}
     print(f"streaming {STEPS} steps of two runs; demo-degrading starts drifting at step {ONSET}")
+    seen: list[str] = []
     for t in range(1, STEPS + 1):
-        healthy.loss(t, curve(t, rng, False))
-        degrading.loss(t, curve(t, rng, True))
+        for run, emit in emitters.items():
+            emit.loss(t, curve(t, rng, run == "demo-degrading"))
         if t % 200 == 0:
             time.sleep(0.01)
+            if t > ONSET and not seen:
+                seen = [l for l in alert_series(metrics_url) if "demo-degrading" in l]
     deadline = time.monotonic() + 30
-    series = []
-    while time.monotonic() < deadline and not series:
-        body = wait_http(metrics_url, deadline) or ""
-        series = [l for l in body.splitlines() if l.startswith("wtwind_run_alert_active{")]
-        time.sleep(0.2)
-    healthy.close()
-    degrading.close()
-    for line in series:
+    while time.monotonic() < deadline and not _firing(got["demo-degrading"]):
+        emitters["demo-degrading"].poll()
+        seen = seen or [l for l in alert_series(metrics_url) if "demo-degrading" in l]
+        time.sleep(0.1)
+    body = wait_http(metrics_url, time.monotonic() + 5) or ""
+    seen += [l for l in body.splitlines() if l.startswith("wtwind_alerts_total{")]
+    for emit in emitters.values():
+        emit.poll()
+        emit.close()
+    for line in seen:
         print(f"prometheus: {line}")
-    return any('run="demo-degrading"' in l for l in series) and not any(
-        'run="demo-healthy"' in l for l in series)
+    for a in _firing(got["demo-degrading"]):
+        print(f"trainer of demo-degrading got the alert back: kind={a['kind']} step={a['step']} "
+              f"W={a.get('W')}")
+    return bool(_firing(got["demo-degrading"])) and not _firing(got["demo-healthy"])
+
+
+def _firing(alerts: list[dict]) -> list[dict]:
+    return [a for a in alerts if a.get("status") == "firing" and a.get("kind") in DEGRADATION
+            and a.get("severity") in ("warning", "critical")]
 
 
 if __name__ == "__main__":

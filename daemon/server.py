@@ -111,8 +111,8 @@ class Server:
     def publish(self, alert: Alert) -> None:
         if alert.status == "firing":
             self.stats.alerts[(alert.kind, alert.severity)] += 1
-        log.warning("alert", run=alert.run, kind=alert.kind, severity=alert.severity,
-                    status=alert.status, step=alert.step, message=alert.message)
+        log.debug("alert_transition", run=alert.run, kind=alert.kind, severity=alert.severity,
+                  status=alert.status, step=alert.step)  # the `log` sink reports it to people
         run = self.table.get(alert.run)
         if run is not None:
             frame = wire.reply("alert", **alert.to_dict())
@@ -152,7 +152,9 @@ class Server:
         self.receiver.start(loop)
         self.state.start(loop)
         await self.delivery.start()
-        for alert in self.state.unrouted():  # journaled, but a crash came before routing
+        unrouted = self.state.unrouted()  # journaled, but a crash came before routing
+        self.state.prime_router(self.delivery.router, unrouted, time.time())
+        for alert in unrouted:
             self.delivery.submit_nowait(alert)
         self.ready = True
         self.notifier.ready(f"watching; http port {self.http_port}")
