@@ -260,11 +260,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="throughput runs per condition, interleaved")
     ap.add_argument("--state", choices=("sqlite", "memory"), default="sqlite")
     ap.add_argument("--paced", type=float, default=2000.0, help="events/s of the paced comparison")
+    ap.add_argument("--only", choices=("latency", "throughput"), help="run one part only")
     args = ap.parse_args()
     from wtwin.daemon.logsetup import configure
 
     configure("error", "console")  # the in-process Server of part 2 would log every alert
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-alerts-"))
+    if args.only != "throughput":
+        report_latency(args, tmp)
+    if args.only != "latency":
+        report_throughput(args, tmp)
+
+
+def report_latency(args, tmp: Path) -> None:
     print(f"alert latency, NaN loss event -> signed webhook at receiver ({args.alerts} alerts, "
           f"outbox={args.state}, cpus={os.cpu_count()}):")
     for load in (0.0, args.paced):
@@ -272,6 +280,9 @@ def main() -> None:
         what = "idle daemon" if not load else f"under {load:,.0f} ev/s of other runs"
         print(f"  {what:<32} median {statistics.median(ms):6.1f} ms   p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms"
               f"   max {ms[-1]:6.1f} ms")
+
+
+def report_throughput(args, tmp: Path) -> None:
     print(f"\ningest with alerts flowing: {PRODUCERS} producers x {args.events} events, "
           f"{PRODUCERS * RUNS_PER_PRODUCER} runs, cpus={os.cpu_count()}, outbox={args.state}")
     for title, rate in (("saturated (producers unpaced)", 0.0), (f"paced at {args.paced:,.0f} ev/s", args.paced)):
