@@ -22,7 +22,8 @@ num_epochs)``, called at epoch ends, reshapes each layer's spectrum:
 5. **Retract** the tail: ``erg="enforce"`` scales it so the ERG condition holds, the
    tail trace-log ``sum_tail log(lambda n / sum(lambda)) = 0`` in weightwatcher's detX
    units (eigenvalues rescaled to mean 1); ``erg="preserve"`` keeps the tail
-   log-determinant where it was (upstream's behaviour); ``erg="off"`` does neither.
+   log-determinant where it was (upstream's behaviour, the default: see docs/WWPGD.md
+   for why enforcing is opt-in); ``erg="off"`` does neither.
 6. **Rebuild** ``W + U diag(s_new - s) V^T`` in float64 (the same measurement units
    both ways, Conv2d included) and cast back to the parameter's dtype (bf16/fp16 work).
 
@@ -85,7 +86,7 @@ def fit_tail(evals: torch.Tensor) -> tuple[float, float, int] | None:
 
 
 def project_weight(weight: torch.Tensor, kind: str, *, q: float = 1.0, eta: float = 0.5, beta: float = 1.0,
-                   erg: str = "enforce") -> tuple[torch.Tensor, dict[str, Any]]:
+                   erg: str = "preserve") -> tuple[torch.Tensor, dict[str, Any]]:
     """One WW-PGD projection of ``weight`` (``kind``: dense | conv2d); returns (new, report)."""
     if erg not in ERG_MODES:
         raise ValueError(f"erg must be one of {ERG_MODES}, got {erg!r}")
@@ -181,7 +182,7 @@ class WWPGD(torch.optim.Optimizer):
 
     def __init__(self, model_or_params: torch.nn.Module | Iterable[torch.Tensor], base_optimizer: torch.optim.Optimizer,
                  *, q: float = 1.0, eta: float = 0.5, beta: float = 0.5, warmup: float = 0.1, ramp: float = 0.2,
-                 erg: str = "enforce", min_dim: int = 8) -> None:
+                 erg: str = "preserve", min_dim: int = 8) -> None:
         if not isinstance(base_optimizer, torch.optim.Optimizer):
             raise TypeError("base_optimizer must be a torch.optim.Optimizer")
         if erg not in ERG_MODES or not (q > 0 and eta > 0 and 0 <= beta <= 1 and warmup >= 0 and ramp >= 0):

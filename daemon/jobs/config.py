@@ -18,7 +18,7 @@ alpha_max = 6.0
 q = 1.0
 eta = 0.5
 beta = 0.5
-erg = "enforce"
+erg = "preserve"
 ```
 """
 
@@ -45,7 +45,7 @@ class ProjectionConfig:
     q: float = 1.0
     eta: float = 0.5
     beta: float = 0.5
-    erg: str = "enforce"
+    erg: str = "preserve"
 
     def __post_init__(self) -> None:
         _require(0 < self.q <= 10, f"q: {self.q} must be in (0, 10]")

@@ -34,7 +34,7 @@ def project_checkpoint(state_dict: dict[str, Any], path: str, fmt: str | None,
     report: dict[str, Any] = {}
     for spec in select_layers(state_dict):
         new, info = project_weight(spec.tensor, spec.kind, q=params.get("q", 1.0), eta=params.get("eta", 0.5),
-                                   beta=params.get("beta", 0.5), erg=params.get("erg", "enforce"))
+                                   beta=params.get("beta", 0.5), erg=params.get("erg", "preserve"))
         out[f"{spec.name}.weight"] = new.contiguous()
         report[spec.name] = {k: v for k, v in info.items() if k in ("projected", "alpha_before", "alpha_after")}
     target = projected_path(path)
