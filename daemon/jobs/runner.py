@@ -6,7 +6,8 @@ default, or ``distributed.Client(address).get_executor()`` for a Dask cluster.
 
 - **Bounded queue, newest wins**: at most one queued job per run; a newer checkpoint
   replaces the queued one (``skipped``); when ``queue_size`` jobs are queued a job
-  for a new run is ``dropped``.
+  for a new run is ``dropped``. A run never has two jobs running at once, so its
+  results arrive in checkpoint order.
 - **Timeout**: a job past ``timeout_s`` is reported ``timeout``; a local pool is then
   killed and rebuilt (a running process cannot be cancelled otherwise), and the
   other jobs it was running are queued again unless a newer checkpoint came in.
@@ -97,12 +98,14 @@ class JobRunner:
 
     # -- dispatch -------------------------------------------------------------
 
-    def _capacity(self) -> int:
-        return self.config.workers if self.config.executor == "process" else max(1, self.config.workers)
-
     def _dispatch(self) -> None:
-        while self._queue and len(self._running) < self._capacity() and not self._closed:
-            _, job = self._queue.popitem(last=False)
+        """Start queued jobs, oldest first, never two of one run at once (results stay in order)."""
+        while len(self._running) < self.config.workers and not self._closed:
+            busy = {job.run for job, _ in self._running.values()}
+            run = next((r for r in self._queue if r not in busy), None)
+            if run is None:
+                return
+            job = self._queue.pop(run)
             task = asyncio.get_running_loop().create_task(self._execute(job))
             self._running[task] = (job, self._generation)
 
