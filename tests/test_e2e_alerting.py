@@ -14,6 +14,7 @@ import base64
 import json
 import re
 import subprocess
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -116,10 +117,17 @@ scrape_configs:
         recv.close()
 
 
-def degrade(emit, steps: int = 4000) -> None:
-    for step in range(1, steps + 1):
+def degrade(emit, stop: threading.Event, max_steps: int = 100_000) -> None:
+    """A clean power-law curve, then from step 2000 a steady upward drift, until stopped.
+
+    The first 3,000 steps go out at once; after that ~200 steps/s keep the drift going
+    while Prometheus scrapes and evaluates.
+    """
+    for step in range(1, max_steps + 1):
         drift = 0.0005 * (step - 2000) if step > 2000 else 0.0
         emit.loss(step, 2.0 + 5.0 / step ** 0.5 + drift + 0.01 * ((step * 7919) % 13 - 6) / 6)
+        if step > 3000 and step % 10 == 0 and stop.wait(0.05):
+            return
 
 
 @pytest.mark.binary
@@ -130,15 +138,22 @@ def test_degrading_run_fires_in_prometheus_and_reaches_receivers(stack):
     wait_for(lambda: up(prom + "/-/ready"), 30, 0.1, "prometheus ready")
     wait_for(lambda: up(stack["am"] + "/-/ready"), 30, 0.1, "alertmanager ready")
     emit = connect(daemon.ipc, run="e2e-degrade")
+    stop = threading.Event()
+    trainer = threading.Thread(target=degrade, args=(emit, stop), daemon=True)
+    trainer.start()
     try:
-        degrade(emit)
         query = urllib.parse.quote('ALERTS{alertname="WTwinLossDegradation",alertstate="firing"}')
 
         def firing():
             res = api(f"{prom}/api/v1/query?query={query}")["data"]["result"]
             return [r["metric"] for r in res if r["metric"].get("run") == "e2e-degrade"]
-        (labels, *_) = wait_for(firing, 60, 0.2, "WTwinLossDegradation firing in Prometheus")
-        assert labels["severity"] == "warning" and labels["kind"] in ("drift", "plateau", "overfit")
+        try:
+            (labels, *_) = wait_for(firing, 60, 0.2, "WTwinLossDegradation firing in Prometheus")
+        except AssertionError as exc:  # say what Prometheus and the receiver did see
+            seen = api(f"{prom}/api/v1/query?query=" + urllib.parse.quote("ALERTS or wtwind_run_alert_active"))
+            got = [r.json()["alerts"][0]["labels"] for r in recv.requests("/wtwind")]
+            raise AssertionError(f"{exc}; Prometheus: {seen['data']['result']}; wtwind sent: {got}") from None
+        assert labels["severity"] == "warning"
         rules = api(f"{prom}/api/v1/rules?type=alert")["data"]["groups"]
         assert {r["name"] for g in rules for r in g["rules"]} >= {"WTwinLossDegradation", "WTwindDown"}
 
@@ -153,13 +168,15 @@ def test_degrading_run_fires_in_prometheus_and_reaches_receivers(stack):
         def direct():
             return [r for r in recv.requests("/wtwind")
                     if Webhook(SECRET).verify(r.body, r.headers)["alerts"][0]["labels"]["kind"]
-                    in ("drift", "plateau", "overfit")]
+                    in ("drift", "plateau", "overfit", "divergence")]
         (req, *_) = wait_for(direct, 30, 0.2, "wtwind's own signed webhook")
         doc = json.loads(req.body)
         assert doc["version"] == "4" and doc["receiver"] == "hook"
-        assert doc["alerts"][0]["labels"]["alertname"] == "WTwinLossDegradation"
+        assert doc["alerts"][0]["labels"]["alertname"] in ("WTwinLossDegradation", "WTwinLossDivergence")
         m = daemon.metrics()
         assert m[("wtwind_deliveries_total", (("outcome", "success"), ("sink", "hook")))] >= 1
         assert m[("wtwind_outbox_pending", (("sink", "hook"),))] == 0
     finally:
+        stop.set()
+        trainer.join(10)
         emit.close()
