@@ -17,14 +17,11 @@ from wtwin.emitters.tracker import Tracker  # noqa: E402
 from wtwin.emitters.wandb import WandbLogger  # noqa: E402
 
 
-def _records(path: str):
-    """The protobuf records of an offline ``.wandb`` file (LevelDB-style log, 32 KiB blocks)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data, pos, buf, block = open(path, "rb").read(), 7, b"", 32768
-    assert data[:4] == b":W&B"
+def _chunks(data: bytes, base: int):
+    """(kind, payload) chunks of a LevelDB-style log whose 32 KiB blocks start at ``base``."""
+    pos = 7
     while pos + 7 <= len(data):
-        left = block - pos % block
+        left = 32768 - (pos - base) % 32768
         if left < 7:
             pos += left
             continue
@@ -32,19 +29,43 @@ def _records(path: str):
         if length == 0 and kind == 0:
             pos += left
             continue
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind not in (1, 2, 3, 4) or length > left - 7:
+            raise ValueError(f"bad chunk header at {pos}")
+        yield kind, data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+
+
+def _records(path: str):
+    """The protobuf records of an offline ``.wandb`` file.
+
+    The file is a 7-byte ``:W&B`` header then a LevelDB-style log (32 KiB blocks, 7-byte
+    chunk headers). Whether the blocks count the file header has changed between W&B
+    versions, so both layouts are tried and the one that parses to the end is used.
+    """
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = open(path, "rb").read()
+    assert data[:4] == b":W&B"
+    for base in (0, 7):
+        try:
+            chunks = list(_chunks(data, base))
+        except ValueError:
+            continue
+        break
+    else:
+        raise AssertionError(f"{path}: cannot parse the run file")
+    buf = b""
+    for kind, payload in chunks:
+        buf = payload if kind in (1, 2) else buf + payload
         if kind in (1, 4):
             rec = pb.Record()
-            rec.ParseFromString(buf + chunk if kind == 4 else chunk)
-            buf = b""
+            rec.ParseFromString(buf)
             yield rec
-        else:
-            buf = (buf if kind == 3 else b"") + chunk
 
 
-def _history(run_dir) -> tuple[list[dict], list]:
+def _read(run_dir) -> tuple[list[dict], list, bool]:
     path = glob.glob(f"{run_dir}/wandb/offline-run-*/run-*.wandb")[0]
-    rows, alerts = [], []
+    rows, alerts, ended = [], [], False
     for rec in _records(path):
         kind = rec.WhichOneof("record_type")
         if kind == "history":
@@ -52,6 +73,20 @@ def _history(run_dir) -> tuple[list[dict], list]:
                          for i in rec.history.item})
         elif kind == "alert":
             alerts.append(rec.alert)
+        ended |= kind == "exit"
+    return rows, alerts, ended
+
+
+def _finish() -> None:
+    """Finish the run and stop the W&B service, so the run file is complete on disk."""
+    wandb.finish()
+    wandb.teardown()
+
+
+def _history(run_dir) -> tuple[list[dict], list]:
+    """History rows and native alerts, once the run file holds its exit record."""
+    rows, alerts, _ = wait_for(lambda: (r := _read(run_dir))[2] and r, 15, 0.1,
+                               what="the run's exit record in the offline file")
     return rows, alerts
 
 
@@ -86,7 +121,7 @@ class TestWandbLogger:
         opt.close()
         firing = [a for a in opt.wtwin_alerts if a["status"] == "firing" and a["severity"] != "info"]
         assert firing, "the blow-up raised no alert"
-        wandb.finish()
+        _finish()
         rows, native = _history(tmp_path)
         scores = [r for r in rows if "wtwin/alerting" in r]
         assert len(scores) == 500 and scores[-1]["wtwin/step"] == 500
@@ -101,17 +136,21 @@ class TestWandbLogger:
     def test_daemon_alert_is_logged(self, offline_run, tmp_path):
         """An alert coming back from wtwind is logged with its severity, W and step."""
         with InProcessDaemon() as d:
-            tr = Tracker(endpoint=d.endpoint, run="wb-nan", wandb=WandbLogger())
+            logger = WandbLogger()
+            tr = Tracker(endpoint=d.endpoint, run="wb-nan", wandb=logger)
             for t in range(1, 20):
                 tr.loss(t, 2.0 - t * 0.01)
             tr.loss(20, float("nan"))
-            wait_for(lambda: tr.poll() or [a for a in tr.alerts if a["kind"] == "nonfinite"], 10,
-                     what="nonfinite alert back")
+            def back():
+                tr.poll()
+                return [a for a in tr.alerts if a["kind"] == "nonfinite"]
+            wait_for(back, 10, what="nonfinite alert back")
             tr.close()
-        wandb.finish()
+        _finish()
         rows, _ = _history(tmp_path)
         hit = [r for r in rows if "wtwin/alert/nonfinite" in r]
-        assert hit and hit[0]["wtwin/alert_severity"] == 2 and hit[0]["wtwin/step"] == 20
+        assert logger.logged == 2 and hit, rows
+        assert hit[0]["wtwin/alert_severity"] == 2 and hit[0]["wtwin/step"] == 20
 
     def test_without_an_active_run_it_is_a_noop(self, monkeypatch):
         """No wandb.init: logging returns False and raises nothing."""
