@@ -1,6 +1,15 @@
-"""Pure detectors and the per-run monitor that runs them side by side."""
+"""Pure detectors and the per-run monitor that runs them side by side.
 
+One detector a module, each registered by name in `REGISTRY`: ``forecast``,
+``finetuning``, ``spike``, ``nonfinite``, ``divergence``, ``plateau``, ``overfit``,
+``resume_jump``.
+"""
+
+from . import divergence, forecast, nonfinite, overfit, plateau, resume, rise, spike  # noqa: F401
+from .base import REGISTRY, Detector
 from .finding import Finding, MonitorState
-from .monitor import PRESETS, RunMonitor
+from .monitor import RunMonitor, WTwinMonitor
+from .presets import PRESETS
 
-__all__ = ["Finding", "MonitorState", "PRESETS", "RunMonitor"]
+__all__ = ["Detector", "Finding", "MonitorState", "PRESETS", "REGISTRY", "RunMonitor",
+           "WTwinMonitor"]

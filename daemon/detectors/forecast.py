@@ -57,11 +57,11 @@ class ForecastDetector(Detector):
     default_law = "power"
 
     def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
-                 fit_from: float = 0.05, bin_ratio: float = 1.02, refit_ratio: float = 1.1,
-                 refit_min: int = 50, threshold: float = 60.0,
+                 fit_from: float = 0.3, bin_ratio: float = 1.02, refit_ratio: float = 1.15,
+                 refit_min: int = 50, threshold: float = 15.0,
                  allowance: float = 0.75, clip: float = 4.0, gate: float = 1.0,
                  noise_halflife: float = 500.0, d_halflife: float = 50.0,
-                 band_z: float = 3.0, bias_z: float = 2.0, freeze: float = 0.3, anneal_decay: float = 0.999,
+                 band_z: float = 3.0, bias_z: float = 3.0, freeze: float = 0.3, anneal_decay: float = 0.999,
                  law: str = "auto") -> None:
         for name in ("warmup", "holdout_min", "refit_min"):
             v = locals()[name]
@@ -95,6 +95,7 @@ class ForecastDetector(Detector):
         self._law = None           # law of the current fit
         self._p = None             # fitted parameters
         self._cov = None           # their covariance
+        self._prev = None          # the previous fit's parameters (fit-to-fit disagreement)
         self._misfit = 0.0
         self._noise = 0.0          # EWMA of |residual| (per point, loss units)
         self._level = None         # EWMA of the loss before the first fit
@@ -164,11 +165,8 @@ class ForecastDetector(Detector):
         if self._law is None:
             self._noise = resid_sd / 1.2533
             scale = resid_sd
-        held = ~f
-        if held.any():   # out-of-sample check on the holdout window: extrapolation error
-            r = laws.evaluate(law, X[held], p) - y[held]
-            oos = float(np.mean(r ** 2 - scale ** 2 / n[held]))
-            misfit = max(misfit, math.sqrt(max(oos, 0.0)))
+        if self._p is not None and law == self._law:
+            self._prev = self._p
         self._p, self._cov, self._misfit = p, cov, misfit
         self._law = law
         self._fits += 1
@@ -193,6 +191,8 @@ class ForecastDetector(Detector):
         pred, vpred = laws.predict(self._law, xl, self._p, self._cov)
         sw = 1.2533 * self._noise + 1e-12
         u2 = vpred + self._misfit ** 2        # forecast uncertainty: a bias shared by all steps
+        if self._prev is not None:            # two successive fits disagree: a young curve
+            u2 += (laws.predict(self._law, xl, self._prev, self._cov)[0] - pred) ** 2
         sd = math.sqrt(sw * sw + u2)
         r = loss - pred
         z = (r - self.bias_z * math.sqrt(u2)) / sw

@@ -109,18 +109,26 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
     w = np.sqrt(n)
     p0, lb, ub = _start(law, X, y)
     if p_prev is not None:
-        p0 = np.clip(np.asarray(p_prev, float), lb, ub - 1e-12 * np.abs(ub))
+        hi = ub.copy()
+        fin = np.isfinite(ub)
+        hi[fin] = ub[fin] - 1e-12 * np.abs(ub[fin])
+        p0 = np.clip(np.asarray(p_prev, float), lb, hi)
         p0[0] = min(p0[0], ub[0] - 1e-9 * (1 + abs(ub[0])))
 
+    cache = {}
+
     def fun(p):
-        return w * (_vector(law, X, p)[0] - y)
+        f, J = _vector(law, X, p)
+        cache["J"] = J
+        return w * (f - y)
 
     def jac(p):
-        return w[:, None] * _vector(law, X, p)[1]
+        return w[:, None] * cache["J"]
 
     try:
         res = least_squares(fun, p0, jac=jac, bounds=(lb, ub), loss="soft_l1",
-                            f_scale=max(scale, 1e-12), max_nfev=60, x_scale="jac")
+                            f_scale=max(scale, 1e-12), max_nfev=15 if p_prev is not None else 60,
+                            x_scale="jac", ftol=1e-6, xtol=1e-6, gtol=1e-6)
     except (ValueError, FloatingPointError, np.linalg.LinAlgError):
         return None
     if not np.all(np.isfinite(res.x)):

@@ -7,6 +7,11 @@ The daemon's run state only uses this contract:
 - ``update_eval(step, metrics) -> MonitorState | None``
 - ``snapshot() -> dict`` (msgpack/JSON-safe) and ``restore(snapshot)``
 
+Arbitration (so that one problem gives one page and clean runs stay silent): a sustained
+spike or a divergence takes precedence over the forecast's drift; a drift whose loss is
+flat where the forecast falls is reported as ``plateau``; benign recovered spikes are
+``info``. Findings are emitted when a kind's (active, severity) changes.
+
 Pure: no I/O, no clock, no logging.
 """
 
@@ -14,36 +19,147 @@ from __future__ import annotations
 
 import math
 
-from .finding import Finding, MonitorState
-from .residual import SustainedResidual
+from wtwin.daemon.errors import ConfigError
 
-PRESETS = ("pretraining", "adaptive_pretraining", "finetuning", "custom")
+from .base import REGISTRY
+from .finding import Finding, MonitorState
+from .presets import PRESETS
+
+SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
+            "nonfinite": "critical", "overfit": "warning"}
+
+
+def _build(preset: str, overrides: dict) -> dict:
+    if preset not in PRESETS:
+        raise ConfigError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
+    spec = {k: dict(v) for k, v in PRESETS[preset].items()}
+    main = "finetuning" if "finetuning" in spec else "forecast"
+    for key, val in overrides.items():
+        if isinstance(val, dict):
+            if key not in spec:
+                raise ConfigError(f"no detector {key!r} in preset {preset!r} (have {sorted(spec)})")
+            spec[key].update(val)
+        else:
+            spec[main][key] = val
+    dets = {name: REGISTRY[name](**kw) for name, kw in spec.items()}
+    dets["nonfinite"] = REGISTRY["nonfinite"]()
+    return dets
 
 
 class RunMonitor:
     def __init__(self, preset: str = "pretraining", **overrides) -> None:
-        if preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         self.preset = preset
-        self._residual = SustainedResidual(**overrides)
+        self.overrides = overrides
+        self._d = _build(preset, overrides)
+        self._main = "finetuning" if "finetuning" in self._d else "forecast"
+        self._emitted: dict[str, list] = {}
+
+    @property
+    def detectors(self) -> dict:
+        return dict(self._d)
+
+    def _emit(self, out: list, kind: str, active: bool, severity: str, step: int, msg: str) -> None:
+        prev = self._emitted.get(kind)
+        if prev is None and not active:
+            return
+        if prev is not None and prev[0] == active and (prev[1] == severity or not active):
+            return
+        self._emitted[kind] = [active, severity]
+        out.append(Finding(kind, severity, active, step, msg if active else f"{kind} resolved"))
 
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
-        if not math.isfinite(loss):
-            f = Finding("nonfinite", "critical", True, step, f"loss is {loss} at step {step}")
-            return MonitorState(step=step, l_obs=loss, alert=True, findings=(f,))
-        s = self._residual.update(step, loss)
-        findings = [Finding("nonfinite", "critical", False, step)]
-        msg = f"smoothed loss {s.smoothed:.4g} is {s.score:.1f} noise units above its best {s.best:.4g}"
-        findings.append(Finding("drift", "warning", s.active, step, msg))
-        return MonitorState(step=step, l_obs=loss, l_pred=s.best, W=s.score, alert=s.active,
-                            findings=tuple(findings))
+        d, out = self._d, []
+        loss = float(loss)
+        rj = d["resume_jump"].update(step, loss)
+        nf = d["nonfinite"].update(step, loss)
+        if rj.active:
+            self._emit(out, "resume_jump", True, rj.severity, step,
+                       f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g}")
+        elif "resume_jump" in self._emitted:
+            self._emit(out, "resume_jump", False, "info", step, "")
+        self._emit(out, "nonfinite", nf.active, "critical", step,
+                   f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})")
+        if nf.active:
+            return MonitorState(step=step, l_obs=loss, alert=True, findings=tuple(out))
+        fc = d[self._main].update(step, loss, lr)
+        sp = d["spike"].update(step, loss)
+        dv = d["divergence"].update(step, loss)
+        ri = d["rise"].update(step, loss)
+        pl = d["plateau"].update(step, loss, fc.l_pred, fc.alert)
+        d["overfit"].update_train(step, loss)
+        if ri.active and d[self._main]._lr is not None:   # lr known: a rise the schedule
+            ri = ri if fc.band_hi is None or ri.level > fc.band_hi else None  # explains is no drift
+        self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
+        alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
+        return MonitorState(step=step, l_obs=loss, l_pred=fc.l_pred, band_lo=fc.band_lo,
+                            band_hi=fc.band_hi, D=fc.D, Q=fc.Q, T=fc.T, W=fc.W, alert=alert,
+                            findings=tuple(out))
+
+    def _arbitrate(self, out, step, loss, fc, sp, dv, pl, ri) -> None:
+        self._emit(out, "divergence", dv.active, "critical", step,
+                   f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
+        if sp.severity == "info":
+            self._emit(out, "spike", True, "info", step,
+                       f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
+        else:
+            self._emit(out, "spike", sp.active and not dv.active, "warning", step,
+                       f"loss jumped {sp.height:+.3g} at step {sp.spike_step} and has not recovered")
+        stagnation = pl.active and pl.rule == "stagnation"
+        self._emit(out, "plateau", pl.active, "warning", step,
+                   "no learning: loss level {:.4g} fell only {:.2%} since the start".format(
+                       pl.level, pl.progress) if pl.rule == "no_learning" else
+                   f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling")
+        drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv.active or sp.active)
+        why = (f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
+               f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
+               if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} climbed {ri.score:.1f} noise "
+               f"units above its best {ri.best:.4g}")
+        self._emit(out, "drift", drift, "warning", step, why)
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
-        return None
+        val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
+        if val is None:
+            return None
+        val, out = float(val), []
+        if not math.isfinite(val):
+            self._emit(out, "nonfinite", True, "critical", step, f"validation loss is {val} at step {step}")
+            return MonitorState(step=step, l_obs=val, alert=True, findings=tuple(out))
+        ov = self._d["overfit"].update(step, val)
+        self._emit(out, "overfit", ov.active, "warning", step,
+                   f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "
+                   "while the training loss still falls")
+        alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
+        return MonitorState(step=step, l_obs=val, alert=alert, findings=tuple(out))
 
     def snapshot(self) -> dict:
-        return {"preset": self.preset, "residual": self._residual.snapshot()}
+        return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
+                "emitted": {k: list(v) for k, v in self._emitted.items()},
+                "detectors": {k: det.snapshot() for k, det in self._d.items()}}
 
     def restore(self, snap: dict) -> None:
-        self._residual.restore(snap["residual"])
+        if snap.get("v") != 1 or "detectors" not in snap:
+            raise ConfigError("monitor snapshot is not version 1")
+        self.__init__(snap["preset"], **snap.get("overrides", {}))
+        self._emitted = {k: list(v) for k, v in snap["emitted"].items()}
+        for k, s in snap["detectors"].items():
+            self._d[k].restore(s)
+
+
+class WTwinMonitor(RunMonitor):
+    """Seed-compatible in-process monitor: ``WTwinMonitor(preset).update(step, loss)``.
+
+    >>> import random
+    >>> rng = random.Random(0)
+    >>> mon = WTwinMonitor(preset="pretraining")
+    >>> caught = None
+    >>> for t in range(1, 8001):
+    ...     loss = 2.5 + 9.0 * t ** -0.35 + rng.gauss(0, 0.05) + max(0.0, t - 5000) * 1e-4
+    ...     if mon.update(t, loss).alert and caught is None:
+    ...         caught = t
+    >>> 5000 < caught < 6000
+    True
+    """
+
+    def update(self, step: int, loss: float, lr: float | None = None) -> MonitorState:
+        return self.update_loss(step, loss, lr)

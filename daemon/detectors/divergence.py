@@ -1,0 +1,80 @@
+"""`divergence`: the loss runs away from its best level (explosive growth), critical.
+
+``level`` is an EWMA of the loss (half-life ``halflife`` steps), ``best`` its minimum
+since ``warmup`` steps. Active once ``level - best`` has exceeded
+``max(ratio * |best|, z * scale)`` for ``patience`` steps (and at least two points),
+``scale`` being an EWMA of absolute one-step changes; it resolves when the level comes
+back under that margin.
+
+>>> det = DivergenceDetector()
+>>> hit = next(t for t in range(1, 2000)
+...            if det.update(t, 3.0 if t < 1000 else 3.0 * 1.01 ** (t - 1000)).active)
+>>> 1000 < hit < 1100
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Detector, check, decay, positive, register
+
+
+@dataclass(frozen=True, slots=True)
+class DivergenceState:
+    step: int
+    active: bool
+    level: float
+    best: float
+    excess: float        # (level - best) / margin; > 1 means over the margin
+
+
+@register
+class DivergenceDetector(Detector):
+    name = "divergence"
+
+    def __init__(self, *, ratio: float = 0.3, z: float = 30.0, patience: int = 20,
+                 halflife: float = 10.0, scale_halflife: float = 200.0, warmup: int = 100) -> None:
+        for n in ("ratio", "z", "halflife", "scale_halflife"):
+            positive(n, locals()[n])
+        for n in ("patience", "warmup"):
+            check(isinstance(locals()[n], int) and locals()[n] >= 0, n, locals()[n], "an int >= 0 (steps)")
+        self.ratio, self.z, self.patience = ratio, z, patience
+        self.halflife, self.scale_halflife, self.warmup = halflife, scale_halflife, warmup
+        self._level = None
+        self._scale = 0.0
+        self._best = math.inf
+        self._first = None
+        self._last = None
+        self._since = None     # step at which the level went over the margin
+        self._points = 0
+
+    def update(self, step: int, loss: float) -> DivergenceState:
+        if not math.isfinite(loss):
+            return DivergenceState(step, self._since is not None and self._points >= 2,
+                                   self._level or 0.0, self._best, 0.0)
+        if self._level is None:
+            self._level, self._first, self._last = loss, step, step
+            return DivergenceState(step, False, loss, self._best, 0.0)
+        dt = max(step - self._last, 1)
+        self._last = step
+        d = abs(loss - self._level)
+        g = decay(dt, self.scale_halflife)
+        cap = 4 * self._scale if self._scale > 0 else d
+        self._scale = g * self._scale + (1 - g) * min(d, cap)
+        g = decay(dt, self.halflife)
+        self._level = g * self._level + (1 - g) * loss
+        if step - self._first < self.warmup:
+            return DivergenceState(step, False, self._level, self._best, 0.0)
+        self._best = min(self._best, self._level)
+        margin = max(self.ratio * abs(self._best), self.z * self._scale, 1e-12)
+        excess = (self._level - self._best) / margin
+        if excess > 1.0:
+            if self._since is None:
+                self._since, self._points = step, 0
+            self._points += 1
+        else:
+            self._since = None
+        active = self._since is not None and step - self._since >= self.patience and self._points >= 2
+        return DivergenceState(step, active, self._level, self._best, excess)

@@ -1,0 +1,78 @@
+"""`overfit`: validation loss rising while the training loss still falls.
+
+``update_train`` keeps ``train``, an EWMA of the training loss (half-life ``halflife``
+steps). ``update`` takes each validation loss: once ``min_evals`` evals are in, the
+finding is active when the last ``patience`` evals are all more than ``rise`` (a
+fraction) above the best validation loss, while ``train`` is more than ``train_drop``
+(a fraction) below its value at that best eval.
+
+>>> det = OverfitDetector()
+>>> hit = None
+>>> for s in range(1, 20001):
+...     det.update_train(s, 3.0 - s / 20000)
+...     if s % 500 == 0 and det.update(s, 2.5 + abs(s - 10000) / 10000).active:
+...         hit = hit or s
+>>> hit
+11000
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Detector, check, fraction, positive, register, decay
+
+
+@dataclass(frozen=True, slots=True)
+class OverfitState:
+    step: int
+    active: bool
+    val: float
+    best_val: float
+    train: float | None
+
+
+@register
+class OverfitDetector(Detector):
+    name = "overfit"
+
+    def __init__(self, *, rise: float = 0.01, train_drop: float = 0.005, patience: int = 2,
+                 min_evals: int = 3, halflife: float = 50.0) -> None:
+        fraction("rise", rise)
+        fraction("train_drop", train_drop)
+        for n in ("patience", "min_evals"):
+            check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1 (evals)")
+        positive("halflife", halflife)
+        self.rise, self.train_drop, self.patience = rise, train_drop, patience
+        self.min_evals, self.halflife = min_evals, halflife
+        self._train = None
+        self._tstep = None
+        self._best = math.inf
+        self._train_at_best = None
+        self._evals = 0
+        self._above = 0
+
+    def update_train(self, step: int, loss: float) -> None:
+        if not math.isfinite(loss):
+            return
+        if self._train is None:
+            self._train, self._tstep = loss, step
+        g = decay(step - self._tstep, self.halflife)
+        self._tstep = step
+        self._train = g * self._train + (1 - g) * loss
+
+    def update(self, step: int, val: float) -> OverfitState:
+        if not math.isfinite(val):
+            return OverfitState(step, False, val, self._best, self._train)
+        self._evals += 1
+        if val < self._best:
+            self._best, self._train_at_best, self._above = val, self._train, 0
+        elif val > self._best + self.rise * abs(self._best):
+            self._above += 1
+        else:
+            self._above = 0
+        t0, t = self._train_at_best, self._train
+        falling = t0 is not None and t is not None and t < t0 - self.train_drop * abs(t0)
+        active = self._evals >= self.min_evals and self._above >= self.patience and falling
+        return OverfitState(step, active, val, self._best, t)

@@ -1,0 +1,42 @@
+"""Presets: each detector's arguments per kind of run. Units are in docs/DETECTION.md.
+
+``custom`` is ``pretraining`` with nothing assumed: pass every override you need, as
+``RunMonitor("custom", forecast={"threshold": 30.0}, spike={"z": 6.0})``.
+"""
+
+from __future__ import annotations
+
+PRETRAINING = {
+    "forecast": {},
+    "rise": {},
+    "spike": {},
+    "divergence": {},
+    "plateau": {},
+    "overfit": {},
+    "resume_jump": {},
+}
+
+PRESETS = {
+    "pretraining": PRETRAINING,
+    # continued pre-training from a checkpoint: starts low, falls slowly, warm-up short
+    "adaptive_pretraining": {
+        "forecast": {"warmup": 200, "refit_min": 25},
+        "rise": {},
+        "spike": {},
+        "divergence": {"ratio": 0.2},
+        "plateau": {"min_progress": 0.005, "grace": 2000},
+        "overfit": {},
+        "resume_jump": {},
+    },
+    # fine-tuning: exponential-to-floor forecast, short runs, few hundred steps
+    "finetuning": {
+        "finetuning": {"warmup": 50, "holdout_min": 20, "refit_min": 10},
+        "rise": {"warmup": 50, "halflife": 30.0, "noise_halflife": 300.0},
+        "spike": {"warmup": 10},
+        "divergence": {"ratio": 0.5, "warmup": 20},
+        "plateau": {"min_progress": 0.01, "grace": 300, "window": 200},
+        "overfit": {"patience": 2},
+        "resume_jump": {},
+    },
+    "custom": PRETRAINING,
+}

@@ -1,0 +1,60 @@
+"""`resume_jump`: the step went backwards (a resume or restart), and the loss with it.
+
+Active for the one update at which the step goes back. Severity ``info`` when the loss
+continues where the run was at that step, ``warning`` when it jumped by more than
+``z`` noise units (``scale``: EWMA of absolute one-step changes, half-life
+``scale_halflife`` steps) above the last level seen before the resume.
+
+>>> det = ResumeDetector()
+>>> states = [det.update(t, 2.0 + 0.01 * (t % 2)) for t in range(1, 100)] + [det.update(50, 2.6)]
+>>> states[-1].active, states[-1].severity
+(True, 'warning')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Detector, decay, positive, register
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeState:
+    step: int
+    active: bool
+    severity: str | None
+    from_step: int | None = None
+    jump: float = 0.0
+
+
+@register
+class ResumeDetector(Detector):
+    name = "resume_jump"
+
+    def __init__(self, *, z: float = 6.0, scale_halflife: float = 200.0) -> None:
+        positive("z", z)
+        positive("scale_halflife", scale_halflife)
+        self.z, self.scale_halflife = z, scale_halflife
+        self._last_step = None
+        self._last_loss = None
+        self._scale = 0.0
+
+    def update(self, step: int, loss: float) -> ResumeState:
+        prev_step, prev = self._last_step, self._last_loss
+        self._last_step = step
+        finite = math.isfinite(loss)
+        if prev_step is not None and step < prev_step:
+            jump = loss - prev if (finite and prev is not None) else 0.0
+            big = jump > self.z * max(self._scale, 1e-12) and self._scale > 0
+            if finite:
+                self._last_loss = loss
+            return ResumeState(step, True, "warning" if big else "info", prev_step, jump)
+        if finite:
+            if prev is not None:
+                g = decay(max(step - prev_step, 1), self.scale_halflife)
+                d = abs(loss - prev)
+                cap = 4 * self._scale if self._scale > 0 else d
+                self._scale = g * self._scale + (1 - g) * min(d, cap)
+            self._last_loss = loss
+        return ResumeState(step, False, None)

@@ -1,0 +1,111 @@
+"""`rise`: the smoothed loss climbs above its own best, in units of its own noise.
+
+A noise-normalized, spike-robust form of the "median of the last losses above its best"
+rule. ``level`` is an EWMA (half-life ``halflife`` steps) of the loss, its upward jumps winsorized at
+``clip`` noise units; the noise is an EWMA (half-life ``noise_halflife`` steps) of the
+absolute one-step changes (winsorized), which a slow trend does not inflate (its
+half-life is at most a quarter of the run's age, so the fast early phase is forgotten). The score is ``(level - best) / noise`` where
+``best`` is the lowest level since ``warmup`` steps, and the noise unit is at least
+``level_z`` standard deviations of the level itself (sparse logs have a noisier
+level: fewer points per half-life); the detector is active once the
+score has stayed above ``threshold`` for ``patience`` steps (and two points), or at
+once when a CUSUM of ``(loss - best) / noise - jump_k`` (each term clipped at ``jump_clip``)
+exceeds ``jump_h``: an abrupt, sustained jump. It
+catches every failure that makes the loss go up; the forecast catches the ones that only
+stop it going down.
+
+>>> import random
+>>> rng = random.Random(2)
+>>> det = RiseDetector()
+>>> hit = next(t for t in range(1, 20001)
+...            if det.update(t, 3 + 5 * t ** -0.5 + rng.gauss(0, 0.1) + max(0, t - 8000) * 3e-4).active)
+>>> 8000 < hit < 8800
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Detector, check, decay, positive, register
+
+
+@dataclass(frozen=True, slots=True)
+class RiseState:
+    step: int
+    active: bool
+    score: float
+    level: float
+    best: float
+
+
+@register
+class RiseDetector(Detector):
+    name = "rise"
+
+    def __init__(self, *, threshold: float = 1.2, halflife: float = 100.0,
+                 noise_halflife: float = 500.0, clip: float = 4.0, patience: int = 20,
+                 warmup: int = 200, level_z: float = 8.0, jump_k: float = 1.5,
+                 jump_h: float = 15.0, jump_clip: float = 6.0) -> None:
+        for n in ("threshold", "halflife", "noise_halflife", "clip", "level_z", "jump_k", "jump_h",
+                  "jump_clip"):
+            positive(n, locals()[n])
+        for n in ("patience", "warmup"):
+            check(isinstance(locals()[n], int) and locals()[n] >= 0, n, locals()[n], "an int >= 0 (steps)")
+        self.threshold, self.halflife, self.noise_halflife = threshold, halflife, noise_halflife
+        self.clip, self.patience, self.warmup, self.level_z = clip, patience, warmup, level_z
+        self.jump_k, self.jump_h, self.jump_clip = jump_k, jump_h, jump_clip
+        self._dt = 1.0            # EWMA of the step gap between points
+        self._S = 0.0             # CUSUM of (loss - best) / noise - jump_k: abrupt jumps
+        self._score = 0.0         # last score; the noise is frozen while evidence builds
+        self._level = None
+        self._noise = 0.0
+        self._best = math.inf
+        self._first = None
+        self._last = None
+        self._since = None
+        self._points = 0
+        self._prev = None
+
+    def update(self, step: int, loss: float) -> RiseState:
+        if not math.isfinite(loss) or (self._last is not None and step <= self._last):
+            lvl = self._level if self._level is not None else 0.0
+            if self._last is not None and step < self._last:
+                self._best, self._since, self._last = math.inf, None, step
+            return RiseState(step, False, 0.0, lvl, self._best)
+        if self._level is None:
+            self._level, self._first, self._last, self._prev = loss, step, step, loss
+            return RiseState(step, False, 0.0, loss, self._best)
+        dt = step - self._last
+        self._last = step
+        self._dt += 0.05 * (dt - self._dt)
+        d = abs(loss - self._prev)             # one-step change: trend-free noise
+        self._prev = loss
+        if self._noise > 0:
+            d = min(d, self.clip * self._noise)
+        if self._score < 0.5 * self.threshold and self._S < 0.5 * self.jump_h:
+            g = decay(dt, min(self.noise_halflife, 0.25 * (step - self._first) + 1.0))
+            self._noise = g * self._noise + (1 - g) * d if self._noise > 0 else d
+        sd = 0.8862 * self._noise                # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
+        r = loss - self._level
+        c = self.clip * sd
+        r = min(c, r) if sd > 0 else r           # upward outliers (spikes) are clipped
+        g = decay(dt, self.halflife)
+        self._level += (1 - g) * r
+        if step - self._first < self.warmup or self._noise <= 0:
+            return RiseState(step, False, 0.0, self._level, self._best)
+        self._best = min(self._best, self._level)
+        a = 1.0 - decay(self._dt, self.halflife)       # EWMA weight per point
+        score = (self._level - self._best) / (sd * max(1.0, self.level_z * math.sqrt(a / (2 - a))))
+        self._S = max(0.0, self._S + min((loss - self._best) / sd, self.jump_clip) - self.jump_k)
+        self._score = score
+        if score > self.threshold:
+            if self._since is None:
+                self._since, self._points = step, 0
+            self._points += 1
+        else:
+            self._since = None
+        active = (self._since is not None and step - self._since >= self.patience
+                  and self._points >= 2) or self._S > self.jump_h
+        return RiseState(step, active, score, self._level, self._best)
