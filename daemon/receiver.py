@@ -40,6 +40,7 @@ class Receiver:
         self.bad_envelopes = 0
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_pending = False
 
     def configure_curve(self, secret_key: bytes, public_key: bytes) -> None:
         self.sock.curve_server = True
@@ -62,6 +63,7 @@ class Receiver:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._drain_pending = False
         loop.add_reader(self.sock.getsockopt(zmq.FD), self.drain)
         loop.call_soon(self.drain)
 
@@ -88,11 +90,20 @@ class Receiver:
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            if not n & 63 and time.perf_counter() > deadline:
+            if time.perf_counter() > deadline:  # per message: one frame may hold 512 events
                 break
-        if self._loop is not None:
-            self._loop.call_soon(self.drain)
+        self._schedule()
         return n
+
+    def _schedule(self) -> None:
+        """At most one drain pending on the loop, however many sends asked for one."""
+        if self._loop is not None and not self._drain_pending:
+            self._drain_pending = True
+            self._loop.call_soon(self._scheduled_drain)
+
+    def _scheduled_drain(self) -> None:
+        self._drain_pending = False
+        self.drain()
 
     def send(self, identity: bytes, frame: bytes) -> bool:
         try:
@@ -100,8 +111,7 @@ class Receiver:
         except zmq.ZMQError:
             self.send_dropped += 1
             return False
-        if self._loop is not None:  # a send can consume the FD's edge: look again
-            self._loop.call_soon(self.drain)
+        self._schedule()  # a send can consume the FD's edge: look again
         return True
 
     def close(self) -> None:

@@ -76,6 +76,8 @@ class Emitter:
         self._ack_progress = time.monotonic()
         self._ack_wait = ack_timeout_s  # doubles on each timeout without progress (max 60 s)
         self._idle = threading.Event()
+        self._idle_at = 0.0
+        self._close_wait = linger_ms / 1000
         self._dropped = 0
         self._stats = collections.Counter()
         self._seq = 0
@@ -140,12 +142,13 @@ class Emitter:
         """Wait until everything emitted so far is acked (sent, with ``replay_size=0``).
 
         Returns False at ``timeout`` (a daemon that is down, or one that never acks)."""
-        deadline = time.monotonic() + timeout
-        self._idle.clear()
-        while not (self._idle.wait(0.01) and self._is_idle()):
+        start = time.monotonic()
+        deadline = start + timeout
+        while self._idle_at <= start:  # idle as seen by the I/O thread after this call began
             if time.monotonic() >= deadline or not self._thread.is_alive():
-                return self._is_idle()
+                return False
             self._idle.clear()
+            self._idle.wait(0.01)
         return True
 
     def _is_idle(self) -> bool:
@@ -156,6 +159,7 @@ class Emitter:
             return
         self._q.append(("run_end", time.time(), status))
         self._closed = True
+        self._close_wait = max(self._linger_ms / 1000, timeout - 0.5)  # for acks, if any
         self._closing.set()
         self._thread.join(timeout)
         self.poll()
@@ -215,13 +219,15 @@ class Emitter:
                 next_hb = time.monotonic() + self._heartbeat_s
                 self._q.append(("heartbeat", time.time()))
             self._check_ack_timeout()
-            if self._is_idle():
+            if self._is_idle():  # judged here, on the thread that moves events around
+                self._idle_at = time.monotonic()
                 self._idle.set()
             for s, _ in poller.poll(2 if self._q or self._pending else 10):
                 self._receive(s)
 
     def _final_flush(self, sock, poller) -> None:
-        deadline = time.monotonic() + self._linger_ms / 1000
+        wait = self._close_wait if self._ack_seen else self._linger_ms / 1000
+        deadline = time.monotonic() + wait
         while not self._is_idle() and time.monotonic() < deadline:
             self._check_ack_timeout()
             self._flush(sock)
@@ -230,6 +236,8 @@ class Emitter:
         for events, _ in self._pending:
             self._stats["dropped_io"] += len(events)
         self._pending.clear()
+        if self._ack_seen and self._unacked:  # sent, but the daemon never confirmed them
+            self._stats["unacked_at_close"] += len(self._unacked)
 
     def _pack_queue(self) -> None:
         while self._q:

@@ -95,6 +95,20 @@ class StateStore:
 
         self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
 
+    def prime_router(self, router, unrouted: list[Alert], now: float) -> int:
+        """Tell the (in-memory) router which restored alerts are firing and were routed
+        before the restart, so their ``resolved`` goes where the firing went and a
+        repeat is deduplicated. What it hands back was already committed to the outbox
+        (put is idempotent per sink and key), so it is not sent again."""
+        skip = {a.idempotency_key for a in unrouted}
+        n = 0
+        for run in self.table:
+            for alert in run.policy.firing.values():
+                if alert.idempotency_key not in skip:
+                    router.offer(alert, now)
+                    n += 1
+        return n
+
     def unrouted(self) -> list[Alert]:
         return self.outbox.unrouted() if self.outbox is not None and self.durable else []
 
