@@ -104,3 +104,14 @@ class TestPolicyConfig:
         """Construction validates and names the field."""
         with pytest.raises(ConfigError, match=field):
             RetryPolicy(**kwargs)
+
+
+def test_module_doctests():
+    """The seeded examples in the sinks modules' docstrings hold."""
+    import doctest
+
+    from wtwin.sinks import retry, routing, testing
+
+    for mod in (retry, routing, testing):
+        result = doctest.testmod(mod)
+        assert result.failed == 0 and result.attempted > 0, mod.__name__
