@@ -8,7 +8,8 @@ default, or ``distributed.Client(address).get_executor()`` for a Dask cluster.
   replaces the queued one (``skipped``); when ``queue_size`` jobs are queued a job
   for a new run is ``dropped``. A run never has two jobs running at once, so its
   results arrive in checkpoint order.
-- **Timeout**: a job past ``timeout_s`` is reported ``timeout``; a local pool is then
+- **Timeout**: a job past ``timeout_s`` is reported ``timeout`` (a pool's start-up,
+  up to ``STARTUP_TIMEOUT_S``, is not counted: the pool is warmed before jobs go in); a local pool is then
   killed and rebuilt (a running process cannot be cancelled otherwise), and the
   other jobs it was running are queued again unless a newer checkpoint came in.
 - **Crash**: a worker that dies breaks the pool; its jobs are reported ``crashed``,
@@ -35,6 +36,7 @@ from .config import JobsConfig
 from .model import DURATION_BUCKETS, OUTCOMES, Job, JobResult, JobStats, job_from_event
 
 log = structlog.get_logger("wtwind.jobs")
+STARTUP_TIMEOUT_S = 300.0  # starting a pool (spawn + imports) is not charged to a job's timeout
 
 
 class JobRunner:
@@ -48,6 +50,7 @@ class JobRunner:
         self._executor: Executor | None = None
         self._client: Any = None
         self._generation = 0
+        self._starting = asyncio.Lock()
         self._requeue: set[asyncio.Task] = set()
         self._closed = False
         self._counts = dict.fromkeys(OUTCOMES, 0)
@@ -166,20 +169,33 @@ class JobRunner:
     # -- executors -------------------------------------------------------------
 
     async def _get_executor(self) -> Executor:
-        if self._executor is None:
-            if self.config.executor == "dask":
-                from distributed import Client
+        async with self._starting:  # one start at a time; the others wait for it
+            if self._executor is None:
+                if self.config.executor == "dask":
+                    from distributed import Client
 
-                self._client = await asyncio.to_thread(Client, self.config.dask_address)
-                self._executor = self._client.get_executor(pure=False)
-            else:
-                import multiprocessing
+                    self._client = await asyncio.to_thread(Client, self.config.dask_address)
+                    self._executor = self._client.get_executor(pure=False)
+                else:
+                    self._executor = await self._start_pool()
+                self._generation += 1
+            return self._executor
 
-                self._executor = ProcessPoolExecutor(
-                    max_workers=self.config.workers, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=worker.init_worker, initargs=(self.config.engine, self.config.threads_per_worker))
-            self._generation += 1
-        return self._executor
+    async def _start_pool(self) -> Executor:
+        """A spawn-context pool with every worker started and initialised, so that a job's
+        timeout never pays for interpreter start-up and heavy imports."""
+        import multiprocessing
+
+        pool = ProcessPoolExecutor(
+            max_workers=self.config.workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=worker.init_worker, initargs=(self.config.engine, self.config.threads_per_worker))
+        pings = [asyncio.wrap_future(pool.submit(worker.ping, 0.2)) for _ in range(self.config.workers)]
+        try:
+            await asyncio.wait_for(asyncio.gather(*pings), STARTUP_TIMEOUT_S)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        return pool
 
     def _shutdown_executor(self) -> None:
         executor, self._executor = self._executor, None

@@ -66,6 +66,14 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def ping(seconds: float = 0.0) -> int:
+    """Warm-up no-op: holding a worker a moment makes the pool start the next one."""
+    import os
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
 def crash_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Kill the worker process outright (tests: what a segfaulting BLAS looks like)."""
     import os
