@@ -2,8 +2,10 @@
 
 Pure: the caller passes ``now`` (Unix seconds). A kind fires on its first active
 finding, stays deduplicated while active (a higher severity upgrades it), and resolves
-on the first inactive finding. After a resolve, the same kind cannot fire again until
-``cooldown_s`` has passed, so a flapping condition pages once.
+once its findings have stayed inactive for ``resolve_after_steps`` training steps (like
+Alertmanager's ``keep_firing_for``: a score hovering at its threshold does not flap).
+Kinds in ``immediate_kinds`` (``stalled``: its step does not advance) resolve at once.
+After a resolve, the same kind cannot fire again until ``cooldown_s`` has passed.
 """
 
 from __future__ import annotations
@@ -16,22 +18,30 @@ _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 class AlertPolicy:
-    def __init__(self, run: str, *, cooldown_s: float = 60.0) -> None:
+    def __init__(self, run: str, *, cooldown_s: float = 60.0, resolve_after_steps: int = 100,
+                 immediate_kinds: tuple[str, ...] = ("stalled",)) -> None:
         if cooldown_s < 0:
             raise ValueError(f"cooldown_s must be >= 0, got {cooldown_s!r}")
+        if resolve_after_steps < 0:
+            raise ValueError(f"resolve_after_steps must be >= 0, got {resolve_after_steps!r}")
         self.run = run
         self.cooldown_s = cooldown_s
+        self.resolve_after_steps = resolve_after_steps
+        self.immediate_kinds = tuple(immediate_kinds)
         self._firing: dict[str, Alert] = {}
         self._resolved_at: dict[str, float] = {}
+        self._quiet_since: dict[str, int] = {}   # kind -> first step of the inactive streak
 
     @property
     def firing(self) -> dict[str, Alert]:
         return self._firing
 
-    def apply(self, finding: Finding, now: float, *, loss=None, forecast=None, W=None) -> Alert | None:
+    def apply(self, finding: Finding, now: float, *, loss=None, forecast=None, W=None,
+              force: bool = False) -> Alert | None:
         """Return the transition this finding causes, or None."""
         current = self._firing.get(finding.kind)
         if finding.active:
+            self._quiet_since.pop(finding.kind, None)
             if current is not None:
                 if _RANK[finding.severity] <= _RANK[current.severity]:
                     return None
@@ -45,6 +55,11 @@ class AlertPolicy:
             return alert
         if current is None:
             return None
+        if not force and finding.kind not in self.immediate_kinds:
+            since = self._quiet_since.setdefault(finding.kind, finding.step)
+            if finding.step - since < self.resolve_after_steps:
+                return None
+        self._quiet_since.pop(finding.kind, None)
         del self._firing[finding.kind]
         self._resolved_at[finding.kind] = now
         return Alert(run=self.run, kind=current.kind, severity=current.severity,
@@ -54,15 +69,16 @@ class AlertPolicy:
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
         return [a for kind in list(self._firing)
-                if (a := self.apply(Finding(kind, "info", False, step, message), now))]
+                if (a := self.apply(Finding(kind, "info", False, step, message), now, force=True))]
 
     def snapshot(self) -> dict:
         return {"firing": {k: a.to_dict() for k, a in self._firing.items()},
-                "resolved_at": dict(self._resolved_at)}
+                "resolved_at": dict(self._resolved_at), "quiet_since": dict(self._quiet_since)}
 
     def restore(self, snap: dict) -> None:
         self._firing = {k: Alert.from_dict(d) for k, d in snap["firing"].items()}
         self._resolved_at = dict(snap["resolved_at"])
+        self._quiet_since = dict(snap.get("quiet_since", {}))
 
 
 def _f(x):

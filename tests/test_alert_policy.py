@@ -1,0 +1,65 @@
+"""AlertPolicy: findings -> firing/resolved transitions, deduplicated, held, cooled down."""
+
+import pytest
+
+from wtwin.daemon.alert_policy import AlertPolicy
+from wtwin.daemon.detectors import Finding
+
+
+def F(kind, active, step, severity="warning"):
+    return Finding(kind, severity, active, step, f"{kind} at {step}")
+
+
+class TestAlertPolicy:
+    def test_fires_once_while_active(self):
+        p = AlertPolicy("r", resolve_after_steps=0)
+        out = [p.apply(F("drift", True, s), now=s) for s in range(10)]
+        assert [a.status for a in out if a] == ["firing"]
+
+    def test_severity_upgrade_is_a_new_transition_with_a_new_key(self):
+        p = AlertPolicy("r")
+        a = p.apply(F("drift", True, 1), 1.0)
+        b = p.apply(F("drift", True, 2, "critical"), 2.0)
+        assert b.severity == "critical" and b.started_at == a.started_at
+        assert b.idempotency_key != a.idempotency_key
+
+    def test_resolve_waits_for_a_quiet_streak_of_steps(self):
+        p = AlertPolicy("r", resolve_after_steps=50)
+        p.apply(F("drift", True, 100), 0.0)
+        assert p.apply(F("drift", False, 110), 1.0) is None          # hovering: held
+        assert p.apply(F("drift", True, 120), 2.0) is None           # back on: no re-page
+        assert p.apply(F("drift", False, 130), 3.0) is None
+        resolved = p.apply(F("drift", False, 180), 4.0)
+        assert resolved.status == "resolved" and resolved.ended_at == 4.0
+
+    def test_stalled_resolves_at_once(self):
+        p = AlertPolicy("r", resolve_after_steps=50)
+        p.apply(F("stalled", True, 7), 0.0)
+        assert p.apply(F("stalled", False, 7), 1.0).status == "resolved"
+
+    def test_cooldown_blocks_refiring(self):
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+        p.apply(F("spike", True, 1), 0.0)
+        p.apply(F("spike", False, 2), 1.0)
+        assert p.apply(F("spike", True, 3), 30.0) is None
+        assert p.apply(F("spike", True, 4), 62.0).status == "firing"
+
+    def test_run_end_resolves_everything_without_the_hold(self):
+        p = AlertPolicy("r", resolve_after_steps=1000)
+        p.apply(F("drift", True, 1), 0.0)
+        p.apply(F("nonfinite", True, 2, "critical"), 0.0)
+        assert {a.kind for a in p.resolve_all(3, 1.0, "run ended")} == {"drift", "nonfinite"}
+        assert p.firing == {}
+
+    def test_snapshot_round_trips(self):
+        p = AlertPolicy("r", resolve_after_steps=50)
+        p.apply(F("drift", True, 1), 0.0)
+        p.apply(F("drift", False, 10), 1.0)
+        q = AlertPolicy("r", resolve_after_steps=50)
+        q.restore(p.snapshot())
+        assert q.snapshot() == p.snapshot()
+        assert q.apply(F("drift", False, 60), 2.0).status == "resolved"
+
+    def test_bad_arguments_are_named(self):
+        with pytest.raises(ValueError, match="resolve_after_steps"):
+            AlertPolicy("r", resolve_after_steps=-1)
