@@ -123,3 +123,18 @@ class TestSpectralWatch:
         assert finding.active and finding.kind == "spectral" and summary.frac_outside == 1.0
         watch2 = SpectralWatch(alpha_min=1.0, alpha_max=50.0)
         assert not watch2.update(3, layers_bad)[1].active
+
+    def test_snapshot_restore_round_trip(self):
+        """A restored watch gives the same findings as one that never stopped."""
+        import json
+
+        sd = [{"w.weight": torch.randn(200, 100, dtype=torch.float64) * (1 + i)} for i in range(5)]
+        layers = [analyze(x) for x in sd]
+        a = SpectralWatch(alpha_min=2.0, alpha_max=3.0, trend_checkpoints=2, trend_min_rise=0.0)
+        for i in range(2):
+            a.update(i, layers[i])
+        b = SpectralWatch(alpha_min=2.0, alpha_max=3.0, trend_checkpoints=2, trend_min_rise=0.0)
+        b.restore(json.loads(json.dumps(a.snapshot())))
+        assert b.last == a.last
+        for i in range(2, 5):
+            assert a.update(i, layers[i]) == b.update(i, layers[i])

@@ -74,16 +74,31 @@ class SpectralService:
                 self.send(identity, frame)
 
     def _observe_layers(self, run, result: JobResult) -> None:
-        watch = self.watches.get(result.run)
-        if watch is None:
-            cfg = self.config
-            watch = self.watches[result.run] = SpectralWatch(
-                alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max, trend_checkpoints=cfg.trend_checkpoints,
-                max_layers=cfg.max_layers_exported)
-        _, finding = watch.update(result.step, result.layers)
+        _, finding = self._watch(result.run).update(result.step, result.layers)
         alert = run.policy.apply(finding, time.time())
         if alert is not None:
             self.publish(alert)
+
+    def snapshot_run(self, run: str) -> dict | None:
+        """The run's spectral state (watch + last result), JSON-able, for the store."""
+        watch = self.watches.get(run)
+        if watch is None:
+            return None
+        return {"watch": watch.snapshot(), "last_result": self.last_result.get(run)}
+
+    def restore_run(self, run: str, state: dict) -> None:
+        self._watch(run).restore(state["watch"])
+        if state.get("last_result") is not None:
+            self.last_result[run] = state["last_result"]
+
+    def _watch(self, run: str) -> SpectralWatch:
+        watch = self.watches.get(run)
+        if watch is None:
+            cfg = self.config
+            watch = self.watches[run] = SpectralWatch(
+                alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max, trend_checkpoints=cfg.trend_checkpoints,
+                max_layers=cfg.max_layers_exported)
+        return watch
 
     async def aclose(self) -> None:
         await self.runner.aclose()

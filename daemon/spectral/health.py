@@ -81,6 +81,19 @@ class SpectralWatch:
         trend = self._rising()
         return summary, Finding("spectral", "warning", band or trend, step, self._message(summary, band, trend))
 
+    def snapshot(self) -> dict:
+        """JSON-able state; ``restore`` of it continues exactly where this left off."""
+        last = None if self.last is None else {**self.last.__dict__, "outside": list(self.last.outside),
+                                               "layer_alpha": [list(x) for x in self.last.layer_alpha]}
+        return {"means": list(self._means), "prev_outside": self._prev_outside, "last": last}
+
+    def restore(self, state: dict) -> None:
+        self._means = deque(state["means"], maxlen=self.trend_checkpoints + 1)
+        self._prev_outside = bool(state["prev_outside"])
+        last = state.get("last")
+        self.last = None if last is None else SpectralSummary(
+            **{**last, "outside": tuple(last["outside"]), "layer_alpha": tuple(tuple(x) for x in last["layer_alpha"])})
+
     def _rising(self) -> bool:
         m = list(self._means)
         if len(m) < self.trend_checkpoints + 1:
