@@ -26,11 +26,13 @@ class CheckpointError(ValueError):
 
 
 def infer_format(path: str, fmt: str | None = None) -> str:
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise CheckpointError("bad_format", f"format must be one of {FORMATS}, got {fmt!r}")
-        return fmt
-    return "safetensors" if path.endswith(".safetensors") else "torch"
+    """A ``.safetensors`` file is safetensors whatever the event says (the emitter's
+    ``format`` defaults to torch); otherwise the event's format, else torch."""
+    if fmt is not None and fmt not in FORMATS:
+        raise CheckpointError("bad_format", f"format must be one of {FORMATS}, got {fmt!r}")
+    if path.endswith(".safetensors"):
+        return "safetensors"
+    return fmt or "torch"
 
 
 def check_file(path: str, max_bytes: int | None) -> int:
