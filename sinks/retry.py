@@ -96,11 +96,15 @@ class Decision:
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
-    """Full-jitter exponential backoff with caps and a bounded number of attempts."""
+    """Full-jitter exponential backoff with caps and a bounded number of attempts.
 
-    max_attempts: int = 8
-    base_s: float = 0.5
-    cap_s: float = 60.0
+    Defaults: 15 attempts, 1 s base, 300 s cap: the expected wait before a dead letter
+    is about 20 minutes (at most about 40), so a short outage costs nothing.
+    """
+
+    max_attempts: int = 15
+    base_s: float = 1.0
+    cap_s: float = 300.0
     max_retry_after_s: float = 300.0
 
     def __post_init__(self) -> None:

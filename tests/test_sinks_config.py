@@ -60,7 +60,7 @@ class TestLoad:
         assert isinstance(team, SlackConfig) and team.url_env == "TEAM_SLACK_URL"
         assert isinstance(hook, WebhookConfig) and hook.headers == {"X-Team": "llm"}
         assert cfg.routes[0].kinds == ("drift", "nonfinite") and cfg.routes[0].for_s == 60.0
-        assert cfg.delivery.retry.max_attempts == 5 and cfg.delivery.retry.cap_s == 60.0
+        assert cfg.delivery.retry.max_attempts == 5 and cfg.delivery.retry.cap_s == 300.0
 
     def test_default_is_the_log_sink(self):
         """No [[sinks]]: the embedded default log sink."""

@@ -206,9 +206,12 @@ def throughput(endpoint: str, n: int, sinks_up: bool, state: str, tmp: Path, lab
     from wtwin.daemon import config as config_mod
     from wtwin.daemon.server import Server
 
-    port = free_port()  # up: a receiver process listens there; down: nothing does
+    held = socket.socket()  # bound, never listening: connections are refused, the port stays ours
+    held.bind(("127.0.0.1", 0))
+    port = held.getsockname()[1]
     receiver = None
-    if sinks_up:
+    if sinks_up:  # a receiver process listens there instead
+        held.close()
         ready = mp.Event()
         receiver = mp.Process(target=_receiver, args=(port, ready), daemon=True)
         receiver.start()
@@ -248,6 +251,7 @@ def throughput(endpoint: str, n: int, sinks_up: bool, state: str, tmp: Path, lab
     try:
         return asyncio.run(run())
     finally:
+        held.close()
         if receiver is not None:
             receiver.terminate()
             receiver.join(5)
