@@ -63,7 +63,7 @@ class Alert:
     @property
     def idempotency_key(self) -> str:
         """Same for every retry of this transition, different for the next one."""
-        raw = f"{self.run}\x00{self.kind}\x00{self.started_at:.6f}\x00{self.status}"
+        raw = f"{self.run}\x00{self.kind}\x00{self.started_at:.6f}\x00{self.status}\x00{self.severity}"
         return "wtw_" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
     def to_dict(self) -> dict[str, Any]:
