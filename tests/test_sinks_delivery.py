@@ -164,6 +164,22 @@ class TestRoutingInDelivery:
         with pytest.raises(ValueError, match="unknown sinks"):
             Delivery(sinks=[LogSink(LogConfig())], outbox=MemoryOutbox(), routes=[RouteConfig(sinks=("x",))])
 
+    def test_severity_upgrade_delivered(self):
+        """warning then critical for one (run, kind): both reach the sink, with different ids."""
+        async def scenario():
+            async with Recorder() as srv:
+                d = Delivery(sinks=[hook("h", srv.url)], outbox=MemoryOutbox(), policy=FAST)
+                await d.start()
+                d.submit_nowait(alert())
+                d.submit_nowait(Alert(run="r", kind="drift", severity="critical", status="firing", step=9,
+                                      started_at=10.0))
+                await srv.wait_for(2)
+                await d.aclose()
+                return srv
+        first, second = asyncio.run(scenario()).requests
+        assert [r.json()["alerts"][0]["labels"]["severity"] for r in (first, second)] == ["warning", "critical"]
+        assert first.headers["webhook-id"] != second.headers["webhook-id"]
+
     def test_for_hold_released_by_dispatcher(self):
         """A held alert is delivered once for_s has passed, without another submit."""
         async def scenario():
