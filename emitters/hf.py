@@ -70,9 +70,7 @@ class WTwinCallback(TrainerCallback):
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               all_ranks=False)
-        if not state.is_world_process_zero:
-            self.tracker.active = False
+                               enabled=state.is_world_process_zero, all_ranks=True)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}

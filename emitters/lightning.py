@@ -64,9 +64,8 @@ class WTwinCallback(Callback):
                   "model": type(pl_module).__name__}
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
-                               on_alert=self._on_alert, config=config, monitor=self.monitor)
-        if not trainer.is_global_zero:
-            self.tracker.active = False
+                               on_alert=self._on_alert, config=config, monitor=self.monitor,
+                               enabled=trainer.is_global_zero, all_ranks=True)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
 

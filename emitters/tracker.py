@@ -9,7 +9,8 @@ training thread, and, in embedded mode, the monitor's state (``D``, ``Q``, ``W``
 ``l_pred``...) after every update. ``embedded=True`` runs the local monitor next to the
 daemon (useful to chart W/D/Q per step into W&B).
 
-Only rank 0 does anything under torch.distributed unless ``all_ranks=True``. This module
+Only rank 0 does anything under torch.distributed unless ``all_ranks=True``; a framework
+that knows better passes ``enabled=<is global zero>, all_ranks=True``. This module
 imports no framework; the embedded monitor imports the detectors (numpy) when built.
 """
 
@@ -38,11 +39,11 @@ class Tracker:
                  emitter=None, on_alert: AlertCallback | None = None, wandb=None,
                  config: dict | None = None, monitor: dict | None = None,
                  cooldown_s: float = 60.0, all_ranks: bool = False,
-                 max_alerts: int = 1000) -> None:
+                 enabled: bool = True, max_alerts: int = 1000) -> None:
         self.preset = preset
         self.on_alert = on_alert
         self.wandb = wandb
-        self.active = all_ranks or _is_rank_zero()
+        self.active = enabled and (all_ranks or _is_rank_zero())
         self.alerts: collections.deque[dict] = collections.deque(maxlen=max_alerts)
         self.last_state = None
         self.emitter = None

@@ -105,6 +105,13 @@ class TestTracker:
             assert state is not None and state.step == 1
             both.close()
 
+    def test_disabled_or_non_zero_rank_does_nothing(self, monkeypatch):
+        """enabled=False (a framework's "not global zero") or LOCAL_RANK=1: no events, no monitor."""
+        off = Tracker(run="x", enabled=False, all_ranks=True)
+        assert off.mode == "off" and off.loss(1, 1.0) is None and off.poll() == 0
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        assert Tracker().mode == "off" and Tracker(all_ranks=True).mode == "embedded"
+
     def test_embedded_alert_has_the_daemon_alert_fields(self):
         """A non-finite loss in embedded mode gives an Alert.to_dict()-shaped dict, once."""
         got = []
