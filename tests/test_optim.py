@@ -170,6 +170,14 @@ class TestStateAndSchedulers:
             assert math.isclose(run.lr, lr_19, rel_tol=1e-9)
             opt.close()
 
+    @pytest.mark.parametrize("preset", ["pretraining", "adaptive_pretraining", "finetuning", "custom"])
+    def test_every_upstream_preset_runs_embedded(self, preset):
+        """The four upstream presets build an in-process monitor that scores every step."""
+        m = _model()
+        opt = WTwinAdamW(m.parameters(), lr=1e-3, preset=preset, log_every=20)
+        _train(m, opt, 40)
+        assert opt.wtwin.monitor.preset == preset and opt.wtwin.last_state.step == 40
+
     def test_bad_preset_is_refused(self):
         """An unknown preset fails at construction, naming the choices."""
         with pytest.raises(ValueError, match="pretraining"):
