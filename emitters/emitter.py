@@ -77,6 +77,7 @@ class Emitter:
         self._ack_wait = ack_timeout_s  # doubles on each timeout without progress (max 60 s)
         self._idle = threading.Event()
         self._idle_at = 0.0
+        self._resent_after, self._resent_at = -1, 0.0
         self._close_wait = linger_ms / 1000
         self._dropped = 0
         self._stats = collections.Counter()
@@ -306,6 +307,9 @@ class Emitter:
         while unacked and unacked[0]["seq"] <= seq:
             unacked.popleft()
         if msg.get("resend"):
+            if seq == self._resent_after and time.monotonic() - self._resent_at < self._ack_timeout_s:
+                self._stats["resend_requests_ignored"] += 1  # that re-send is still on its way
+                return
             self._resend(seq)
 
     def _check_ack_timeout(self) -> None:
@@ -316,7 +320,8 @@ class Emitter:
 
     def _resend(self, after: int) -> None:
         """Everything held with seq > ``after`` goes out again, in seq order, first."""
-        self._ack_progress = time.monotonic()
+        self._ack_progress = self._resent_at = time.monotonic()
+        self._resent_after = after
         events = [e for e in self._unacked if e["seq"] > after]
         for pending_events, _ in self._pending:
             events.extend(e for e in pending_events if e["seq"] > after)

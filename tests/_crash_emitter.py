@@ -43,9 +43,10 @@ def main() -> int:
             if ahead > 0:
                 time.sleep(ahead)
     ok = emit.flush(180)
+    emit.close(timeout=10)  # run_end: waits for its ack too
     stats = emit.stats
-    emit.close(timeout=5)
-    print(json.dumps({"run": run, "acked_all": ok, **stats}), flush=True)
+    print(json.dumps({"run": run, "acked_all": ok and not stats.get("unacked_at_close"), **stats}),
+          flush=True)
     return 0 if ok else 1
 
 

@@ -15,6 +15,7 @@ With ``[state] enabled = false`` the same code acks at each flush without writin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from typing import Callable
@@ -39,7 +40,7 @@ _UPSERT_RUN = """INSERT INTO runs(run, status, preset, config, first_seen, last_
     snapshot=excluded.snapshot, updated_at=excluded.updated_at"""
 _INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body,
     created_at) VALUES (?,?,?,?,?,?,?,?)"""
-NACK_INTERVAL_S = 0.5
+NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
 
 
 class StateStore:
@@ -101,12 +102,17 @@ class StateStore:
         repeat is deduplicated. What it hands back was already committed to the outbox
         (put is idempotent per sink and key), so it is not sent again."""
         skip = {a.idempotency_key for a in unrouted}
+        firing = [a for run in self.table for a in run.policy.firing.values()]
+        # a resolve journaled but not routed: its firing (routed earlier) is no longer in
+        # the restored policy, yet the router must know it, or the resolve goes nowhere
+        pending_fire = {(a.run, a.kind) for a in unrouted if a.status == "firing"}
+        firing += [dataclasses.replace(a, status="firing", ended_at=None) for a in unrouted
+                   if a.status == "resolved" and (a.run, a.kind) not in pending_fire]
         n = 0
-        for run in self.table:
-            for alert in run.policy.firing.values():
-                if alert.idempotency_key not in skip:
-                    router.offer(alert, now)
-                    n += 1
+        for alert in firing:
+            if alert.idempotency_key not in skip:
+                router.offer(alert, now)
+                n += 1
         return n
 
     def unrouted(self) -> list[Alert]:
