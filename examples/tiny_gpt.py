@@ -3,6 +3,7 @@
     wtwind &                                   # or: make demo, systemd, docker compose
     python examples/tiny_gpt.py                # a healthy run, ~10 s on one laptop CPU core
     python examples/tiny_gpt.py --blowup-at 200  # a schedule bug multiplies the LR by 1000
+    python examples/tiny_gpt.py --with-daemon --blowup-at 300   # starts a private wtwind itself
 
 The one line is ``wtwin.emitters.connect(run=..., on_alert=...)``; ``emit.loss(step,
 loss, lr=lr)`` in the loop. Alerts from the daemon come back on this thread at the next
@@ -16,10 +17,15 @@ falls like a real language model's. The loss is read with ``.item()`` only every
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 
 import torch
 import torch.nn as nn
@@ -71,6 +77,38 @@ def lr_at(step: int, args) -> float:
     return lr * 1000 if args.blowup_at and step >= args.blowup_at else lr
 
 
+@contextlib.contextmanager
+def private_daemon():
+    """A wtwind child process on a private ipc socket, free HTTP port and temp state."""
+    tmp = tempfile.mkdtemp(prefix="tiny-gpt-wtwind-")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"ipc://{tmp}/wtwind.sock"
+    env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=endpoint, WTWIND_HTTP__PORT=str(port),
+               WTWIND_STATE__PATH=f"{tmp}/wtwind.db", WTWIND_LOG__FORMAT="console")
+    with open(f"{tmp}/wtwind.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli"], env=env, stderr=log,
+                                stdout=log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise SystemExit(f"wtwind did not start; see {tmp}/wtwind.log")
+    print(f"wtwind up: {endpoint}, http://127.0.0.1:{port}/ (log {tmp}/wtwind.log)", flush=True)
+    try:
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="tiny GPT on CPU, watched by wtwind")
     p.add_argument("--steps", type=int, default=800)
@@ -83,7 +121,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-every", type=int, default=1)
     p.add_argument("--out", default=None, help="where alert checkpoints go (default: a temp dir)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest for a model this small)")
+    p.add_argument("--with-daemon", action="store_true", help="start a private wtwind for this run")
     args = p.parse_args(argv)
+    if args.with_daemon:
+        with private_daemon() as endpoint:
+            args.endpoint = endpoint
+            return train(args)
+    return train(args)
+
+
+def train(args) -> int:
     torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
