@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-detection install clean
+.PHONY: demo demo-gpt test bench bench-detection install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m wtwin.daemon.demo
+
+# A tiny GPT trained on CPU with the one-line emitter, LR blow-up at step 300 (examples/tiny_gpt.py).
+demo-gpt: $(STAMP)
+	$(BIN)/python examples/tiny_gpt.py --with-daemon --blowup-at 300
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
