@@ -155,7 +155,14 @@ class StateStore:
 
     # ---- hot path --------------------------------------------------------------------------
     def admit(self, run, ev: dict) -> bool:
-        """False for an event already processed (or one to re-send first); marks dirty."""
+        """False for an event already processed (or one to re-send first); marks dirty.
+
+        Any flush happens first, so a snapshot never holds an hwm without its effect."""
+        self._dirty_events += 1
+        if self._dirty_events >= self.cfg.flush_max_events:
+            self.flush()
+        elif not self._dirty_events & 255:  # a busy loop may starve the timer: check here too
+            self.tick()
         em = ev.get("emitter")
         if em is not None:
             seq, hwm = ev["seq"], run.hwm.get(em, 0)
@@ -173,11 +180,6 @@ class StateStore:
             run.hwm[em] = seq
         run.events += 1
         self._dirty[run.run] = run
-        self._dirty_events += 1
-        if self._dirty_events >= self.cfg.flush_max_events:
-            self.flush()
-        elif not self._dirty_events & 255:  # a busy loop may starve the timer: check here too
-            self.tick()
         return True
 
     def _nack(self, run, em: str, hwm: int) -> None:
