@@ -93,4 +93,9 @@ def build_sinks(configs: Sequence[SinkConfig], env: Mapping[str, str]) -> list[S
     for cfg in configs:
         sink_cls = next(s for c, s in SINK_TYPES.values() if isinstance(cfg, c))
         out.append(sink_cls.build(cfg, env))
+    slack_urls: dict[str, str] = {}
+    for sink in out:  # Slack's limit is 1 message/s per webhook; ours is per sink
+        if isinstance(sink, SlackSink) and slack_urls.setdefault(sink._url, sink.name) != sink.name:
+            raise ConfigError(f"sinks.{sink.name}: same webhook URL as sinks.{slack_urls[sink._url]}; "
+                              "one sink per Slack webhook (its rate limit is per sink)")
     return out

@@ -272,6 +272,14 @@ class TestRegistry:
                               {"MY_URL": "https://hooks.example/x"})
         assert sink.name == "t" and sink._url == "https://hooks.example/x"
 
+    def test_one_sink_per_slack_webhook(self):
+        """Two Slack sinks on one webhook URL would double its rate: rejected."""
+        configs = parse_sinks([{"type": "slack", "name": "a", "url_env": "U"},
+                               {"type": "slack", "name": "b", "url_env": "V"}])
+        with pytest.raises(ConfigError, match="sinks.b: same webhook URL as sinks.a"):
+            build_sinks(configs, {"U": "https://hooks.example/x", "V": "https://hooks.example/x"})
+        assert len(build_sinks(configs, {"U": "https://hooks.example/x", "V": "https://hooks.example/y"})) == 2
+
     def test_delivery_config_validates(self):
         """DeliveryConfig checks its own fields."""
         with pytest.raises(ConfigError, match="intake_size"):
