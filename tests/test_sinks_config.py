@@ -111,3 +111,16 @@ class TestSecrets:
         assert bad.returncode == 2 and "WTWIN_TEST_UNSET_URL is unset" in bad.stderr
         good = wtwind("--check", "-c", str(path), env={"WTWIN_TEST_UNSET_URL": "https://hooks.example/t"})
         assert good.returncode == 0, good.stderr
+
+
+def test_docs_example_loads(tmp_path):
+    """The [[sinks]]/[[routes]]/[delivery] example in docs/SINKS.md is a valid config."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs/SINKS.md").read_text()
+    path = tmp_path / "example.toml"
+    path.write_text(re.search(r"```toml\n(.*?)```", doc, re.S).group(1))
+    cfg = config_mod.load(path, environ={})
+    assert [s.name for s in cfg.sinks] == ["training", "alertmanager-compatible", "log"]
+    assert len(cfg.routes) == 3 and cfg.routes[1].runs == "prod-*"
