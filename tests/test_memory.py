@@ -29,6 +29,11 @@ PER_RUN_KB = 120   # measured ~85 KB per restored run (see docs/RELIABILITY.md)
 
 
 def seed(db) -> None:
+    seed_runs(db, RUNS)
+
+
+def seed_runs(db, n: int) -> None:
+    """``n`` stored runs, each with the snapshot of a real run after 1,000 loss events."""
     run = RunState("template", preset="pretraining", cooldown_s=60.0, now=time.time())
     for step in range(1, 1001):
         run.observe({"type": "loss", "step": step, "loss": 2.0 + 5.0 / step ** 0.5}, time.time())
@@ -38,7 +43,7 @@ def seed(db) -> None:
     now = time.time()
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                     [(f"m{i}", "running", row[2], row[3], now, now, 1000, row[7], now) for i in range(RUNS)])
+                     [(f"m{i}", "running", row[2], row[3], now, now, 1000, row[7], now) for i in range(n)])
     conn.execute("COMMIT")
     conn.close()
     lock.release()

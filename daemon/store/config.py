@@ -49,7 +49,8 @@ class StateConfig:
 
 
 def default_state_path(environ: Mapping[str, str]) -> str:
-    base = environ.get("XDG_STATE_HOME") or os.path.join(environ.get("HOME") or ".", ".local", "state")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    base = environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return str(Path(base) / "wtwind" / "wtwind.db")
 
 

@@ -1,0 +1,160 @@
+"""Reliability figures: restart time with 1k runs stored, events lost across a SIGKILL,
+ingest throughput with the store on vs off (side by side, one run).
+
+    .venv/bin/python tests/bench/reliability.py [--runs 1000] [--events 20000]
+
+Everything is real: the wtwind subprocess and its SQLite store for the first two, the
+in-process `Server` fed by producer processes over ipc for the third (as ingest.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from helpers import Daemon, wait_for  # noqa: E402
+from wtwin.emitters import wire  # noqa: E402
+from wtwin.emitters.emitter import Emitter  # noqa: E402
+
+PRODUCERS = 4
+
+
+def restart_time(runs: int, tmp: Path) -> dict:
+    from test_memory import seed_runs
+
+    out = {}
+    for label, n in (("empty store", 0), (f"{runs} runs stored", runs)):
+        db = tmp / f"restart-{n}.db"
+        seed_runs(db, n)
+        (tmp / f"r{n}").mkdir()
+        d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"r{n}"))
+        t0 = time.monotonic()
+        d.start(timeout=120)
+        out[label] = time.monotonic() - t0
+        restored = d.metrics()[("wtwind_store_restored_runs", ())]
+        assert restored == n, restored
+        d.stop()
+    return out
+
+
+def curve(step: int) -> float:
+    return 2.0 + 5.0 / step ** 0.5 + 0.01 * ((step * 7919) % 13 - 6) / 6
+
+
+def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
+    db = tmp / f"kill-{replay_size}.db"
+    (tmp / f"k{replay_size}").mkdir()
+    d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"k{replay_size}")).start()
+    emit = Emitter(d.tcp, run="kill", heartbeat_s=3600, replay_size=replay_size,
+                   queue_size=max(events, 10_000))
+    for step in range(1, events // 2 + 1):
+        emit.loss(step, curve(step))
+    wait_for(lambda: d.metrics().get(("wtwind_events_received_total", (("type", "loss"),)), 0) > events / 4,
+             timeout=60, what="a quarter processed")
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d._log.close()
+    for step in range(events // 2 + 1, events + 1):
+        emit.loss(step, curve(step))
+    d.start()
+    acked = emit.flush(60)
+    emit.close(timeout=2)
+    d.stop()
+    out = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "state", "show", "kill", "--json"],
+                         env=dict(os.environ, WTWIND_STATE__PATH=str(db)), capture_output=True, text=True)
+    processed = json.loads(out.stdout)["snapshot"]["events"] - 2  # minus run_start, run_end
+    return {"emitted": events, "processed_once": processed, "lost": events - processed,
+            "acked_all": acked, "evicted": emit.stats.get("replay_evicted", 0)}
+
+
+def _producer(endpoint: str, run: str, n: int, go) -> None:
+    import zmq
+
+    evs = [{"v": 1, "type": "loss", "run": run, "seq": i + 1, "step": i + 1, "loss": curve(i + 1),
+            "lr": 3e-4} for i in range(n)]
+    frames = [wire.encode_batch(evs[i:i + 100], run, base=i + 1) for i in range(0, n, 100)]
+    sock = zmq.Context().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 5000)
+    sock.connect(endpoint)
+    go.wait()
+    for f in frames:
+        sock.send(f)
+    sock.close()
+
+
+def throughput(endpoint: str, n: int, state_env: dict) -> tuple[float, float]:
+    """(wall-clock ev/s, ev per CPU-second of the daemon process: robust to a busy box)."""
+    from wtwin.daemon import config as config_mod
+    from wtwin.daemon.server import Server
+
+    cfg = config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": endpoint, "WTWIND_HTTP__PORT": "0",
+                                   **state_env})
+
+    async def run() -> float:
+        server = Server(cfg)
+        await server.startup(asyncio.get_running_loop())
+        go = mp.Event()
+        tag = "on" if cfg.state.enabled else "off"
+        procs = [mp.Process(target=_producer, args=(endpoint, f"{tag}-{i}", n, go)) for i in range(PRODUCERS)]
+        for p in procs:
+            p.start()
+        await asyncio.sleep(1.0)
+        total = n * PRODUCERS
+        t0, c0 = time.perf_counter(), time.process_time()
+        go.set()
+        while server.stats.received["loss"] < total:
+            await asyncio.sleep(0.001)
+        await server.shutdown()  # the store's final flush is part of its cost
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+        for p in procs:
+            p.join()
+        return total / elapsed, total / cpu
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=1000, help="runs in the store for the restart")
+    ap.add_argument("--events", type=int, default=20_000, help="events streamed across the SIGKILL")
+    ap.add_argument("--ingest", type=int, default=5_000, help="events per producer, throughput")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved on/off repetitions")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-rel-"))
+    print(f"reliability bench, cpus={os.cpu_count()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    for label, secs in restart_time(args.runs, tmp).items():
+        print(f"restart to /readyz, {label:<18} {secs:6.2f} s")
+    for rs in (20_000, 0):
+        r = loss_across_sigkill(args.events, tmp, rs)
+        print(f"SIGKILL mid-stream, replay_size={rs:<6} emitted {r['emitted']}, processed once "
+              f"{r['processed_once']}, lost {r['lost']} (acked all: {r['acked_all']}, evicted {r['evicted']})")
+    walls, cpus = {"on": [], "off": []}, {"on": [], "off": []}
+    for i in range(args.repeat):  # interleaved, so a busy neighbour hurts both alike
+        for mode in ("off", "on"):
+            env = {"WTWIND_STATE__PATH": str(tmp / f"tp-{i}.db")}
+            if mode == "off":
+                env["WTWIND_STATE__ENABLED"] = "false"
+            wall, cpu = throughput(f"ipc://{tmp}/{mode}{i}.sock", args.ingest, env)
+            walls[mode].append(wall)
+            cpus[mode].append(cpu)
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    for name, d in (("wall-clock ev/s", walls), ("ev per daemon CPU-s", cpus)):
+        on, off = med(d["on"]), med(d["off"])
+        print(f"ingest {PRODUCERS}x{args.ingest} events, median of {args.repeat}, {name}: "
+              f"store on {on:,.0f}, off {off:,.0f}, on/off {on / off:.2f}")
+
+
+if __name__ == "__main__":
+    main()
