@@ -42,11 +42,27 @@ def restart_time(runs: int, tmp: Path) -> dict:
         d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"r{n}"))
         t0 = time.monotonic()
         d.start(timeout=120)
-        out[label] = time.monotonic() - t0
+        total = time.monotonic() - t0
         restored = d.metrics()[("wtwind_store_restored_runs", ())]
         assert restored == n, restored
         d.stop()
+        out[label] = (total, _phase(d.log(), "store_opened", "state_loaded"))
     return out
+
+
+def _phase(log: str, first: str, last: str) -> float:
+    """Seconds between two of the daemon's JSON log events (the store's share of startup)."""
+    from datetime import datetime
+
+    at = {}
+    for line in log.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") in (first, last) and rec["event"] not in at:
+            at[rec["event"]] = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00"))
+    return (at[last] - at[first]).total_seconds()
 
 
 def curve(step: int) -> float:
@@ -134,8 +150,8 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-rel-"))
     print(f"reliability bench, cpus={os.cpu_count()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    for label, secs in restart_time(args.runs, tmp).items():
-        print(f"restart to /readyz, {label:<18} {secs:6.2f} s")
+    for label, (secs, load) in restart_time(args.runs, tmp).items():
+        print(f"restart to /readyz, {label:<18} {secs:6.2f} s (opening + loading the store: {load:.2f} s)")
     for rs in (20_000, 0):
         r = loss_across_sigkill(args.events, tmp, rs)
         print(f"SIGKILL mid-stream, replay_size={rs:<6} emitted {r['emitted']}, processed once "
