@@ -95,3 +95,10 @@ class TestSecretsStayOutOfLogs:
         assert pub.decode() in d.log()  # the public key is logged, so the test can fail
         for text in (d.log(), printed.stdout, printed.stderr):
             assert sec.decode() not in text and good_sec.decode() not in text
+
+
+class TestIpcPermissions:
+    def test_ipc_socket_is_created_group_accessible_only(self, daemon):
+        """The ipc endpoint is chmod'ed to listen.ipc_mode (0660): no access for others."""
+        path = daemon.ipc[len("ipc://"):]
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o660

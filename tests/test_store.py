@@ -96,6 +96,23 @@ class TestDaemonStart:
         assert str(db) in proc.stderr
         assert digest(db) == before
 
+    def test_disk_full_at_start_stops_the_daemon_naming_the_file(self, tmp_path):
+        """No room to create the schema (a 4 KiB file-size limit): exit 1, file named."""
+        import resource
+        import signal
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+        db = tmp_path / "full.db"
+        env = dict(os.environ, WTWIND_STATE__PATH=str(db), WTWIND_HTTP__PORT=str(free_port()),
+                   WTWIND_LISTEN__ENDPOINTS=f"ipc://{tmp_path}/s.sock")
+        proc = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli"], env=env, preexec_fn=limit,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1
+        assert str(db) in proc.stderr and ("disk" in proc.stderr or "full" in proc.stderr)
+
     def test_locked_store_stops_the_second_daemon(self, tmp_path):
         """A second wtwind on the same database exits non-zero saying it is locked."""
         db = tmp_path / "s.db"

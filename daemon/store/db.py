@@ -147,6 +147,8 @@ def _classify(exc: sqlite3.Error, path: str) -> ConfigError:
         return ConfigError(f"state.path: {path} is locked by another process ({msg})")
     if "full" in msg:
         return ConfigError(f"state.path: {path}: disk full ({msg})")
+    if "disk I/O error" in msg:
+        return ConfigError(f"state.path: {path}: disk I/O error (disk full, over quota or failing?)")
     if "readonly" in msg or "read-only" in msg:
         return ConfigError(f"state.path: {path} is read-only ({msg})")
     return ConfigError(f"state.path: {path}: {msg}")
