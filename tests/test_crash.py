@@ -104,6 +104,7 @@ def one_pass(tmp: Path, kills: list[float]) -> tuple[list[tuple], ThreadedRecord
         d.kill()
 
 
+@pytest.mark.slow  # about a minute or two on 2 cores
 @pytest.mark.timeout(600)
 def test_sigkill_at_random_points_gives_the_same_alerts_delivered_at_least_once(tmp_path):
     rng = random.Random(SEED)

@@ -56,6 +56,7 @@ def rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.slow  # about a minute or two on 2 cores
 @pytest.mark.timeout(300)
 def test_ten_thousand_runs_stay_under_the_memory_bound(tmp_path):
     db = tmp_path / "state.db"
