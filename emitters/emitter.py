@@ -299,6 +299,12 @@ class Emitter:
             self._stats["bad_replies"] += 1
             return
         self._ack_seen = True
+        if msg.get("resend"):  # "I have up to seq in memory": not an ack (not yet persisted)
+            if seq == self._resent_after and time.monotonic() - self._resent_at < self._ack_timeout_s:
+                self._stats["resend_requests_ignored"] += 1  # that re-send is still on its way
+                return
+            self._resend(seq)
+            return
         if seq > self._acked:
             self._acked = seq
             self._ack_progress = time.monotonic()
@@ -306,11 +312,6 @@ class Emitter:
         unacked = self._unacked
         while unacked and unacked[0]["seq"] <= seq:
             unacked.popleft()
-        if msg.get("resend"):
-            if seq == self._resent_after and time.monotonic() - self._resent_at < self._ack_timeout_s:
-                self._stats["resend_requests_ignored"] += 1  # that re-send is still on its way
-                return
-            self._resend(seq)
 
     def _check_ack_timeout(self) -> None:
         if (self._ack_seen and self._unacked
@@ -325,7 +326,8 @@ class Emitter:
         events = [e for e in self._unacked if e["seq"] > after]
         for pending_events, _ in self._pending:
             events.extend(e for e in pending_events if e["seq"] > after)
-        self._unacked.clear()
+        while self._unacked and self._unacked[-1]["seq"] > after:  # the rest awaits its ack
+            self._unacked.pop()
         self._pending.clear()
         for i in range(0, len(events), self._batch_max):
             self._pending.append([events[i:i + self._batch_max], None])

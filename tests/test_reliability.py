@@ -59,7 +59,8 @@ class TestRestart:
     def test_sigkill_mid_stream_loses_and_doubles_nothing(self, tmp_path):
         """Events in flight at a SIGKILL are re-sent from the replay buffer, each processed once."""
         d = daemon(tmp_path).start()
-        emit = Emitter(d.tcp, run="crashy", heartbeat_s=3600, ack_timeout_s=0.5)
+        emit = Emitter(d.tcp, run="crashy", heartbeat_s=3600, ack_timeout_s=0.5,
+                       queue_size=50_000)  # a 10k burst must not hit the emitter's own bound
         total = 20_000
         for step in range(1, total // 2 + 1):
             emit.loss(step, curve(step))
