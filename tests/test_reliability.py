@@ -142,3 +142,39 @@ class TestIdleExpiry:
             emit.close(timeout=2)
         st = state_show(tmp_path / "state.db", "idle")
         assert st["snapshot"]["events"] >= 302 and st["first_seen"] < st["last_seen"]
+
+
+class TestEmitterReplayBuffer:
+    def test_bound_drops_oldest_first_counts_and_resends_what_it_holds(self, tmp_path):
+        """Past replay_size the oldest unacked go (counted); a re-send request gets the
+        rest, in seq order, with base = the oldest seq still held; an ack releases them."""
+        router = zmq.Context.instance().socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        endpoint = f"ipc://{tmp_path}/r.sock"
+        router.bind(endpoint)
+        emit = Emitter(endpoint, run="buf", heartbeat_s=3600, replay_size=100, queue_size=10_000)
+        for step in range(1, 500):
+            emit.loss(step, 1.0)  # with run_start: seqs 1..500
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        seen, ident = [], None
+
+        def drain():
+            nonlocal ident
+            while poller.poll(20):
+                ident, frame = router.recv_multipart()
+                obj = wire.unpack(frame)
+                seen.append((obj.get("base"), [e["seq"] for e in obj["events"]]))
+            return seen
+
+        wait_for(lambda: drain() and seen[-1][1][-1] == 500, what="all 500 sent")
+        wait_for(lambda: emit.stats.get("replay_evicted") == 400, what="400 evicted")
+        seen.clear()
+        router.send_multipart([ident, wire.reply("ack", seq=0, emitter=emit.id, resend=True)])
+        wait_for(lambda: drain() and seen[-1][1][-1] == 500, what="re-send")
+        resent = [q for _, seqs in seen for q in seqs]
+        assert resent == list(range(401, 501)) and seen[0][0] == 401
+        router.send_multipart([ident, wire.reply("ack", seq=500, emitter=emit.id)])
+        assert emit.flush(5) and emit.stats["unacked"] == 0
+        emit.close(timeout=1)
+        router.close()
