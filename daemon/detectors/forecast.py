@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import laws
-from .base import Detector, check, decay, fraction, positive, register
+from .base import Detector, check, fraction, positive, register
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,7 @@ class ForecastDetector(Detector):
         self.anneal_decay, self.law = anneal_decay, law
         self._lb = math.log(bin_ratio)
         self._bins: list[list[float]] = []
+        self._edge = 0.0           # step + 1 at which the current bin ends
         self._last = None          # last step seen
         self._s1 = 0.0             # summed learning rate
         self._s2 = 0.0             # annealing area
@@ -113,8 +114,12 @@ class ForecastDetector(Detector):
         return (self._s1 + 1e-12, self._s2)
 
     def _add(self, step: int, x: tuple, y: float) -> None:
-        k = int(math.log(step + 1.0) / self._lb)
         b = self._bins[-1] if self._bins else None
+        if b is not None and step + 1.0 < self._edge:
+            k = b[0]
+        else:
+            k = int(math.log(step + 1.0) / self._lb)
+            self._edge = self.bin_ratio ** (k + 1)
         if b is None or b[0] != k:
             self._bins.append([k, 1, x[0], x[1], y, step])
             lo = self.fit_from * step
@@ -136,7 +141,7 @@ class ForecastDetector(Detector):
         self._s1 += lr * dt
         self._s2 += self._mom * dt
         if self._lr is None and self._bins:
-            self._bins = []   # the law changes with lr: start the summary again
+            self._bins, self._edge = [], 0.0   # the law changes with lr: start the summary again
             self._p = None
         self._lr = lr
 
@@ -192,18 +197,18 @@ class ForecastDetector(Detector):
         sw = 1.2533 * self._noise + 1e-12
         u2 = vpred + self._misfit ** 2        # forecast uncertainty: a bias shared by all steps
         if self._prev is not None:            # two successive fits disagree: a young curve
-            u2 += (laws.predict(self._law, xl, self._prev, self._cov)[0] - pred) ** 2
+            u2 += (laws.value(self._law, xl, self._prev) - pred) ** 2
         sd = math.sqrt(sw * sw + u2)
         r = loss - pred
         z = (r - self.bias_z * math.sqrt(u2)) / sw
         c = self.clip
         zc = c if z > c else (-c if z < -c else z)
         self._S = max(0.0, self._S + zc - self.allowance)
-        self._D += (1.0 - decay(dt, self.d_halflife)) * (zc - self._D)
+        self._D += (1.0 - 0.5 ** (dt / self.d_halflife)) * (zc - self._D)
         building = self._S > self.freeze * self.threshold
         if not building:
             self._since = None
-            g = decay(dt, self.noise_halflife)
+            g = 0.5 ** (dt / self.noise_halflife)
             self._noise = g * self._noise + (1.0 - g) * min(abs(r), c * sw)
         elif self._since is None:
             self._since = step
@@ -225,6 +230,7 @@ class ForecastDetector(Detector):
     def _resume(self, step: int) -> None:
         """Steps went back: forget the summary past ``step`` and the building evidence."""
         self._bins = [b for b in self._bins if b[5] <= step]
+        self._edge = 0.0
         self._S = 0.0
         self._D = 0.0
         self._since = None

@@ -37,6 +37,11 @@ def _terms(law: str, x: tuple, p: list) -> tuple[float, list[float]]:
     return p[0] + e - p[3] * x[1], [1.0, e, -e * ls1, -x[1]]
 
 
+def value(law: str, x: tuple, p: list) -> float:
+    """The law at one point (no variance)."""
+    return _terms(law, x, p)[0]
+
+
 def predict(law: str, x: tuple, p: list, cov: list) -> tuple[float, float]:
     """Forecast at ``x`` and its variance from the parameter covariance ``cov``."""
     f, g = _terms(law, x, p)

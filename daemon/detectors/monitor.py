@@ -23,7 +23,7 @@ from wtwin.daemon.errors import ConfigError
 
 from .base import REGISTRY
 from .finding import Finding, MonitorState
-from .presets import PRESETS
+from .presets import PRESET_PARAMS, PRESETS
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning"}
@@ -31,8 +31,8 @@ SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
 
 def _build(preset: str, overrides: dict) -> dict:
     if preset not in PRESETS:
-        raise ConfigError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
-    spec = {k: dict(v) for k, v in PRESETS[preset].items()}
+        raise ConfigError(f"preset must be one of {PRESETS}, got {preset!r}")
+    spec = {k: dict(v) for k, v in PRESET_PARAMS[preset].items()}
     main = "finetuning" if "finetuning" in spec else "forecast"
     for key, val in overrides.items():
         if isinstance(val, dict):

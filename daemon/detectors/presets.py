@@ -16,7 +16,7 @@ PRETRAINING = {
     "resume_jump": {},
 }
 
-PRESETS = {
+PRESET_PARAMS = {
     "pretraining": PRETRAINING,
     # continued pre-training from a checkpoint: starts low, falls slowly, warm-up short
     "adaptive_pretraining": {
@@ -40,3 +40,5 @@ PRESETS = {
     },
     "custom": PRETRAINING,
 }
+
+PRESETS = tuple(PRESET_PARAMS)   # the names, as the config and CLI validate them

@@ -46,8 +46,8 @@ class RiseDetector(Detector):
 
     def __init__(self, *, threshold: float = 1.2, halflife: float = 100.0,
                  noise_halflife: float = 500.0, clip: float = 4.0, patience: int = 20,
-                 warmup: int = 200, level_z: float = 8.0, jump_k: float = 1.5,
-                 jump_h: float = 15.0, jump_clip: float = 6.0) -> None:
+                 warmup: int = 200, level_z: float = 8.0, jump_k: float = 1.0,
+                 jump_h: float = 25.0, jump_clip: float = 10.0) -> None:
         for n in ("threshold", "halflife", "noise_halflife", "clip", "level_z", "jump_k", "jump_h",
                   "jump_clip"):
             positive(n, locals()[n])
