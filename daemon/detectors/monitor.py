@@ -104,7 +104,7 @@ class RunMonitor:
                        f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
         else:
             self._emit(out, "spike", sp.active and not dv.active, "warning", step,
-                       f"loss jumped {sp.height:+.3g} at step {sp.spike_step} and has not recovered")
+                       f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered")
         stagnation = pl.active and pl.rule == "stagnation"
         self._emit(out, "plateau", pl.active, "warning", step,
                    "no learning: loss level {:.4g} fell only {:.2%} since the start".format(
@@ -113,8 +113,8 @@ class RunMonitor:
         drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv.active or sp.active)
         why = (f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
                f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
-               if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} climbed {ri.score:.1f} noise "
-               f"units above its best {ri.best:.4g}")
+               if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} rose above its best "
+               f"{ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; noise units)")
         self._emit(out, "drift", drift, "warning", step, why)
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:

@@ -38,6 +38,7 @@ class RiseState:
     score: float
     level: float
     best: float
+    S: float = 0.0       # the jump CUSUM
 
 
 @register
@@ -108,4 +109,4 @@ class RiseDetector(Detector):
             self._since = None
         active = (self._since is not None and step - self._since >= self.patience
                   and self._points >= 2) or self._S > self.jump_h
-        return RiseState(step, active, score, self._level, self._best)
+        return RiseState(step, active, score, self._level, self._best, self._S)

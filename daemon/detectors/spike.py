@@ -35,7 +35,7 @@ class SpikeState:
     active: bool                 # a sustained spike is going on
     severity: str | None         # "info" (recovered outlier), "warning" (sustained), None
     spike_step: int | None = None
-    height: float = 0.0
+    height: float = 0.0          # loss minus the pre-spike level, at this update
 
 
 @register
@@ -80,7 +80,7 @@ class SpikeDetector(Detector):
 
     def _follow(self, step: int, loss: float, z: float) -> SpikeState:
         self._later += 1
-        since, height = self._open, self._height
+        since, height = self._open, loss - self._level   # height now, above the level
         if z < self.recover_z:
             sustained = self._sustained
             self._open, self._later, self._sustained = None, 0, False
