@@ -150,7 +150,11 @@ def main(argv=None) -> int:
     m.add_argument("--all", action="store_true", help="also list info findings")
     sub.add_parser("demo", help="a synthetic drifting run, and where it is caught")
     a = ap.parse_args(argv)
-    return _monitor(a) if a.cmd == "monitor" else _demo(a)
+    try:
+        return _monitor(a) if a.cmd == "monitor" else _demo(a)
+    except BrokenPipeError:          # `wtwin monitor log.csv | head`: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -209,6 +209,16 @@ class TestMonitor:
                 caught = t
         assert 6000 < caught < 6800
 
+    def test_finetuning_preset_exponential_floor(self):
+        """The finetuning preset: an exponential-to-floor curve is silent, a drift on it is caught."""
+        def run(drift):
+            rng, mon = random.Random(1), RunMonitor("finetuning")
+            stream = ((t, 0.8 + 1.5 * math.exp(-t / 300) + rng.gauss(0, 0.02)
+                       + (2e-4 * (t - 2000) if drift and t > 2000 else 0.0)) for t in range(1, 3001))
+            return first_page(mon, stream)[0]
+        assert run(False) is None
+        assert 2000 < run(True) < 2400
+
     def test_registry_names(self):
         assert set(REGISTRY) == {"forecast", "finetuning", "spike", "nonfinite", "divergence",
                                  "plateau", "overfit", "resume_jump", "rise"}
