@@ -183,3 +183,53 @@ class TestOutboxDurability:
         assert [r.alert for r in due] == [alert]
         assert counts == {("a", "pending"): 1, ("b", "dead"): 1}
         assert dead[0].last_error == "HTTP 500"
+
+
+def cli(db, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", *args],
+                          env=dict(os.environ, WTWIND_STATE__PATH=str(db)), capture_output=True,
+                          text=True, timeout=60)
+
+
+class TestOperatorCommands:
+    def test_state_and_alerts_commands_on_a_stopped_daemon_store(self, tmp_path):
+        """ls/show read; forget, replay and purge write; each says what it did."""
+        import json
+
+        db = tmp_path / "s.db"
+        alert = Alert(run="r1", kind="drift", severity="warning", status="firing", step=3, started_at=9.0)
+
+        async def fill():
+            box = SqliteOutbox(db)
+            a, b = await box.put(alert, ["hook", "slack"], now=1.0)
+            await box.record(a.id, state="dead", attempts=8, next_attempt_at=1.0, error="HTTP 500", now=2.0)
+            await box.record(b.id, state="delivered", attempts=1, next_attempt_at=1.0, error="", now=2.0)
+            await box.aclose()
+            return a.id
+
+        dead_id = asyncio.run(fill())
+        run = RunState("r1", preset="pretraining", cooldown_s=0.0, now=1.0)
+        run.observe({"type": "loss", "step": 3, "loss": 2.0}, 1.0)
+        conn, lock = open_db(str(db))
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)", (*codec.encode(run), 1.0))
+        conn.close()
+        lock.release()
+        assert "r1\trunning" in cli(db, "state", "ls").stdout
+        assert json.loads(cli(db, "state", "show", "r1", "--json").stdout)["step"] == 3
+        dead = json.loads(cli(db, "alerts", "dead", "--json").stdout)
+        assert [(r["id"], r["sink"], r["last_error"]) for r in dead] == [(dead_id, "hook", "HTTP 500")]
+        out = cli(db, "alerts", "replay", str(dead_id))
+        assert out.returncode == 0 and "replayed 1" in out.stdout
+        assert json.loads(cli(db, "alerts", "dead", "--json").stdout) == []
+        assert "purged 1" in cli(db, "alerts", "purge").stdout
+        assert cli(db, "state", "forget", "r1").returncode == 0
+        assert cli(db, "state", "show", "r1").returncode == 1
+
+    def test_writing_commands_refuse_while_a_daemon_owns_the_store(self, tmp_path):
+        """forget needs the owner lock: a clear refusal, nothing changed."""
+        db = tmp_path / "s.db"
+        (tmp_path / "d").mkdir()
+        with Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp_path / "d")):
+            out = cli(db, "state", "forget", "anything")
+            assert out.returncode == 1 and "stop wtwind first" in out.stderr
+            assert cli(db, "state", "ls").returncode == 0  # reading works meanwhile
