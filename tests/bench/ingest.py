@@ -77,17 +77,17 @@ def raw_loop(endpoint: str, n: int, batch: int) -> float:
     return total / elapsed
 
 
-def daemon_loop(endpoint: str, n: int, batch: int, port: int = 0) -> float:
+def daemon_loop(endpoint: str, n: int, batch: int, state_path: str) -> float:
     from wtwin.daemon import config as config_mod
     from wtwin.daemon.server import Server
 
-    cfg = config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": endpoint,
-                                   "WTWIND_HTTP__PORT": str(port)})
+    cfg = config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": endpoint, "WTWIND_HTTP__PORT": "0",
+                                   "WTWIND_STATE__PATH": state_path})
 
     async def run() -> float:
         server = Server(cfg)
         await server.startup(asyncio.get_running_loop())
-        go, procs = _start_producers(endpoint, n, batch, "daemon")
+        go, procs = _start_producers(endpoint, n, batch, f"daemon-b{batch}")
         total = n * PRODUCERS
         t0 = time.perf_counter()
         go.set()
@@ -104,14 +104,15 @@ def daemon_loop(endpoint: str, n: int, batch: int, port: int = 0) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=50_000, help="events per producer")
+    ap.add_argument("--events", type=int, default=20_000, help="events per producer")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="wtwin-bench-")
     print(f"ingest: {PRODUCERS} producer processes x {args.events} loss events, cpus={os.cpu_count()}")
     print(f"{'frames':<14}{'raw loop ev/s':>16}{'wtwind ev/s':>16}{'ratio':>8}")
     for label, batch in (("single-event", 1), ("batch of 100", 100)):
         raw = raw_loop(f"ipc://{tmp}/raw-{batch}.sock", args.events, batch)
-        ours = daemon_loop(f"ipc://{tmp}/d-{batch}.sock", args.events, batch)
+        ours = daemon_loop(f"ipc://{tmp}/d-{batch}.sock", args.events, batch,
+                           f"{tmp}/state-{batch}.db")
         print(f"{label:<14}{raw:>16,.0f}{ours:>16,.0f}{ours / raw:>8.2f}")
 
 
