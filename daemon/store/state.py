@@ -29,8 +29,11 @@ from wtwin.sinks.alert import Alert
 from . import codec
 from .config import StateConfig
 from .db import connect, open_db
+from .metrics import collect  # noqa: F401  (the server imports it from here)
 from .outbox import SqliteOutbox
 from .writer import Writer
+
+__all__ = ["StateStore", "collect"]
 
 log = structlog.get_logger("wtwind.store")
 
@@ -303,20 +306,3 @@ class StateStore:
 def _write_runs(conn, rows) -> None:
     now = time.time()
     conn.executemany(_UPSERT_RUN, [(*row, now) for row in rows])
-
-
-def collect(store: StateStore):
-    """Metric families for the store (a DaemonCollector provider)."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-    w = store.writer
-    yield GaugeMetricFamily("wtwind_store_enabled", "1 when run state is written to SQLite",
-                            value=1.0 if store.durable else 0.0)
-    yield CounterMetricFamily("wtwind_store_flushes", "Snapshot batches committed", value=store.flushes)
-    yield CounterMetricFamily("wtwind_store_write_errors", "Store transactions rolled back",
-                              value=w.errors if w else 0)
-    yield CounterMetricFamily("wtwind_store_commits", "Store transactions committed",
-                              value=w.commits if w else 0)
-    yield GaugeMetricFamily("wtwind_store_dirty_runs", "Runs with unwritten changes", value=len(store._dirty))
-    yield GaugeMetricFamily("wtwind_store_restored_runs", "Runs restored from the store at startup",
-                            value=store.restored)
