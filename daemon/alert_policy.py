@@ -2,8 +2,10 @@
 
 Pure: the caller passes ``now`` (Unix seconds). A kind fires on its first active
 finding, stays deduplicated while active (a higher severity upgrades it), and resolves
-once its findings have stayed inactive for ``resolve_after_steps`` training steps (like
+once it has stayed inactive for ``resolve_after_steps`` training steps (like
 Alertmanager's ``keep_firing_for``: a score hovering at its threshold does not flap).
+Detectors report a kind only when it changes, so the run state calls ``advance(step)``
+on every loss event to let a held resolve come due.
 Kinds in ``immediate_kinds`` (``stalled``: its step does not advance) resolve at once.
 After a resolve, the same kind cannot fire again until ``cooldown_s`` has passed.
 """
@@ -31,6 +33,7 @@ class AlertPolicy:
         self._firing: dict[str, Alert] = {}
         self._resolved_at: dict[str, float] = {}
         self._quiet_since: dict[str, int] = {}   # kind -> first step of the inactive streak
+        self._quiet_msg: dict[str, str] = {}
 
     @property
     def firing(self) -> dict[str, Alert]:
@@ -42,6 +45,7 @@ class AlertPolicy:
         current = self._firing.get(finding.kind)
         if finding.active:
             self._quiet_since.pop(finding.kind, None)
+            self._quiet_msg.pop(finding.kind, None)
             if current is not None:
                 if _RANK[finding.severity] <= _RANK[current.severity]:
                     return None
@@ -55,16 +59,32 @@ class AlertPolicy:
             return alert
         if current is None:
             return None
-        if not force and finding.kind not in self.immediate_kinds:
-            since = self._quiet_since.setdefault(finding.kind, finding.step)
-            if finding.step - since < self.resolve_after_steps:
-                return None
-        self._quiet_since.pop(finding.kind, None)
-        del self._firing[finding.kind]
-        self._resolved_at[finding.kind] = now
+        if not force and finding.kind not in self.immediate_kinds and self.resolve_after_steps:
+            self._quiet_since.setdefault(finding.kind, finding.step)
+            self._quiet_msg[finding.kind] = finding.message
+            return self._due(finding.kind, finding.step, now, loss, forecast, W)
+        return self._resolve(finding.kind, finding.step, now, finding.message, loss, forecast, W)
+
+    def advance(self, step: int, now: float, *, loss=None, forecast=None, W=None) -> list[Alert]:
+        """Resolve the held kinds whose quiet streak has lasted long enough by ``step``."""
+        if not self._quiet_since:
+            return []
+        return [a for kind in list(self._quiet_since)
+                if (a := self._due(kind, step, now, loss, forecast, W)) is not None]
+
+    def _due(self, kind, step, now, loss, forecast, W) -> Alert | None:
+        if step - self._quiet_since[kind] < self.resolve_after_steps:
+            return None
+        return self._resolve(kind, step, now, self._quiet_msg.get(kind, ""), loss, forecast, W)
+
+    def _resolve(self, kind, step, now, message, loss, forecast, W) -> Alert:
+        current = self._firing.pop(kind)
+        self._quiet_since.pop(kind, None)
+        self._quiet_msg.pop(kind, None)
+        self._resolved_at[kind] = now
         return Alert(run=self.run, kind=current.kind, severity=current.severity,
-                     status="resolved", step=finding.step, started_at=current.started_at,
-                     ended_at=now, message=finding.message or current.message,
+                     status="resolved", step=step, started_at=current.started_at,
+                     ended_at=now, message=message or current.message,
                      loss=_f(loss), forecast=_f(forecast), W=_f(W))
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
@@ -73,12 +93,14 @@ class AlertPolicy:
 
     def snapshot(self) -> dict:
         return {"firing": {k: a.to_dict() for k, a in self._firing.items()},
-                "resolved_at": dict(self._resolved_at), "quiet_since": dict(self._quiet_since)}
+                "resolved_at": dict(self._resolved_at), "quiet_since": dict(self._quiet_since),
+                "quiet_msg": dict(self._quiet_msg)}
 
     def restore(self, snap: dict) -> None:
         self._firing = {k: Alert.from_dict(d) for k, d in snap["firing"].items()}
         self._resolved_at = dict(snap["resolved_at"])
         self._quiet_since = dict(snap.get("quiet_since", {}))
+        self._quiet_msg = dict(snap.get("quiet_msg", {}))
 
 
 def _f(x):

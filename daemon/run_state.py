@@ -54,6 +54,7 @@ class RunState:
         self.last_state = state
         self.series.add_loss(self.step, self.loss, state, self.lr)
         out = self._apply(state.findings, now, state) if state.findings else []
+        out += self.policy.advance(self.step, now, loss=state.l_obs, forecast=state.l_pred, W=state.W)
         if self.stalled:
             out += self.check_stall(now, math.inf)
         return out

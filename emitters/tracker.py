@@ -174,11 +174,11 @@ class EmbeddedMonitor:
         return [] if state is None else self._alerts(state, step, state.l_obs)
 
     def _alerts(self, state, step: int, loss: float) -> list[dict]:
-        alerts = []
-        for f in self._findings(state, step, loss):
-            a = self._policy.apply(f, self.clock(), loss=_fin(state.l_obs),
-                                   forecast=_fin(getattr(state, "l_pred", None)),
-                                   W=_fin(getattr(state, "W", None)))
+        alerts, now = [], self.clock()
+        kw = dict(loss=_fin(state.l_obs), forecast=_fin(getattr(state, "l_pred", None)),
+                  W=_fin(getattr(state, "W", None)))
+        due = [self._policy.apply(f, now, **kw) for f in self._findings(state, step, loss)]
+        for a in due + self._policy.advance(step, now, **kw):
             if a is not None:
                 d = a.to_dict()
                 d["source"] = "embedded"

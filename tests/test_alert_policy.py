@@ -29,7 +29,7 @@ class TestAlertPolicy:
         assert p.apply(F("drift", False, 110), 1.0) is None          # hovering: held
         assert p.apply(F("drift", True, 120), 2.0) is None           # back on: no re-page
         assert p.apply(F("drift", False, 130), 3.0) is None
-        resolved = p.apply(F("drift", False, 180), 4.0)
+        resolved = p.apply(F("drift", False, 180), 4.0) or p.advance(180, 4.0)[0]
         assert resolved.status == "resolved" and resolved.ended_at == 4.0
 
     def test_stalled_resolves_at_once(self):
@@ -63,3 +63,21 @@ class TestAlertPolicy:
     def test_bad_arguments_are_named(self):
         with pytest.raises(ValueError, match="resolve_after_steps"):
             AlertPolicy("r", resolve_after_steps=-1)
+
+
+class TestHeldResolveComesDue:
+    def test_a_single_inactive_finding_resolves_once_enough_steps_pass(self):
+        p = AlertPolicy("r", resolve_after_steps=50)
+        p.apply(F("drift", True, 100), 0.0)
+        assert p.apply(F("drift", False, 120), 1.0) is None   # reported once, on change
+        assert p.advance(150, 2.0) == []
+        (resolved,) = p.advance(170, 3.0)
+        assert resolved.status == "resolved" and resolved.step == 170
+        assert p.firing == {} and p.advance(500, 4.0) == []
+
+    def test_refiring_during_the_hold_cancels_it(self):
+        p = AlertPolicy("r", resolve_after_steps=50)
+        p.apply(F("drift", True, 100), 0.0)
+        p.apply(F("drift", False, 120), 1.0)
+        assert p.apply(F("drift", True, 130), 2.0) is None
+        assert p.advance(400, 3.0) == [] and "drift" in p.firing

@@ -67,8 +67,10 @@ def replay(tlog, name: str, preset: str) -> dict[str, Any]:
             if st is None:
                 continue
             state = st
-        for f in state.findings:
-            a = policy.apply(f, float(i), loss=state.l_obs, forecast=state.l_pred, W=state.W)
+        due = [policy.apply(f, float(i), loss=state.l_obs, forecast=state.l_pred, W=state.W)
+               for f in state.findings]
+        due += policy.advance(step, float(i), loss=state.l_obs, forecast=state.l_pred, W=state.W)
+        for a in due:
             if a is None:
                 continue
             series.mark(a)
