@@ -254,11 +254,18 @@ class Emitter:
             time.sleep(0)  # hand the GIL back to the training thread between batches
 
     def _bound_pending(self) -> None:
+        """Drop the oldest unsent frames past the bound, but never the run's ``run_start``:
+        it moves to the front of the next frame (seq order kept), so the config survives."""
         total = sum(len(p[0]) for p in self._pending)
         while total > self._maxq and len(self._pending) > 1:
             events, _ = self._pending.popleft()
-            total -= len(events)
-            self._stats["dropped_io"] += len(events)
+            keep = [e for e in events if e["type"] == "run_start"]
+            total -= len(events) - len(keep)
+            self._stats["dropped_io"] += len(events) - len(keep)
+            if keep:
+                nxt = self._pending[0]
+                nxt[0][:0] = keep
+                nxt[1] = None  # re-encode with the carried event
 
     def _encode(self, events: list) -> bytes:
         """Encoded at send time, so ``base`` (the oldest seq still held) is current."""

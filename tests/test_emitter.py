@@ -1,5 +1,6 @@
 """The emitter against a real wtwind over real ZeroMQ sockets."""
 
+import json
 import subprocess
 import sys
 import time
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import Daemon, free_port, wait_for
+from helpers import Daemon, free_port, http_get, wait_for
 from wtwin.emitters import Emitter, NullEmitter, connect
 
 
@@ -69,7 +70,7 @@ class TestDaemonDown:
     def test_emitter_neither_blocks_nor_raises_then_delivers_when_daemon_comes_up(self, tmp_path):
         port = free_port()
         endpoint = f"tcp://127.0.0.1:{port}"
-        emit = Emitter(endpoint, run="late", queue_size=200)
+        emit = Emitter(endpoint, run="late", queue_size=200, config={"model": "tiny"})
         worst = 0.0
         for step in range(1, 3001):
             t0 = time.perf_counter()
@@ -89,6 +90,9 @@ class TestDaemonDown:
 
             wait_for(accounted, timeout=15, what="every event either delivered or counted as dropped")
             assert received(d) > 0
+            assert received(d, "run_start") == 1  # never the one dropped: the config survives
+            status, body = http_get(d.url + "/api/runs/late")
+            assert status == 200 and json.loads(body)["config"] == {"model": "tiny"}
 
 
 class TestNullEmitter:
