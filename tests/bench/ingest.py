@@ -21,6 +21,7 @@ import time
 import msgpack
 import zmq
 
+from _producers import send_when_released
 from wtwin.emitters import wire
 
 PRODUCERS = 4
@@ -36,14 +37,7 @@ def _frames(run: str, n: int, batch: int) -> list[bytes]:
 
 
 def _producer(endpoint: str, run: str, n: int, batch: int, go) -> None:
-    frames = _frames(run, n, batch)
-    sock = zmq.Context().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 5000)
-    sock.connect(endpoint)
-    go.wait()
-    for f in frames:
-        sock.send(f)
-    sock.close()
+    send_when_released(endpoint, _frames(run, n, batch), go)
 
 
 def _start_producers(endpoint: str, n: int, batch: int, tag: str):

@@ -96,18 +96,12 @@ def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
 
 
 def _producer(endpoint: str, run: str, n: int, go) -> None:
-    import zmq
+    from _producers import send_when_released
 
     evs = [{"v": 1, "type": "loss", "run": run, "seq": i + 1, "step": i + 1, "loss": curve(i + 1),
             "lr": 3e-4} for i in range(n)]
     frames = [wire.encode_batch(evs[i:i + 100], run, base=i + 1) for i in range(0, n, 100)]
-    sock = zmq.Context().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 5000)
-    sock.connect(endpoint)
-    go.wait()
-    for f in frames:
-        sock.send(f)
-    sock.close()
+    send_when_released(endpoint, frames, go)
 
 
 def throughput(endpoint: str, n: int, state_env: dict) -> tuple[float, float]:

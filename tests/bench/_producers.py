@@ -1,0 +1,16 @@
+"""Shared by the benchmarks: a producer process that sends pre-encoded frames on release."""
+
+from __future__ import annotations
+
+
+def send_when_released(endpoint: str, frames: list[bytes], go) -> None:
+    """Connect a DEALER, wait for the ``go`` event, send every frame (blocking), close."""
+    import zmq
+
+    sock = zmq.Context().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 5000)
+    sock.connect(endpoint)
+    go.wait()
+    for f in frames:
+        sock.send(f)
+    sock.close()
