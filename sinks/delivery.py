@@ -1,9 +1,11 @@
 """Delivery: route each alert, commit it to the outbox, then one worker per sink sends it.
 
 The daemon calls ``submit_nowait(alert)`` on its hot path: it never blocks (a
-bounded intake queue; overflow is an ERROR and a counter). A dispatcher task routes
-the alert (``sinks.routing``), commits one outbox row per sink (``sinks.outbox``)
-and wakes those sinks' workers. Each worker is its own task reading its own rows,
+bounded intake queue; overflow is an ERROR and a counter). A dispatcher task takes
+whatever the intake holds (one *slice*, up to ``slice_size`` alerts), routes it
+(``sinks.routing``), commits one outbox row per alert and sink in one transaction
+(``sinks.outbox.put_many``: one fsync per slice, not per alert) and wakes those
+sinks' workers. Each worker is its own task reading its own rows,
 so one slow or dead sink never stalls detection or the other sinks; a sink's
 pending rows are its bounded queue (``queue_size``; beyond it new rows are
 dead-lettered as ``dropped``, counted and replayable).
@@ -12,7 +14,9 @@ A worker honours its sink's rate limit (``min_interval_s``); whatever becomes du
 meanwhile goes out as one message of up to ``max_batch`` alerts (Slack's burst
 coalescing). On failure it asks ``RetryPolicy.decide`` and backs the whole sink
 off (the endpoint is what failed), recording attempts and the next attempt time
-on each row; after the last attempt a row is dead. A sink that says it is gone
+on each row (one ``record_many`` per attempt); after the last attempt a row is dead.
+A failed attempt costs the event loop one connection attempt and one outbox write,
+whatever the batch size; waiting out a backoff or a timeout costs it nothing. A sink that says it is gone
 (``disable``) is disabled with an ERROR; its rows are dead-lettered.
 
 Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
@@ -29,7 +33,7 @@ import structlog
 
 from .alert import Alert
 from .base import Sink
-from .outbox import Outbox, Row
+from .outbox import Item, Outbox, Outcome, Row
 from .retry import DISABLE, RETRY, RetryPolicy, classify, describe
 from .routing import RouteConfig, Router
 
@@ -140,28 +144,25 @@ class Worker:
             n = max(self._failures, max(r.attempts for r in rows) + 1)
             delay = self.policy.delay(n, exc, self.rng)
             self._not_before = max(self._not_before, now + delay)
-        dead = 0
+        outcomes = []
         for row in rows:
             if verdict == RETRY and row.attempts + 1 < self.policy.max_attempts:
-                await self._record(row, "pending", row.attempts + 1, now + delay, reason, now)
-                self.counters.add(self.sink.name, "retry")
+                outcomes.append(Outcome(row.id, "pending", row.attempts + 1, now + delay, reason))
             else:
-                await self._record(row, "dead", row.attempts + 1, now, reason, now)
-                self.counters.add(self.sink.name, "dead")
-                dead += 1
+                outcomes.append(Outcome(row.id, "dead", row.attempts + 1, now, reason))
+        await self.outbox.record_many(outcomes, now)
+        dead = sum(o.state == "dead" for o in outcomes)
+        self.counters.add(self.sink.name, "retry", len(rows) - dead)
+        self.counters.add(self.sink.name, "dead", dead)
         (_log.error if dead else _log.warning)(
             "delivery_failed", sink=self.sink.name, n=len(rows), error=reason, dead=dead,
             retry_in_s=round(delay, 3) if verdict == RETRY and dead < len(rows) else None)
 
     async def _finish(self, rows: list[Row], state: str, outcome: str, error: str, now: float,
                       attempts: int = 0) -> None:
-        for row in rows:
-            await self._record(row, state, row.attempts + (1 if state == "delivered" else attempts),
-                               now, error, now)
+        extra = 1 if state == "delivered" else attempts
+        await self.outbox.record_many([Outcome(r.id, state, r.attempts + extra, now, error) for r in rows], now)
         self.counters.add(self.sink.name, outcome, len(rows))
-
-    async def _record(self, row: Row, state: str, attempts: int, at: float, error: str, now: float) -> None:
-        await self.outbox.record(row.id, state=state, attempts=attempts, next_attempt_at=at, error=error, now=now)
 
 
 class Delivery:
@@ -169,7 +170,8 @@ class Delivery:
 
     def __init__(self, *, sinks: Sequence[Sink], outbox: Outbox, routes: Sequence[RouteConfig] = (),
                  policy: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None, intake_size: int = 10_000) -> None:
+                 rng: random.Random | None = None, intake_size: int = 10_000,
+                 slice_size: int = 1000) -> None:
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
             raise ValueError(f"sink names must be unique, got {names}")
@@ -183,6 +185,7 @@ class Delivery:
         rng = rng or random.Random()
         self.workers = {s.name: Worker(s, outbox, policy or RetryPolicy(), self.counters, clock, rng) for s in sinks}
         self._intake: asyncio.Queue[Alert] = asyncio.Queue(maxsize=intake_size)
+        self.slice_size = slice_size  # alerts taken from the intake per outbox transaction
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -202,23 +205,36 @@ class Delivery:
 
     async def submit(self, alert: Alert) -> list[Row]:
         """Route and commit now; returns the outbox rows (committed before any sink sees them)."""
-        now = self.clock()
-        rows: list[Row] = []
-        for a, sinks in self.router.offer(alert, now):
-            rows += await self._commit(a, sinks, now)
-        return rows
+        return await self._route([alert])
 
-    async def _commit(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
-        counts = self.outbox.counts()
-        rows = await self.outbox.put(alert, sinks, now)
+    async def _route(self, alerts: Sequence[Alert]) -> list[Row]:
+        """Route a slice of transitions, plus holds that came due, and commit them together."""
+        now = self.clock()
+        items = [item for alert in alerts for item in self.router.offer(alert, now)]
+        items += self.router.due(now)
+        return await self._commit(items, now) if items else []
+
+    async def _commit(self, items: Sequence[Item], now: float) -> list[Row]:
+        """One outbox transaction for the slice; rows beyond a sink's queue_size are dropped."""
+        room = {name: sink.queue_size - self.outbox.counts().get((name, "pending"), 0)
+                for name, sink in self.sinks.items()}
+        rows = [row for found in await self.outbox.put_many(items, now) for row in found]
+        dropped, woken = [], set()
         for row in rows:
-            if row.state == "pending" and row.attempts == 0 and counts.get((row.sink, "pending"), 0) >= self.sinks[row.sink].queue_size:
-                await self.outbox.record(row.id, state="dead", attempts=0, next_attempt_at=now,
-                                         error="queue full", now=now)
-                self.counters.add(row.sink, "dropped")
-                _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=alert.run, kind=alert.kind)
+            fresh = row.state == "pending" and row.attempts == 0
+            if fresh and room[row.sink] <= 0:
+                dropped.append(row)
             else:
-                self.workers[row.sink].wake()
+                room[row.sink] -= fresh
+                woken.add(row.sink)
+        if dropped:  # dead before any worker runs, so none sends them
+            await self.outbox.record_many([Outcome(r.id, "dead", 0, now, "queue full") for r in dropped], now)
+        for row in dropped:
+            self.counters.add(row.sink, "dropped")
+            _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=row.alert.run,
+                       kind=row.alert.kind)
+        for name in woken:
+            self.workers[name].wake()
         return rows
 
     async def _dispatch(self) -> None:
@@ -232,17 +248,17 @@ class Delivery:
                 _log.exception("delivery_dispatch_error")
 
     async def _dispatch_once(self) -> None:
+        """Wait for the intake (or a hold coming due), then take everything queued, one slice."""
         nxt = self.router.next_due()
         timeout = None if nxt is None else max(nxt - self.clock(), 0.0)
+        alerts = []
         try:
-            alert = await asyncio.wait_for(self._intake.get(), timeout)
+            alerts.append(await asyncio.wait_for(self._intake.get(), timeout))
         except asyncio.TimeoutError:
-            alert = None
-        if alert is not None:
-            await self.submit(alert)
-        now = self.clock()
-        for a, sinks in self.router.due(now):
-            await self._commit(a, sinks, now)
+            pass
+        while alerts and len(alerts) < self.slice_size and not self._intake.empty():
+            alerts.append(self._intake.get_nowait())
+        await self._route(alerts)
 
     async def replay(self, sink: str | None = None) -> int:
         """Dead rows back to pending (``wtwind alerts replay``); returns how many."""

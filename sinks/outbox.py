@@ -14,14 +14,18 @@ and cheap (it is read at scrape time), so keep counters in memory.
 
 Contract, per method:
 
-- ``put(alert, sinks, now)``: create one pending row per sink, due at ``now``,
-  committed (durable) before it returns; returns the rows (existing ones for a
-  repeated idempotency key).
+- ``put_many(items, now)``: for each ``(alert, sinks)`` item, one pending row per
+  sink, due at ``now``; the whole batch is committed (durable) in one transaction
+  before it returns; returns one list of rows per item (existing ones for a repeated
+  idempotency key). ``put(alert, sinks, now)`` is the one-item case.
 - ``due(sink, now, limit)``: pending rows of ``sink`` with ``next_attempt_at <= now``,
   in row-id order (FIFO per sink), at most ``limit``.
 - ``next_due(sink)``: the smallest ``next_attempt_at`` among its pending rows, or None.
-- ``record(row_id, state=, attempts=, next_attempt_at=, error=, now=)``: the outcome
-  of an attempt (or of a drop): the new state and bookkeeping.
+- ``record_many(outcomes, now)``: the outcomes of attempts (or of drops), one
+  ``Outcome`` per row: the new state and bookkeeping, in one transaction.
+  ``record(row_id, state=, attempts=, next_attempt_at=, error=, now=)`` is the
+  one-row case. An outcome needs no fsync of its own: losing it (power cut) means
+  at most a repeated attempt, which at-least-once delivery allows.
 - ``dead(sink=None, limit=)``: dead rows, oldest first.
 - ``replay(sink=None, ids=None, now=)``: dead -> pending (attempts 0, due now);
   returns how many.
@@ -59,12 +63,34 @@ class Row:
         return self.alert.idempotency_key
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one row: its new state, attempts, next attempt time and error."""
+
+    row_id: int
+    state: str
+    attempts: int
+    next_attempt_at: float
+    error: str = ""
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise ValueError(f"state must be one of {STATES}, got {self.state!r}")
+
+
+Item = tuple[Alert, Sequence[str]]
+
+
 class Outbox(Protocol):
+    async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]: ...
+
     async def put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]: ...
 
     async def due(self, sink: str, now: float, limit: int) -> list[Row]: ...
 
     async def next_due(self, sink: str) -> float | None: ...
+
+    async def record_many(self, outcomes: Sequence[Outcome], now: float) -> None: ...
 
     async def record(
         self, row_id: int, *, state: str, attempts: int, next_attempt_at: float, error: str, now: float
@@ -100,6 +126,12 @@ class MemoryOutbox:
         return self._rows[state].setdefault(sink, OrderedDict())
 
     async def put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
+        return (await self.put_many([(alert, sinks)], now))[0]
+
+    async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]:
+        return [self._put(alert, sinks, now) for alert, sinks in items]
+
+    def _put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
         rows = []
         for sink in dict.fromkeys(sinks):
             key = (sink, alert.idempotency_key)
@@ -129,12 +161,19 @@ class MemoryOutbox:
     async def record(
         self, row_id: int, *, state: str, attempts: int, next_attempt_at: float, error: str, now: float
     ) -> None:
-        if state not in STATES:
-            raise ValueError(f"state must be one of {STATES}, got {state!r}")
+        await self.record_many([Outcome(row_id, state, attempts, next_attempt_at, error)], now)
+
+    async def record_many(self, outcomes: Sequence[Outcome], now: float) -> None:
+        for missing in (o.row_id for o in outcomes if o.row_id not in self._where):
+            raise KeyError(missing)  # before any change: all or nothing, as in one transaction
+        for o in outcomes:
+            self._record(o, now)
+
+    def _record(self, o: Outcome, now: float) -> None:
+        row_id, state = o.row_id, o.state
         old_state, sink = self._where[row_id]
-        old = self._rows[old_state][sink][row_id]
-        row = replace(old, state=state, attempts=attempts, next_attempt_at=next_attempt_at,
-                      last_error=error, updated_at=now)
+        row = replace(self._rows[old_state][sink][row_id], state=state, attempts=o.attempts,
+                      next_attempt_at=o.next_attempt_at, last_error=o.error, updated_at=now)
         self._by_key[(sink, row.idempotency_key)] = row
         if state == old_state:  # in place: keeps the FIFO position
             self._rows[state][sink][row_id] = row
@@ -179,8 +218,7 @@ class MemoryOutbox:
     async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *, now: float) -> int:
         wanted = set(ids) if ids is not None else None
         chosen = [r.id for r in await self.dead(sink, limit=self._max_dead) if wanted is None or r.id in wanted]
-        for row_id in chosen:
-            await self.record(row_id, state="pending", attempts=0, next_attempt_at=now, error="", now=now)
+        await self.record_many([Outcome(row_id, "pending", 0, now) for row_id in chosen], now)
         return len(chosen)
 
     def counts(self) -> dict[tuple[str, str], int]:

@@ -110,6 +110,44 @@ class TestBackoff:
         assert asyncio.run(scenario()) >= sum(delays) - 0.01
 
 
+
+class TestOutboxWrites:
+    def test_slice_is_one_durable_transaction_and_a_failure_one_write(self, tmp_path):
+        """50 alerts queued together are committed in one FULL transaction; each failed attempt
+        on a refusing endpoint is one outbox write (the daemon's SQLite outbox and writer thread)."""
+        from wtwin.daemon.store.db import connect, open_db
+        from wtwin.daemon.store.outbox import SqliteOutbox
+        from wtwin.daemon.store.writer import Writer
+
+        async def scenario():
+            async with Recorder() as closed:
+                url = closed.url
+            conn, lock = open_db(str(tmp_path / "s.db"))
+            writer = Writer(conn, asyncio.get_running_loop())
+            calls = []
+
+            def execute(fn, *, full=True):
+                calls.append(full)
+                return writer.call(fn, full=full)
+
+            outbox = SqliteOutbox(execute=execute, conn=connect(str(tmp_path / "s.db")))
+            policy = RetryPolicy(max_attempts=100, base_s=0.05, cap_s=0.05)
+            d = Delivery(sinks=[hook("down", url, max_batch=10)], outbox=outbox, policy=policy)
+            await d.start()
+            for i in range(50):
+                d.submit_nowait(alert(run=f"r{i}"))
+            seen = []  # (writes so far, retries so far), read together
+            await until(lambda: seen.append((list(calls), d.counters.values[("down", "retry")]))
+                        or seen[-1][1] >= 30)
+            await d.aclose()
+            writer.close()
+            return seen[-1]
+
+        calls, retries = asyncio.run(scenario())
+        assert calls.count(True) == 1
+        attempts = retries // 10  # each attempt retried 10 rows; the next one may be in flight
+        assert attempts <= calls.count(False) <= attempts + 1
+
 class TestReplay:
     def test_replay_redelivers_dead(self):
         """Dead alerts are replayed once the endpoint is back, with the same webhook-id."""

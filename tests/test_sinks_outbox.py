@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 from wtwin.sinks.alert import Alert
-from wtwin.sinks.outbox import MemoryOutbox
+from wtwin.sinks.outbox import MemoryOutbox, Outcome
 
 
 def _implementations():
@@ -101,6 +101,41 @@ class TestOutboxContract:
         (due,) = run(outbox.due("s", now=1.0, limit=1))
         assert due.alert == a and due.idempotency_key == a.idempotency_key == row.idempotency_key
 
+
+    def test_put_many_commits_a_slice(self, outbox):
+        """put_many returns one list of rows per item, FIFO per sink; a repeat in the slice adds nothing."""
+        items = [(alert(run="a"), ["s", "t"]), (alert(run="b"), ["s"]), (alert(run="a"), ["s"])]
+        a_rows, b_rows, again = run(outbox.put_many(items, now=2.0))
+        assert [(r.sink, r.alert.run, r.state, r.next_attempt_at) for r in a_rows + b_rows] == [
+            ("s", "a", "pending", 2.0), ("t", "a", "pending", 2.0), ("s", "b", "pending", 2.0)]
+        assert [r.id for r in again] == [a_rows[0].id]
+        assert [r.alert.run for r in run(outbox.due("s", now=2.0, limit=10))] == ["a", "b"]
+        assert outbox.counts() == {("s", "pending"): 2, ("t", "pending"): 1}
+
+    def test_record_many_applies_every_outcome(self, outbox):
+        """record_many moves each row as record would: retry stays pending, delivered and dead leave."""
+        rows = run(outbox.put_many([(alert(run=r), ["s"]) for r in "abc"], now=1.0))
+        a, b, c = (found[0].id for found in rows)
+        run(outbox.record_many([Outcome(a, "pending", 1, 9.0, "refused"), Outcome(b, "delivered", 1, 1.0),
+                                Outcome(c, "dead", 1, 1.0, "HTTP 400")], now=2.0))
+        assert [(r.id, r.attempts, r.last_error) for r in run(outbox.due("s", now=9.0, limit=5))] == [
+            (a, 1, "refused")]
+        assert [(r.id, r.last_error) for r in run(outbox.dead())] == [(c, "HTTP 400")]
+        assert outbox.counts() == {("s", "pending"): 1, ("s", "dead"): 1}
+
+    def test_record_many_is_all_or_nothing(self, outbox):
+        """An unknown row id fails the whole batch with KeyError and changes nothing."""
+        (row,) = run(outbox.put(alert(), ["s"], now=1.0))
+        with pytest.raises(KeyError):
+            run(outbox.record_many([Outcome(row.id, "dead", 1, 1.0, "x"), Outcome(10_000, "dead", 1, 1.0)],
+                                   now=2.0))
+        assert [(r.id, r.state) for r in run(outbox.due("s", now=1.0, limit=5))] == [(row.id, "pending")]
+        assert run(outbox.dead()) == []
+
+    def test_outcome_rejects_unknown_state(self):
+        """An outcome's state is one of STATES."""
+        with pytest.raises(ValueError, match="state must be one of"):
+            Outcome(1, "lost", 1, 1.0)
 
 class TestMemoryBounds:
     def test_dead_rows_capped(self):

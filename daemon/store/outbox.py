@@ -1,9 +1,10 @@
 """`SqliteOutbox`: the durable alert outbox, same contract as `wtwin.sinks.outbox`.
 
 Rows live in the ``deliveries`` table (one per alert transition and sink, unique on
-(sink, idempotency key)) next to the ``alerts`` journal. Every write is committed
-with ``synchronous=FULL`` before the coroutine returns, so a row a sink has seen is
-on disk. Pending rows and the dead count are mirrored in memory (bounded by each
+(sink, idempotency key)) next to the ``alerts`` journal. New rows are committed with
+``synchronous=FULL`` before ``put_many`` returns, one transaction per batch, so a row
+a sink has seen is on disk; outcomes (``record_many``) are committed at the store's own
+sync mode, since losing one only repeats an attempt. Pending rows and the dead count are mirrored in memory (bounded by each
 sink's queue) so ``due``/``next_due``/``counts`` cost no I/O; ``dead`` reads the disk.
 
 In the daemon the writes go through the store's single writer thread (ordered with
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from wtwin.sinks.alert import Alert
-from wtwin.sinks.outbox import STATES, Row
+from wtwin.sinks.outbox import Item, Outcome, Row
 
 from .db import open_db
 
@@ -31,6 +32,19 @@ _COLS = "d.id, d.sink, d.state, d.attempts, d.next_attempt_at, d.created_at, d.u
 _SELECT = f"SELECT {_COLS} FROM deliveries d JOIN alerts a ON a.key = d.key"
 _UPSERT_ALERT = """INSERT INTO alerts(key, run, kind, status, severity, step, body, created_at, routed)
     VALUES (?,?,?,?,?,?,?,?,1) ON CONFLICT(key) DO UPDATE SET routed = 1"""
+
+
+def _insert(conn: sqlite3.Connection, alert: Alert, sink: str, now: float) -> tuple:
+    """(True, id) for a new pending row; (False, id, state, attempts, ...) for an existing one."""
+    key = alert.idempotency_key
+    conn.execute(_UPSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity, alert.step,
+                                 json.dumps(alert.to_dict()), now))
+    cur = conn.execute("INSERT OR IGNORE INTO deliveries(key, sink, state, attempts, next_attempt_at, "
+                       "created_at, updated_at) VALUES (?,?,'pending',0,?,?,?)", (key, sink, now, now, now))
+    if cur.rowcount == 1:
+        return (True, cur.lastrowid)
+    return (False, *conn.execute("SELECT id, state, attempts, next_attempt_at, created_at, updated_at, "
+                                 "last_error FROM deliveries WHERE sink = ? AND key = ?", (sink, key)).fetchone())
 
 
 def row_from(rec: tuple) -> Row:
@@ -70,15 +84,15 @@ class SqliteOutbox:
                 "SELECT sink, count(*) FROM deliveries WHERE state = 'dead' GROUP BY sink"):
             self._dead_n[sink] = n
 
-    async def _tx(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def _tx(self, fn: Callable[[sqlite3.Connection], Any], *, full: bool = True) -> Any:
         if self._execute is not None:
-            return await self._execute(fn, full=True)
-        return await asyncio.to_thread(self._run_own, fn)
+            return await self._execute(fn, full=full)
+        return await asyncio.to_thread(self._run_own, fn, full)
 
-    def _run_own(self, fn):
+    def _run_own(self, fn, full: bool = True):
         with self._tx_lock:
             conn = self._own
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if full else 'NORMAL'}")
             conn.execute("BEGIN")
             try:
                 out = fn(conn)
@@ -90,31 +104,33 @@ class SqliteOutbox:
 
     # ---- contract ------------------------------------------------------------------------
     async def put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
-        key = alert.idempotency_key
-        body = json.dumps(alert.to_dict())
-        names = list(dict.fromkeys(sinks))
+        return (await self.put_many([(alert, sinks)], now))[0]
+
+    async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]:
+        """One FULL-sync transaction for the whole batch; rows are built from the alerts
+        in hand (no read-back, no JSON decoding on the loop)."""
+        batch = [(alert, list(dict.fromkeys(sinks))) for alert, sinks in items]
 
         def op(conn):
-            conn.execute(_UPSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity,
-                                         alert.step, body, now))
-            out = []
-            for sink in names:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO deliveries(key, sink, state, attempts, next_attempt_at, "
-                    "created_at, updated_at) VALUES (?,?,'pending',0,?,?,?)", (key, sink, now, now, now))
-                rec = conn.execute(f"{_SELECT} WHERE d.sink = ? AND d.key = ?", (sink, key)).fetchone()
-                out.append((cur.rowcount == 1, rec))
-            return out
+            return [[_insert(conn, alert, sink, now) for sink in names] for alert, names in batch]
 
-        rows = []
-        for created, rec in await self._tx(op):
-            row = row_from(rec)
-            if created:
-                self._pending.setdefault(row.sink, OrderedDict())[row.id] = row
-            elif row.state == "pending":
-                row = self._pending.get(row.sink, {}).get(row.id, row)
-            rows.append(row)
-        return rows
+        out = []
+        for (alert, names), found in zip(batch, await self._tx(op)):
+            out.append([self._put_row(alert, sink, rec, now) for sink, rec in zip(names, found)])
+        return out
+
+    def _put_row(self, alert: Alert, sink: str, rec: tuple, now: float) -> Row:
+        created, rid, *rest = rec
+        if created:
+            row = Row(id=rid, sink=sink, alert=alert, next_attempt_at=now, created_at=now, updated_at=now)
+            self._pending.setdefault(sink, OrderedDict())[rid] = row
+            return row
+        known = self._pending.get(sink, {}).get(rid)
+        if known is not None:
+            return known
+        state, attempts, nxt, created_at, updated, err = rest
+        return Row(id=rid, sink=sink, alert=alert, state=state, attempts=attempts, next_attempt_at=nxt,
+                   created_at=created_at, updated_at=updated, last_error=err)
 
     async def due(self, sink: str, now: float, limit: int) -> list[Row]:
         out = []
@@ -131,19 +147,42 @@ class SqliteOutbox:
 
     async def record(self, row_id: int, *, state: str, attempts: int, next_attempt_at: float,
                      error: str, now: float) -> None:
-        if state not in STATES:
-            raise ValueError(f"state must be one of {STATES}, got {state!r}")
+        await self.record_many([Outcome(row_id, state, attempts, next_attempt_at, error)], now)
+
+    async def record_many(self, outcomes: Sequence[Outcome], now: float) -> None:
+        """One transaction at the store's own sync mode (an outcome lost to a power cut
+        costs a repeated attempt at most); pending rows come from memory, others are read."""
+        if not outcomes:
+            return
+        unknown = [o.row_id for o in outcomes if self._mirrored(o.row_id) is None]
+        params = [(o.state, o.attempts, o.next_attempt_at, o.error, now, o.row_id) for o in outcomes]
 
         def op(conn):
-            old = conn.execute("SELECT state FROM deliveries WHERE id = ?", (row_id,)).fetchone()
-            if old is None:
-                raise KeyError(row_id)
-            conn.execute("UPDATE deliveries SET state=?, attempts=?, next_attempt_at=?, last_error=?, "
-                         "updated_at=? WHERE id=?", (state, attempts, next_attempt_at, error, now, row_id))
-            return old[0], conn.execute(f"{_SELECT} WHERE d.id = ?", (row_id,)).fetchone()
+            found = {}
+            for rid in unknown:
+                rec = conn.execute(f"{_SELECT} WHERE d.id = ?", (rid,)).fetchone()
+                if rec is None:  # change nothing (raising here would fail the writer's whole batch)
+                    return rid
+                found[rid] = rec
+            conn.executemany("UPDATE deliveries SET state=?, attempts=?, next_attempt_at=?, last_error=?, "
+                             "updated_at=? WHERE id=?", params)
+            return found
 
-        old_state, rec = await self._tx(op)
-        self._moved(old_state, row_from(rec))
+        found = await self._tx(op, full=False)
+        if not isinstance(found, dict):
+            raise KeyError(found)
+        for o in outcomes:
+            old = self._mirrored(o.row_id) or row_from(found[o.row_id])
+            self._moved(old.state, replace(old, state=o.state, attempts=o.attempts,
+                                           next_attempt_at=o.next_attempt_at, last_error=o.error,
+                                           updated_at=now))
+
+    def _mirrored(self, row_id: int) -> Row | None:
+        for bucket in self._pending.values():
+            row = bucket.get(row_id)
+            if row is not None:
+                return row
+        return None
 
     def _moved(self, old_state: str, row: Row) -> None:
         """Mirror one row's new state in memory (FIFO position kept for pending)."""
@@ -167,7 +206,7 @@ class SqliteOutbox:
             return conn.execute(f"{_SELECT} WHERE d.state = 'dead' {where} ORDER BY d.id LIMIT ?",
                                 (*args, limit)).fetchall()
 
-        return [row_from(rec) for rec in await self._tx(op)]
+        return [row_from(rec) for rec in await self._tx(op, full=False)]  # a read: no fsync
 
     async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *,
                      now: float) -> int:
