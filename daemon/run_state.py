@@ -35,10 +35,51 @@ class RunState:
         self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (store/)
         self.events = 0                          # events processed (duplicates excluded)
         self.emitter_dropped = 0
-        self.monitor = RunMonitor(preset)
-        self.series = RunSeries()      # bounded, decimated, for the run page
+        self._monitor: RunMonitor | None = None   # built on first use: see ``monitor``
+        self.frozen = None             # a stored detector snapshot not yet restored (store/)
+        self._series: RunSeries | None = None
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
+
+    @property
+    def monitor(self) -> RunMonitor:
+        """The run's detectors, built on first use, so that restoring 1k stored runs at
+        startup costs a few milliseconds: a waiting snapshot is restored then (``thaw``)."""
+        if self._monitor is None:
+            self.thaw()
+        return self._monitor
+
+    @monitor.setter
+    def monitor(self, monitor: RunMonitor) -> None:
+        self._monitor, self.frozen = monitor, None
+
+    def freeze(self, frozen) -> None:
+        """Drop the detectors; ``frozen.load()`` gives the snapshot to restore at first use."""
+        self._monitor, self.frozen = None, frozen
+
+    @property
+    def thawed(self) -> bool:
+        return self._monitor is not None
+
+    def thaw(self) -> None:
+        """Build the detectors and restore ``frozen`` into them (it has ``load() -> dict``).
+
+        A snapshot that does not restore leaves fresh detectors and raises."""
+        frozen, self.frozen = self.frozen, None
+        self._monitor = RunMonitor(self.preset)
+        if frozen is not None:
+            try:
+                self._monitor.restore(frozen.load())
+            except Exception:
+                self._monitor = RunMonitor(self.preset)
+                raise
+
+    @property
+    def series(self) -> RunSeries:
+        """Bounded, decimated plot series for the run page (built on first use)."""
+        if self._series is None:
+            self._series = RunSeries()
+        return self._series
 
     def observe(self, ev: dict, now: float) -> list[Alert]:
         self.last_seen = now

@@ -159,6 +159,58 @@ class TestSnapshot:
             assert [x.kind for x in a.observe(ev, 3.0)] == [x.kind for x in b.observe(ev, 3.0)]
 
 
+class TestLazyRestore:
+    def _trained(self, steps=400) -> RunState:
+        a = RunState("r", preset="finetuning", cooldown_s=0.0, now=1.0)
+        for step in range(1, steps):
+            a.observe({"type": "loss", "step": step, "loss": 3.0 / step ** 0.3}, 2.0)
+        return a
+
+    def test_restore_leaves_the_detectors_frozen_until_first_use(self):
+        """Status, step and preset are back at once; the detectors' state is decoded only
+        when the run needs it, and is then exactly what was stored."""
+        a = self._trained()
+        row = codec.encode(a)
+        b = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
+        codec.restore(b, row[3], row[7])
+        assert not b.thawed and b.frozen is not None
+        assert (b.status, b.step, b.preset, b.loss) == ("running", 399, "finetuning", a.loss)
+        assert b.monitor.snapshot() == a.monitor.snapshot()
+        assert b.thawed and b.frozen is None
+
+    def test_a_run_written_again_before_thawing_keeps_its_detector_state(self):
+        """Encoding a never-thawed run writes the stored detector bytes back unchanged."""
+        a = self._trained()
+        row = codec.encode(a)
+        b = RunState("r", preset="finetuning", cooldown_s=0.0, now=5.0)
+        codec.restore(b, row[3], row[7])
+        again = codec.encode(b)
+        assert not b.thawed
+        assert codec.decode(again[7])["monitor"] == codec.decode(row[7])["monitor"]
+
+    def test_format_1_snapshots_are_still_read(self):
+        """A snapshot written by the previous format (monitor inline) restores the same."""
+        import msgpack
+
+        a = self._trained()
+        d = codec.decode(codec.encode(a)[7])
+        d["format"] = 1
+        old = msgpack.packb(d, use_bin_type=True)
+        b = RunState("r", preset="finetuning", cooldown_s=0.0, now=5.0)
+        codec.restore(b, "{}", old)
+        assert b.monitor.snapshot() == a.monitor.snapshot()
+
+    def test_an_unreadable_detector_snapshot_raises_and_leaves_fresh_detectors(self):
+        """thaw() of garbage raises; the run keeps working with new detectors."""
+        b = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
+        b.freeze(codec.Frozen(b"\xc1 not msgpack"))
+        with pytest.raises(Exception):
+            b.thaw()
+        assert b.thawed and b.monitor.snapshot() == RunState("x", preset="pretraining", cooldown_s=0.0,
+                                                             now=0.0).monitor.snapshot()
+        assert b.observe({"type": "loss", "step": 1, "loss": 2.0}, 6.0) == []
+
+
 class TestOutboxDurability:
     def test_pending_and_dead_rows_come_back_after_reopen(self, tmp_path):
         """What was committed is there after closing and reopening the file."""

@@ -2,6 +2,13 @@
 
 The snapshot is taken on the event loop (the one owner of the state) and encoded
 there with msgpack, so the writer thread only ever sees immutable bytes.
+
+Format 2 keeps the detectors' state (by far the largest part) as nested msgpack bytes:
+a restore decodes only the rest (status, step, alert policy, seq marks, extras such as
+the spectral summary) and hands those bytes to the run as ``frozen``; the run decodes
+them the first time it needs its detectors (``RunState.thaw``). A run that is written
+again before that writes the same bytes back untouched. Format 1 (the monitor inline)
+is still read.
 """
 
 from __future__ import annotations
@@ -11,47 +18,85 @@ from typing import Any
 
 import msgpack
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+READABLE_FORMATS = (1, 2)
 
 _FIELDS = ("status", "first_seen", "last_seen", "last_progress", "step", "loss", "lr",
            "last_eval", "emitter_dropped", "stalled", "events")
 
 
-def snapshot(run) -> dict[str, Any]:
+class Frozen:
+    """A stored detector snapshot, decoded only when the run next needs its detectors."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def load(self) -> dict[str, Any]:
+        return _unpack(self.blob)
+
+
+def _pack(obj) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpack(blob: bytes):
+    return msgpack.unpackb(blob, raw=False, strict_map_key=False)
+
+
+def monitor_bytes(run) -> bytes:
+    if not run.thawed and run.frozen is not None:
+        return run.frozen.blob  # never thawed since it was restored: unchanged
+    return _pack(run.monitor.snapshot())
+
+
+def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run's durable state; ``extra`` adds other components' per-run state by name."""
     d = {name: getattr(run, name) for name in _FIELDS}
     d["format"] = SNAPSHOT_FORMAT
     d["preset"] = run.preset
-    d["monitor"] = run.monitor.snapshot()
+    d["monitor"] = monitor_bytes(run)
     d["policy"] = run.policy.snapshot()
     d["hwm"] = dict(run.hwm)
+    if extra:
+        d.update(extra)
     return d
 
 
-def encode(run) -> tuple:
+def encode(run, extra: dict[str, Any] | None = None) -> tuple:
     """The row for ``runs``: (run, status, preset, config, first, last, step, blob)."""
-    blob = msgpack.packb(snapshot(run), use_bin_type=True)
+    blob = _pack(snapshot(run, extra))
     return (run.run, run.status, run.preset, json.dumps(run.config, default=str),
             run.first_seen, run.last_seen, run.step, blob)
 
 
+def decode_head(blob: bytes) -> dict[str, Any]:
+    """The snapshot with the detectors' state left as bytes (format 2)."""
+    return _unpack(blob)
+
+
 def decode(blob: bytes) -> dict[str, Any]:
-    return msgpack.unpackb(blob, raw=False, strict_map_key=False)
+    """The whole snapshot, detectors' state included, as plain data (operator commands)."""
+    d = _unpack(blob)
+    if isinstance(d.get("monitor"), bytes):
+        d["monitor"] = _unpack(d["monitor"])
+    return d
 
 
-def restore(run, config_json: str, blob: bytes) -> None:
-    """Put a stored snapshot back into a fresh RunState (same preset or rebuilt)."""
-    from ..detectors import RunMonitor
-
-    d = decode(blob)
-    if d.get("format") != SNAPSHOT_FORMAT:
-        raise ValueError(f"snapshot format {d.get('format')!r} is not {SNAPSHOT_FORMAT}")
+def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
+    """Put a stored snapshot back into a fresh RunState; returns the decoded snapshot
+    (detectors' state as bytes), whose extras the caller hands to their owners."""
+    d = decode_head(blob)
+    if d.get("format") not in READABLE_FORMATS:
+        raise ValueError(f"snapshot format {d.get('format')!r} is not one of {READABLE_FORMATS}")
     run.config = json.loads(config_json or "{}")
     for name in _FIELDS:
         if name in d:
             setattr(run, name, d[name])
-    if d["preset"] != run.preset:
-        run.monitor = RunMonitor(d["preset"])
-        run.preset = d["preset"]
-    run.monitor.restore(d["monitor"])
     run.policy.restore(d["policy"])
     run.hwm = {str(k): int(v) for k, v in d["hwm"].items()}
+    monitor = d["monitor"]
+    run.preset = d["preset"]
+    run.freeze(Frozen(monitor if isinstance(monitor, bytes) else _pack(monitor)))
+    return d

@@ -48,9 +48,16 @@ FLUSH_MAX_RUNS = 500  # runs snapshotted per flush call (~0.5-1 ms each, on the 
 NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
 
 
+Extra = tuple[Callable[[str], object], Callable[[str, object], None]]
+
+
 class StateStore:
-    def __init__(self, cfg: StateConfig, table, stats, send: Callable[[bytes, bytes], bool]) -> None:
+    def __init__(self, cfg: StateConfig, table, stats, send: Callable[[bytes, bytes], bool], *,
+                 extras: dict[str, Extra] | None = None) -> None:
+        """``extras``: other components' per-run state stored in the run's snapshot, by
+        name: (``snapshot(run) -> JSON-able or None``, ``restore(run, state)``)."""
         self.cfg = cfg
+        self.extras = dict(extras or {})
         self.table = table
         self.stats = stats
         self.send = send
@@ -124,7 +131,10 @@ class StateStore:
         return self.outbox.unrouted() if self.outbox is not None and self.durable else []
 
     def load(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> int:
-        """Bring back every run still live by the TTLs; returns how many."""
+        """Bring back every run still live by the TTLs; returns how many.
+
+        Each run's status, step, alerts and extras are restored now (the API and /metrics
+        show them at once); its detectors' state when its next event arrives."""
         if self._reader is None:
             return 0
         rows = self._reader.execute(
@@ -170,6 +180,8 @@ class StateStore:
         elif not self._dirty_events & 255:  # a busy loop may starve the timer: check here too
             self.tick()
         em = ev.get("emitter")
+        if run.frozen is not None:
+            self._thaw(run)
         if em is not None:
             seq, hwm = ev["seq"], run.hwm.get(em, 0)
             if seq <= hwm:
@@ -187,6 +199,27 @@ class StateStore:
         run.events += 1
         self._dirty[run.run] = run
         return True
+
+    def touch(self, name: str) -> None:
+        """Another component changed this run's extra state: snapshot it at the next flush."""
+        run = self.table.get(name)
+        if run is not None:
+            self._dirty[name] = run
+
+    def _thaw(self, run) -> None:
+        try:
+            run.thaw()
+        except Exception:  # an unreadable snapshot: the run goes on with fresh detectors
+            self.stats.loop_errors += 1
+            log.exception("snapshot_restore_failed", run=run.run, path=self.path)
+
+    def _encode(self, run) -> tuple:
+        extra = {}
+        for name, (snap, _restore) in self.extras.items():
+            state = snap(run.run)
+            if state is not None:
+                extra[name] = state
+        return codec.encode(run, extra)
 
     def _nack(self, run, em: str, hwm: int) -> None:
         last = self._nacks.get(em)
@@ -224,7 +257,7 @@ class StateStore:
         if self.writer is None:
             self._send_acks(acks)
             return len(runs)
-        rows = [codec.encode(r) for r in runs]
+        rows = [self._encode(r) for r in runs]
         for row in rows:
             self._inflight[row[0]] = row
         self.writer.submit(lambda conn, rows=rows: _write_runs(conn, rows),
@@ -252,7 +285,7 @@ class StateStore:
     def evict(self, run) -> None:
         """A run leaving memory (TTL): make sure its last state is written."""
         if self._dirty.pop(run.run, None) is not None and self.writer is not None:
-            row = codec.encode(run)
+            row = self._encode(run)
             self._inflight[row[0]] = row
             acks = [(run, em, seq) for em, seq in run.hwm.items()]
             self.writer.submit(lambda conn: _write_runs(conn, [row]),
@@ -264,7 +297,7 @@ class StateStore:
         if self.writer is None:
             return
         run = self.table.get(alert.run)
-        row = codec.encode(run) if run is not None else None
+        row = self._encode(run) if run is not None else None
         if row is not None:
             self._inflight[row[0]] = row
         body = json.dumps(alert.to_dict())
@@ -297,7 +330,10 @@ class StateStore:
 
     def _restore_into(self, run, config: str, blob: bytes) -> None:
         try:
-            codec.restore(run, config, blob)
+            d = codec.restore(run, config, blob)
+            for name, (_snap, restore) in self.extras.items():
+                if d.get(name) is not None:
+                    restore(run.run, d[name])
         except Exception:  # an unreadable snapshot: start the run fresh, say so
             self.stats.loop_errors += 1
             log.exception("snapshot_restore_failed", run=run.run, path=self.path)
