@@ -48,13 +48,15 @@ class Server:
                               max_runs=config.runs.max_runs)
         self.spectral = SpectralService(config.jobs, self.table, publish=self.publish,
                                         send=lambda ident, frame: self.receiver.send(ident, frame),
-                                        max_series_runs=config.runs.max_series_runs)
+                                        max_series_runs=config.runs.max_series_runs,
+                                        changed=lambda run: self.state.touch(run))
         self.collector = DaemonCollector(self.table, self.stats,
                                          max_series_runs=config.runs.max_series_runs,
                                          providers=[self.spectral.collect])
         self.receiver = Receiver(config.listen, self.handle_frame)
         # durable state (store/): dedup by seq, snapshots, acks, alert journal + outbox
-        self.state = StateStore(config.state, self.table, self.stats, self.receiver.send)
+        self.state = StateStore(config.state, self.table, self.stats, self.receiver.send,
+                                extras={"spectral": (self.spectral.snapshot_run, self.spectral.restore_run)})
         self.collector.providers.append(lambda: store_collect(self.state))
         self.curve = CurveGuard(config.curve) if config.curve.enabled else None  # ConfigError early
         if self.curve is not None:

@@ -8,9 +8,10 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import zmq
 
-from helpers import Daemon, wait_for
+from helpers import Daemon, http_get, wait_for
 from wtwin.emitters import wire
 from wtwin.emitters.emitter import Emitter
 
@@ -142,6 +143,40 @@ class TestIdleExpiry:
             emit.close(timeout=2)
         st = state_show(tmp_path / "state.db", "idle")
         assert st["snapshot"]["events"] >= 302 and st["first_seen"] < st["last_seen"]
+
+
+class TestSpectralPersisted:
+    def test_spectral_summary_survives_a_sigkill_with_the_run(self, tmp_path):
+        """A checkpoint's analysis is stored in the run's snapshot: after a SIGKILL and a
+        restart /metrics and /api/runs/<id> show the same spectral summary."""
+        torch = pytest.importorskip("torch")
+        g = torch.Generator().manual_seed(3)
+        ckpt = tmp_path / "c50.pt"
+        torch.save({"a.weight": torch.randn(128, 64, generator=g), "b.weight": torch.randn(64, 64, generator=g)},
+                   ckpt)
+        db = tmp_path / "state.db"
+        d = daemon(tmp_path, WTWIND_JOBS__TIMEOUT_S="120").start()
+        emit = Emitter(d.tcp, run="spec", heartbeat_s=3600)
+        try:
+            for step in range(1, 51):
+                emit.loss(step, curve(step))
+            emit.checkpoint(50, str(ckpt), want=("analyze",))
+            wait_for(lambda: sample(d, "wtwind_run_spectral_step", run="spec") == 50, 120, 0.2, "analysis")
+            before = {k: v for k, v in d.metrics().items() if k[0].startswith("wtwind_run_spectral")}
+            api_before = json.loads(http_get(d.url + "/api/runs/spec")[1])["spectral"]
+            wait_for(lambda: (state_show(db, "spec")["snapshot"].get("spectral") or {}).get("watch"),
+                     20, 0.1, "spectral state committed")
+            d.proc.send_signal(signal.SIGKILL)
+            d.proc.wait()
+            d._log.close()
+            d.start()
+            after = {k: v for k, v in d.metrics().items() if k[0].startswith("wtwind_run_spectral")}
+            assert after == before and ("wtwind_run_spectral_alpha_mean", (("run", "spec"),)) in after
+            assert json.loads(http_get(d.url + "/api/runs/spec")[1])["spectral"] == api_before
+            assert api_before["layers"] and api_before["step"] == 50
+        finally:
+            emit.close(timeout=2)
+            d.stop()
 
 
 class TestEmitterReplayBuffer:

@@ -40,8 +40,12 @@ _SUMMARY_GAUGES = (
 
 class SpectralService:
     def __init__(self, config: JobsConfig, table, *, publish: Callable[[Alert], None],
-                 send: Callable[[bytes, bytes], None], max_series_runs: int = 1000) -> None:
+                 send: Callable[[bytes, bytes], None], max_series_runs: int = 1000,
+                 changed: Callable[[str], None] = lambda run: None) -> None:
+        """``changed(run)`` is called when a run's spectral state changed (the store
+        snapshots it with the run: ``snapshot_run``/``restore_run``)."""
         self.config = config
+        self.changed = changed
         self.table = table
         self.publish = publish
         self.send = send
@@ -61,6 +65,7 @@ class SpectralService:
         if run is None:  # expired while the job ran
             return
         self.last_result[result.run] = result.to_dict()
+        self.changed(result.run)
         if not result.ok:
             log.warning("spectral_job_failed", run=result.run, step=result.step, outcome=result.outcome,
                         reason=result.reason, error=result.error)
@@ -81,13 +86,14 @@ class SpectralService:
 
     def snapshot_run(self, run: str) -> dict | None:
         """The run's spectral state (watch + last result), JSON-able, for the store."""
-        watch = self.watches.get(run)
-        if watch is None:
+        watch, last = self.watches.get(run), self.last_result.get(run)
+        if watch is None and last is None:
             return None
-        return {"watch": watch.snapshot(), "last_result": self.last_result.get(run)}
+        return {"watch": watch.snapshot() if watch is not None else None, "last_result": last}
 
     def restore_run(self, run: str, state: dict) -> None:
-        self._watch(run).restore(state["watch"])
+        if state.get("watch") is not None:
+            self._watch(run).restore(state["watch"])
         if state.get("last_result") is not None:
             self.last_result[run] = state["last_result"]
 
@@ -123,7 +129,7 @@ class SpectralService:
 
     def _run_families(self):
         live = {r.run: r for r in self.table}
-        for run in [r for r in self.watches if r not in live]:  # runs the table expired
+        for run in [r for r in {*self.watches, *self.last_result} if r not in live]:  # expired runs
             self.watches.pop(run, None)
             self.last_result.pop(run, None)
         shown = sorted((r for r in self.watches if self.watches[r].last is not None),
