@@ -69,16 +69,37 @@ def curve(step: int) -> float:
     return 2.0 + 5.0 / step ** 0.5 + 0.01 * ((step * 7919) % 13 - 6) / 6
 
 
+def state_show(db: Path, run: str) -> dict | None:
+    """The stored run (`wtwind state show --json`), None when the store has no such run."""
+    out = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "state", "show", run, "--json"],
+                         env=dict(os.environ, WTWIND_STATE__PATH=str(db)), capture_output=True, text=True)
+    if out.returncode == 1 and "no run" in (out.stderr + out.stdout):
+        return None
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _received(d: Daemon, kind: str) -> float:
+    return d.metrics().get(("wtwind_events_received_total", (("type", kind),)), 0)
+
+
 def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
+    """Stream ``events`` losses, SIGKILL the daemon half way, emit the rest while it is
+    down, restart it: how many losses does the store say were processed, once each?
+
+    The run's ``run_start`` is persisted before the stream begins and its ``run_end`` is
+    waited for after it, so the count of processed losses is exact: the snapshot's
+    ``events`` minus those two. Without a replay buffer, what was in flight at the kill
+    (or unacknowledged in the daemon's memory) is gone; with one, nothing should be."""
     db = tmp / f"kill-{replay_size}.db"
     (tmp / f"k{replay_size}").mkdir()
     d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"k{replay_size}")).start()
     emit = Emitter(d.tcp, run="kill", heartbeat_s=3600, replay_size=replay_size,
                    queue_size=2 * events)  # the emitter's own queue bound is not what is measured
+    wait_for(lambda: state_show(db, "kill"), timeout=30, interval=0.1, what="run_start persisted")
     for step in range(1, events // 2 + 1):
         emit.loss(step, curve(step))
-    wait_for(lambda: d.metrics().get(("wtwind_events_received_total", (("type", "loss"),)), 0) > events / 4,
-             timeout=60, what="a quarter processed")
+    wait_for(lambda: _received(d, "loss") > events / 4, timeout=60, what="a quarter processed")
     d.proc.send_signal(signal.SIGKILL)
     d.proc.wait()
     d._log.close()
@@ -86,13 +107,30 @@ def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
         emit.loss(step, curve(step))
     d.start()
     acked = emit.flush(60)
-    emit.close(timeout=2)
-    d.stop()
-    out = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "state", "show", "kill", "--json"],
-                         env=dict(os.environ, WTWIND_STATE__PATH=str(db)), capture_output=True, text=True)
-    processed = json.loads(out.stdout)["snapshot"]["events"] - 2  # minus run_start, run_end
+    emit.close(timeout=5)
+    got_end = _wait_quiet(d)
+    assert d.stop() == 0
+    snap = state_show(db, "kill")["snapshot"]
+    processed = snap["events"] - 1 - int(got_end)  # minus run_start and run_end
     return {"emitted": events, "processed_once": processed, "lost": events - processed,
             "acked_all": acked, "evicted": emit.stats.get("replay_evicted", 0)}
+
+
+def _wait_quiet(d: Daemon) -> bool:
+    """Wait for the run's run_end (without replay it may itself be lost: then for 3 s of
+    silence); True if it arrived."""
+    last, since = -1.0, time.monotonic()
+    deadline = since + 60
+    while time.monotonic() < deadline:
+        if _received(d, "run_end") >= 1:
+            return True
+        n = _received(d, "loss")
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since > 3.0:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 def _producer(endpoint: str, run: str, n: int, go) -> None:
