@@ -5,9 +5,9 @@ bounded intake queue; overflow is an ERROR and a counter). A dispatcher task tak
 whatever the intake holds (one *slice*, up to ``slice_size`` alerts), routes it
 (``sinks.routing``), commits one outbox row per alert and sink in one transaction
 (``sinks.outbox.put_many``: one fsync per slice, not per alert) and wakes those
-sinks' workers. Each worker is its own task reading its own rows,
-so one slow or dead sink never stalls detection or the other sinks; a sink's
-pending rows are its bounded queue (``queue_size``; beyond it new rows are
+sinks' workers. Each worker is its own task reading its own rows, so one slow or
+dead sink never stalls detection or the other sinks; a sink's pending rows are its
+bounded queue (``queue_size``; beyond it new rows are
 dead-lettered as ``dropped``, counted and replayable).
 
 A worker honours its sink's rate limit (``min_interval_s``); whatever becomes due
@@ -16,8 +16,9 @@ coalescing). On failure it asks ``RetryPolicy.decide`` and backs the whole sink
 off (the endpoint is what failed), recording attempts and the next attempt time
 on each row (one ``record_many`` per attempt); after the last attempt a row is dead.
 A failed attempt costs the event loop one connection attempt and one outbox write,
-whatever the batch size; waiting out a backoff or a timeout costs it nothing. A sink that says it is gone
-(``disable``) is disabled with an ERROR; its rows are dead-lettered.
+whatever the batch size; waiting out a backoff or a timeout costs it nothing. A sink
+that says it is gone (``disable``) is disabled with an ERROR; its rows are
+dead-lettered.
 
 Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
 """
@@ -227,7 +228,7 @@ class Delivery:
             else:
                 room[row.sink] -= fresh
                 woken.add(row.sink)
-        if dropped:  # dead before any worker runs, so none sends them
+        if dropped:  # recorded dead before the workers are woken for this slice
             await self.outbox.record_many([Outcome(r.id, "dead", 0, now, "queue full") for r in dropped], now)
         for row in dropped:
             self.counters.add(row.sink, "dropped")

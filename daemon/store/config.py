@@ -31,7 +31,8 @@ class StateConfig:
     Run snapshots are written by a writer thread every ``flush_interval_s``, sooner once
     ``flush_max_events`` events are unwritten, and at shutdown; ``synchronous`` is the
     SQLite mode for those (``normal`` survives a process crash, ``full`` also power
-    loss). Alert and outbox rows are always committed with ``synchronous=FULL``.
+    loss), and for delivery outcomes. Alert and new outbox rows are always committed with
+    ``synchronous=FULL``.
     """
 
     enabled: bool = True

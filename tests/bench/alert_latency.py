@@ -1,20 +1,14 @@
-"""Alert delivery benchmark: latency to a webhook receiver; ingest with sinks down vs up.
+"""Alert delivery benchmark: latency from the offending event to a webhook receiver.
 
-1. Latency. A real ``wtwind`` subprocess with one webhook sink (signed) pointing at a
-   receiver in this process. For each of N runs a raw DEALER sends a few finite losses,
-   then the offending event (a NaN loss: the nonfinite alert fires on that event). The
-   figure is the receiver's arrival time minus the offending event's send time (same
-   host clock), per alert: median / p90 / max; on an idle daemon, then while another
-   producer streams other runs at the paced rate.
-2. Throughput. The real ``Server`` in this process (as tests/bench/ingest.py does), fed
-   by 4 producer processes sending single-event frames over 1000 runs; every run sends
-   one NaN loss, so 2000 alert transitions (firing, resolved) flow to both sinks during
-   the stream. Same workload, side by side, interleaved: every sink up (webhook + Slack
-   answered 200 by a receiver in its own process) and every sink down (both URLs refuse
-   connections: every delivery fails and is retried). Wall rate and the daemon
-   process's CPU time per event. Goal: within 5%.
+A real ``wtwind`` subprocess with one webhook sink (signed) pointing at a receiver in
+this process. For each of N runs a raw DEALER sends a few finite losses, then the
+offending event (a NaN loss: the nonfinite alert fires on that event). The figure is
+the receiver's arrival time minus the offending event's send time (same host clock),
+per alert: median / p90 / max; on an idle daemon, then while another producer streams
+other runs at the paced rate. Ingest with every sink down vs up is
+``tests/bench/sinks_down.py``.
 
-    .venv/bin/python tests/bench/alert_latency.py [--alerts 50] [--events 40000] [--state sqlite|memory]
+    .venv/bin/python tests/bench/alert_latency.py [--alerts 50] [--paced 2000] [--state sqlite|memory]
 """
 
 from __future__ import annotations
@@ -42,9 +36,7 @@ from wtwin.sinks.testing import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "whsec_" + base64.b64encode(b"bench-secret-for-the-webhook!!!!").decode()
-PRODUCERS = 4
 RUNS_PER_PRODUCER = 250
-BUDGET = int(os.environ.get("BENCH_RECEIVER_BUDGET", "0"))  # 0: the receiver's default
 
 
 def free_port() -> int:
@@ -79,7 +71,7 @@ url_env = "BENCH_SLACK_URL"
 """
 
 
-# ---- 1. latency ---------------------------------------------------------------------------
+# ---- latency ------------------------------------------------------------------------------
 def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0) -> list[float]:
     recv = ThreadedRecorder()
     port, ipc = free_port(), f"ipc://{tmp}/lat-{int(load)}.sock"
@@ -151,7 +143,7 @@ def _wait(pred, timeout: float):
     raise TimeoutError("benchmark condition not reached")
 
 
-# ---- 2. throughput with sinks up vs down --------------------------------------------------
+# ---- background load ----------------------------------------------------------------------
 def _frames(tag: str, n: int) -> list[bytes]:
     """n single-event loss frames over RUNS_PER_PRODUCER runs; each run has one NaN (alerts)."""
     out, nan_step = [], max(2, n // RUNS_PER_PRODUCER // 3)  # a third into the stream
@@ -181,99 +173,14 @@ def _producer(endpoint: str, tag: str, n: int, go, rate: float = 0.0) -> None:
     sock.close()
 
 
-def _receiver(port: int, ready) -> None:
-    """A healthy endpoint in its own process: 200 ok to everything."""
-    from aiohttp import web
-
-    async def ok(request):
-        await request.read()
-        return web.Response(text="ok")
-
-    async def serve():
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", ok)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        ready.set()
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
-
-
-def throughput(endpoint: str, n: int, sinks_up: bool, state: str, tmp: Path, label: str,
-               rate: float = 0.0) -> tuple[float, float, dict]:
-    from wtwin.daemon import config as config_mod
-    from wtwin.daemon.server import Server
-
-    held = socket.socket()  # bound, never listening: connections are refused, the port stays ours
-    held.bind(("127.0.0.1", 0))
-    port = held.getsockname()[1]
-    receiver = None
-    if sinks_up:  # a receiver process listens there instead
-        held.close()
-        ready = mp.Event()
-        receiver = mp.Process(target=_receiver, args=(port, ready), daemon=True)
-        receiver.start()
-        ready.wait(30)
-    base = f"http://127.0.0.1:{port}"
-    cfg_path = tmp / f"tp-{label}.toml"
-    cfg_path.write_text(sink_toml(f"{base}/hook", f"{base}/slack") + "\n[delivery]\ndrain_timeout_s = 0.5\n")
-    environ = {"WTWIND_LISTEN__ENDPOINTS": endpoint, "WTWIND_HTTP__PORT": "0",
-               "WTWIND_STATE__PATH": str(tmp / f"tp-{label}.db"),
-               "WTWIND_STATE__ENABLED": str(state == "sqlite").lower()}
-    os.environ.update(BENCH_SECRET=SECRET, BENCH_SLACK_URL=f"{base}/slack")
-
-    async def run() -> tuple[float, float, dict]:
-        server = Server(config_mod.load(cfg_path, environ=environ))
-        if BUDGET:
-            server.receiver.budget = BUDGET
-        await server.startup(asyncio.get_running_loop())
-        go = mp.Event()
-        procs = [mp.Process(target=_producer, args=(endpoint, f"{label}{i}", n, go, rate / PRODUCERS))
-                 for i in range(PRODUCERS)]
-        for p in procs:
-            p.start()
-        await asyncio.sleep(1.0)  # producers connect and pre-encode before the clock starts
-        total = n * PRODUCERS
-        t0, c0 = time.perf_counter(), time.process_time()
-        go.set()
-        while server.stats.received["loss"] < total:
-            await asyncio.sleep(0.001)
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        counters = {f"{s}/{o}": v for (s, o), v in server.delivery.counters.values.items() if v}
-        counters["alerts"] = sum(server.stats.alerts.values())
-        for p in procs:
-            p.join()
-        await server.shutdown()
-        return total / elapsed, cpu / total * 1e6, counters
-
-    try:
-        return asyncio.run(run())
-    finally:
-        held.close()
-        if receiver is not None:
-            receiver.terminate()
-            receiver.join(5)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--alerts", type=int, default=50)
-    ap.add_argument("--events", type=int, default=10_000, help="events per producer (x4)")
-    ap.add_argument("--repeats", type=int, default=3, help="throughput runs per condition, interleaved")
     ap.add_argument("--state", choices=("sqlite", "memory"), default="sqlite")
-    ap.add_argument("--paced", type=float, default=2000.0, help="events/s of the paced comparison")
-    ap.add_argument("--only", choices=("latency", "throughput"), help="run one part only")
+    ap.add_argument("--paced", type=float, default=2000.0, help="events/s of other runs in the loaded case")
     args = ap.parse_args()
-    from wtwin.daemon.logsetup import configure
-
-    configure("error", "console")  # the in-process Server of part 2 would log every alert
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-alerts-"))
-    if args.only != "throughput":
-        report_latency(args, tmp)
-    if args.only != "latency":
-        report_throughput(args, tmp)
+    report_latency(args, tmp)
 
 
 def report_latency(args, tmp: Path) -> None:
@@ -284,32 +191,6 @@ def report_latency(args, tmp: Path) -> None:
         what = "idle daemon" if not load else f"under {load:,.0f} ev/s of other runs"
         print(f"  {what:<32} median {statistics.median(ms):6.1f} ms   p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms"
               f"   max {ms[-1]:6.1f} ms")
-
-
-def report_throughput(args, tmp: Path) -> None:
-    print(f"\ningest with alerts flowing: {PRODUCERS} producers x {args.events} events, "
-          f"{PRODUCERS * RUNS_PER_PRODUCER} runs, cpus={os.cpu_count()}, outbox={args.state}")
-    for title, rate in (("saturated (producers unpaced)", 0.0), (f"paced at {args.paced:,.0f} ev/s", args.paced)):
-        print(f"  {title}:")
-        compare(args, tmp, rate)
-
-
-def compare(args, tmp: Path, rate: float) -> None:
-    rates: dict[str, list[float]] = {"up": [], "down": []}
-    cpus: dict[str, list[float]] = {"up": [], "down": []}
-    for i in range(args.repeats):
-        for cond in (("up", "down") if i % 2 == 0 else ("down", "up")):
-            tag = f"{cond}{i}{'p' if rate else 's'}"
-            ev_s, us, counters = throughput(f"ipc://{tmp}/tp-{tag}.sock", args.events, cond == "up",
-                                            args.state, tmp, tag, rate)
-            rates[cond].append(ev_s)
-            cpus[cond].append(us)
-            print(f"    run {i} sinks {cond:<5} {ev_s:>9,.0f} ev/s  {us:6.1f} us CPU/event   "
-                  f"in the window: {dict(sorted(counters.items()))}")
-    up, down = statistics.median(rates["up"]), statistics.median(rates["down"])
-    cu, cd = statistics.median(cpus["up"]), statistics.median(cpus["down"])
-    print(f"    median: sinks up {up:,.0f} ev/s ({cu:.1f} us CPU/event), sinks down {down:,.0f} ev/s "
-          f"({cd:.1f} us CPU/event); down/up throughput = {down / up:.3f}, CPU = {cd / cu:.3f}")
 
 
 if __name__ == "__main__":
