@@ -16,13 +16,12 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, check, decay, positive, register
 
 
-@dataclass(frozen=True, slots=True)
-class DivergenceState:
+class DivergenceState(NamedTuple):
     step: int
     active: bool
     level: float

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     """One detector's verdict at this update.
 
     ``active`` True means the condition holds now (the run state turns the first active
@@ -21,8 +20,7 @@ class Finding:
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class MonitorState:
+class MonitorState(NamedTuple):
     """What `RunMonitor.update_*` returns: the scores and this update's findings."""
 
     step: int

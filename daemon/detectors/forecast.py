@@ -27,7 +27,7 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,8 +35,7 @@ from . import laws
 from .base import Detector, check, fraction, positive, register
 
 
-@dataclass(frozen=True, slots=True)
-class ForecastState:
+class ForecastState(NamedTuple):
     step: int
     l_obs: float
     l_pred: float | None = None
@@ -85,6 +84,8 @@ class ForecastDetector(Detector):
         self.clip, self.gate, self.noise_halflife, self.d_halflife = clip, gate, noise_halflife, d_halflife
         self.band_z, self.bias_z, self.freeze = band_z, bias_z, freeze
         self.anneal_decay, self.law = anneal_decay, law
+        self._gd1 = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
+        self._gn1 = 0.5 ** (1.0 / noise_halflife)
         self._lb = math.log(bin_ratio)
         self._bins: list[list[float]] = []
         self._edge = 0.0           # step + 1 at which the current bin ends
@@ -179,53 +180,69 @@ class ForecastDetector(Detector):
     # --- update ---------------------------------------------------------------------
     def update(self, step: int, loss: float, lr: float | None = None) -> ForecastState:
         if not math.isfinite(loss):
-            return ForecastState(step=step, l_obs=loss, S=self._S)
-        if self._last is not None and step < self._last:
+            return ForecastState(step, loss, None, None, None, None, None, None, None, self._S)
+        last = self._last
+        if last is not None and step < last:
             self._resume(step)
-        self._schedule(step, lr)
-        dt = 1.0 if self._last is None else step - self._last
+        if lr is not None:
+            self._schedule(step, lr)
+        dt = 1.0 if last is None else step - last
         self._last = step
-        x = self._x(step)
-        if self._p is None:
+        x = (step + 1.0, 0.0) if self._lr is None else (self._s1 + 1e-12, self._s2)
+        p = self._p
+        if p is None:
             self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
             self._add(step, x, loss)
             if step >= self._next:
                 self._refit(step)
-            return ForecastState(step=step, l_obs=loss)
-        xl = (x[0] - 1.0, x[1]) if self._law == "exp" else x
-        pred, vpred = laws.predict(self._law, xl, self._p, self._cov)
+            return ForecastState(step, loss)
+        law = self._law
+        xl = (x[0] - 1.0, x[1]) if law == "exp" else x
+        pred, vpred = laws.predict(law, xl, p, self._cov)
         sw = 1.2533 * self._noise + 1e-12
-        u2 = vpred + self._misfit ** 2        # forecast uncertainty: a bias shared by all steps
+        mis2 = self._misfit * self._misfit
+        u2 = vpred + mis2                     # forecast uncertainty: a bias shared by all steps
         if self._prev is not None:            # two successive fits disagree: a young curve
-            u2 += (laws.value(self._law, xl, self._prev) - pred) ** 2
+            dv = laws.value(law, xl, self._prev) - pred
+            u2 += dv * dv
         sd = math.sqrt(sw * sw + u2)
         r = loss - pred
-        z = (r - self.bias_z * math.sqrt(u2)) / sw
         c = self.clip
+        z = (r - self.bias_z * math.sqrt(u2)) / sw
         zc = c if z > c else (-c if z < -c else z)
-        self._S = max(0.0, self._S + zc - self.allowance)
-        self._D += (1.0 - 0.5 ** (dt / self.d_halflife)) * (zc - self._D)
-        building = self._S > self.freeze * self.threshold
+        S = self._S + zc - self.allowance
+        S = self._S = S if S > 0.0 else 0.0
+        D = self._D = self._D + (1.0 - (self._gd1 if dt == 1.0 else 0.5 ** (dt / self.d_halflife))) * (zc - self._D)
+        building = S > self.freeze * self.threshold
         if not building:
             self._since = None
-            g = 0.5 ** (dt / self.noise_halflife)
-            self._noise = g * self._noise + (1.0 - g) * min(abs(r), c * sw)
+            g = self._gn1 if dt == 1.0 else 0.5 ** (dt / self.noise_halflife)
+            ar = r if r >= 0.0 else -r
+            self._noise = g * self._noise + (1.0 - g) * (ar if ar < c * sw else c * sw)
         elif self._since is None:
             self._since = step
-        self._add(step, x, min(max(loss, pred - c * sd), pred + c * sd))
-        W = self._S - self.threshold
-        self._alarm = W > 0 and self._D > self.gate
-        if step >= self._next and not self._alarm:
+        y = pred - c * sd if loss < pred - c * sd else (pred + c * sd if loss > pred + c * sd else loss)
+        if step + 1.0 < self._edge:           # the common case: the point joins the open bin
+            b = self._bins[-1]
+            b[1] += 1
+            b[2] += x[0]
+            b[3] += x[1]
+            b[4] += y
+            b[5] = step
+        else:
+            self._add(step, x, y)
+        W = S - self.threshold
+        alarm = self._alarm = W > 0 and D > self.gate
+        if step >= self._next and not alarm:
             if not building:
                 self._refit(step)
             elif step - self._since > max(self.holdout * step, self.holdout_min):
                 self._refit(step)      # the deviation had its window and did not confirm:
                 self._S = self._D = 0.0  # judge afresh against the new forecast
                 self._since = None
-        Q = (sw * sw) / (sw * sw + vpred + self._misfit ** 2 + 1e-300)
-        return ForecastState(step=step, l_obs=loss, l_pred=pred, band_lo=pred - self.band_z * sd,
-                             band_hi=pred + self.band_z * sd, D=self._D, Q=Q, T=self.threshold,
-                             W=W, S=self._S, alert=self._alarm)
+        bz = self.band_z * sd
+        return ForecastState(step, loss, pred, pred - bz, pred + bz, D,
+                             (sw * sw) / (sw * sw + vpred + mis2 + 1e-300), self.threshold, W, S, alarm)
 
     def _resume(self, step: int) -> None:
         """Steps went back: forget the summary past ``step`` and the building evidence."""

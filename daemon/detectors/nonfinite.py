@@ -8,13 +8,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, register
 
 
-@dataclass(frozen=True, slots=True)
-class NonfiniteState:
+class NonfiniteState(NamedTuple):
     step: int
     active: bool
     count: int          # non-finite losses seen so far

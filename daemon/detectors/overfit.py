@@ -19,13 +19,12 @@ fraction) above the best validation loss, while ``train`` is more than ``train_d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, check, fraction, positive, register, decay
 
 
-@dataclass(frozen=True, slots=True)
-class OverfitState:
+class OverfitState(NamedTuple):
     step: int
     active: bool
     val: float

@@ -14,13 +14,12 @@ continues where the run was at that step, ``warning`` when it jumped by more tha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, decay, positive, register
 
 
-@dataclass(frozen=True, slots=True)
-class ResumeState:
+class ResumeState(NamedTuple):
     step: int
     active: bool
     severity: str | None

@@ -23,13 +23,12 @@ Otherwise it is a sustained spike (``severity="warning"``, active until it recov
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, check, decay, positive, register
 
 
-@dataclass(frozen=True, slots=True)
-class SpikeState:
+class SpikeState(NamedTuple):
     step: int
     z: float
     active: bool                 # a sustained spike is going on
