@@ -32,7 +32,6 @@ from .metrics import DaemonCollector
 from .receiver import Receiver
 from .run_state import RunTable
 from .store.state import StateStore, collect as store_collect
-from .curve import CurveGuard
 from .sdnotify import Notifier
 from .stats import Stats
 from .version import __version__
@@ -58,8 +57,11 @@ class Server:
         self.state = StateStore(config.state, self.table, self.stats, self.receiver.send,
                                 extras={"spectral": (self.spectral.snapshot_run, self.spectral.restore_run)})
         self.collector.providers.append(lambda: store_collect(self.state))
-        self.curve = CurveGuard(config.curve) if config.curve.enabled else None  # ConfigError early
-        if self.curve is not None:
+        self.curve = None
+        if config.curve.enabled:  # zmq.auth only when it is used; a ConfigError early
+            from .curve import CurveGuard
+
+            self.curve = CurveGuard(config.curve)
             self.collector.providers.append(self.curve.collect)
         self.alert_listeners: list[Callable[[Alert], None]] = []
         self.alert_listeners.append(self.state.on_alert)  # journaled before any sink sees it

@@ -31,23 +31,56 @@ from wtwin.emitters.emitter import Emitter  # noqa: E402
 PRODUCERS = 4
 
 
-def restart_time(runs: int, tmp: Path) -> dict:
-    from test_memory import seed_runs
+def seed_runs(db: Path, n: int) -> None:
+    """``n`` stored runs, each with the snapshot of a real run after 1,000 loss events."""
+    from wtwin.daemon.run_state import RunState
+    from wtwin.daemon.store import codec
+    from wtwin.daemon.store.db import open_db
 
-    out = {}
-    for label, n in (("empty store", 0), (f"{runs} runs stored", runs)):
-        db = tmp / f"restart-{n}.db"
-        seed_runs(db, n)
-        (tmp / f"r{n}").mkdir()
-        d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"r{n}"))
-        t0 = time.monotonic()
-        d.start(timeout=120)
-        total = time.monotonic() - t0
-        restored = d.metrics()[("wtwind_store_restored_runs", ())]
-        assert restored == n, restored
-        d.stop()
-        out[label] = (total, _phase(d.log(), "store_opened", "state_loaded"))
+    run = RunState("template", preset="pretraining", cooldown_s=60.0, now=time.time())
+    for step in range(1, 1001):
+        run.observe({"type": "loss", "step": step, "loss": curve(step)}, time.time())
+    run.hwm = {"em-template": 1000}
+    row = codec.encode(run)
+    conn, lock = open_db(str(db))
+    now = time.time()
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                     [(f"m{i}", "running", row[2], row[3], now, now, 1000, row[7], now) for i in range(n)])
+    conn.execute("COMMIT")
+    conn.close()
+    lock.release()
+
+
+def restart_time(runs: int, tmp: Path, repeat: int) -> dict:
+    """Seconds from spawning `wtwind` to its first 200 on /readyz, with an empty store and
+    with ``runs`` stored runs (each the snapshot of a run after 1,000 loss events),
+    interleaved ``repeat`` times; per case a list of (total, store open + load, daemon CPU
+    seconds at ready). /readyz is polled every 50 ms."""
+    cases = {"empty store": 0, f"{runs} runs stored": runs}
+    for n in cases.values():
+        seed_runs(tmp / f"restart-{n}.db", n)
+    out: dict[str, list] = {label: [] for label in cases}
+    for i in range(repeat):
+        for label, n in cases.items():
+            (tmp / f"r{n}-{i}").mkdir()
+            d = Daemon(extra_env={"WTWIND_STATE__PATH": str(tmp / f"restart-{n}.db")},
+                       tmpdir=str(tmp / f"r{n}-{i}"))
+            t0 = time.monotonic()
+            d.start(timeout=120)
+            total = time.monotonic() - t0
+            cpu = _cpu_s(d.proc.pid)
+            restored = d.metrics()[("wtwind_store_restored_runs", ())]
+            assert restored == n, restored
+            assert d.stop() == 0
+            out[label].append((total, _phase(d.log(), "store_opened", "state_loaded"), cpu))
     return out
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far: robust to a busy machine."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _phase(log: str, first: str, last: str) -> float:
@@ -92,7 +125,7 @@ def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
     ``events`` minus those two. Without a replay buffer, what was in flight at the kill
     (or unacknowledged in the daemon's memory) is gone; with one, nothing should be."""
     db = tmp / f"kill-{replay_size}.db"
-    (tmp / f"k{replay_size}").mkdir()
+    (tmp / f"k{replay_size}").mkdir(parents=True)
     d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"k{replay_size}")).start()
     emit = Emitter(d.tcp, run="kill", heartbeat_s=3600, replay_size=replay_size,
                    queue_size=2 * events)  # the emitter's own queue bound is not what is measured
@@ -177,15 +210,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=1000, help="runs in the store for the restart")
     ap.add_argument("--events", type=int, default=20_000, help="events streamed across the SIGKILL")
+    ap.add_argument("--kill-repeat", type=int, default=3, help="SIGKILL cases, each replay on and off")
     ap.add_argument("--ingest", type=int, default=5_000, help="events per producer, throughput")
-    ap.add_argument("--repeat", type=int, default=3, help="interleaved on/off repetitions")
+    ap.add_argument("--repeat", type=int, default=5, help="interleaved repetitions (restart, on/off)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-rel-"))
     print(f"reliability bench, cpus={os.cpu_count()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    for label, (secs, load) in restart_time(args.runs, tmp).items():
-        print(f"restart to /readyz, {label:<18} {secs:6.2f} s (opening + loading the store: {load:.2f} s)")
-    for rs in (20_000, 0):
-        r = loss_across_sigkill(args.events, tmp, rs)
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    for label, pairs in restart_time(args.runs, tmp, args.repeat).items():
+        totals, loads, cpus = ([p[k] for p in pairs] for k in range(3))
+        print(f"restart to /readyz, {label:<18} median of {len(pairs)} {med(totals):5.2f} s "
+              f"(all: {', '.join(f'{t:.2f}' for t in totals)}); daemon CPU {med(cpus):.2f} s; "
+              f"opening + loading the store {med(loads):.3f} s")
+    for i, rs in [(i, rs) for i in range(args.kill_repeat) for rs in (20_000, 0)]:
+        r = loss_across_sigkill(args.events, tmp / f"kill{i}", rs)
         print(f"SIGKILL mid-stream, replay_size={rs:<6} emitted {r['emitted']}, processed once "
               f"{r['processed_once']}, lost {r['lost']} (acked all: {r['acked_all']}, evicted {r['evicted']})")
     walls, cpus = {"on": [], "off": []}, {"on": [], "off": []}
@@ -197,7 +235,6 @@ def main() -> None:
             wall, cpu = throughput(f"ipc://{tmp}/{mode}{i}.sock", args.ingest, env)
             walls[mode].append(wall)
             cpus[mode].append(cpu)
-    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     for name, d in (("wall-clock ev/s", walls), ("ev per daemon CPU-s", cpus)):
         on, off = med(d["on"]), med(d["off"])
         print(f"ingest {PRODUCERS}x{args.ingest} events, median of {args.repeat}, {name}: "
