@@ -3,7 +3,8 @@
 A detector stores its constructor arguments under their own names and its learned state
 in attributes prefixed ``_`` holding only plain Python values (floats, ints, bools,
 strings, lists, dicts of those), so ``snapshot()`` is msgpack/JSON-safe and
-``restore()`` is exact.
+``restore()`` is exact. Attributes prefixed ``_c_`` are constants derived from the
+arguments (per-step EWMA weights): not state, so not in the snapshot.
 """
 
 from __future__ import annotations
@@ -65,10 +66,11 @@ class Detector:
 
     def snapshot(self) -> dict[str, Any]:
         """Learned state as plain values; `restore` of it gives back an identical detector."""
-        return {k: copy.deepcopy(v) for k, v in vars(self).items() if k.startswith("_")}
+        return {k: copy.deepcopy(v) for k, v in vars(self).items()
+                if k.startswith("_") and not k.startswith("_c_")}
 
     def restore(self, snap: dict[str, Any]) -> None:
         for k, v in snap.items():
-            if not k.startswith("_") or not hasattr(self, k):
+            if not k.startswith("_") or k.startswith("_c_") or not hasattr(self, k):
                 raise ConfigError(f"snapshot key {k!r} is not state of {self.name}")
             setattr(self, k, copy.deepcopy(v))

@@ -41,6 +41,8 @@ class DivergenceDetector(Detector):
             check(isinstance(locals()[n], int) and locals()[n] >= 0, n, locals()[n], "an int >= 0 (steps)")
         self.ratio, self.z, self.patience = ratio, z, patience
         self.halflife, self.scale_halflife, self.warmup = halflife, scale_halflife, warmup
+        self._c_level = 0.5 ** (1.0 / halflife)         # per-step EWMA weights (constants)
+        self._c_scale = 0.5 ** (1.0 / scale_halflife)
         self._level = None
         self._scale = 0.0
         self._best = math.inf
@@ -56,19 +58,27 @@ class DivergenceDetector(Detector):
         if self._level is None:
             self._level, self._first, self._last = loss, step, step
             return DivergenceState(step, False, loss, self._best, 0.0)
-        dt = max(step - self._last, 1)
+        dt = step - self._last
         self._last = step
-        d = abs(loss - self._level)
-        g = decay(dt, self.scale_halflife)
-        cap = 4 * self._scale if self._scale > 0 else d
-        self._scale = g * self._scale + (1 - g) * min(d, cap)
-        g = decay(dt, self.halflife)
-        self._level = g * self._level + (1 - g) * loss
+        level, scale = self._level, self._scale
+        d = abs(loss - level)
+        g = self._c_scale if dt <= 1 else decay(dt, self.scale_halflife)
+        cap = 4 * scale if scale > 0 else d
+        scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
+        g = self._c_level if dt <= 1 else decay(dt, self.halflife)
+        level = self._level = g * level + (1 - g) * loss
         if step - self._first < self.warmup:
-            return DivergenceState(step, False, self._level, self._best, 0.0)
-        self._best = min(self._best, self._level)
-        margin = max(self.ratio * abs(self._best), self.z * self._scale, 1e-12)
-        excess = (self._level - self._best) / margin
+            return DivergenceState(step, False, level, self._best, 0.0)
+        best = self._best
+        if level < best:
+            best = self._best = level
+        margin = self.ratio * abs(best)
+        zs = self.z * scale
+        if zs > margin:
+            margin = zs
+        if margin < 1e-12:
+            margin = 1e-12
+        excess = (level - best) / margin
         if excess > 1.0:
             if self._since is None:
                 self._since, self._points = step, 0

@@ -84,8 +84,8 @@ class ForecastDetector(Detector):
         self.clip, self.gate, self.noise_halflife, self.d_halflife = clip, gate, noise_halflife, d_halflife
         self.band_z, self.bias_z, self.freeze = band_z, bias_z, freeze
         self.anneal_decay, self.law = anneal_decay, law
-        self._gd1 = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
-        self._gn1 = 0.5 ** (1.0 / noise_halflife)
+        self._c_d = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
+        self._c_noise = 0.5 ** (1.0 / noise_halflife)
         self._lb = math.log(bin_ratio)
         self._bins: list[list[float]] = []
         self._edge = 0.0           # step + 1 at which the current bin ends
@@ -212,11 +212,11 @@ class ForecastDetector(Detector):
         zc = c if z > c else (-c if z < -c else z)
         S = self._S + zc - self.allowance
         S = self._S = S if S > 0.0 else 0.0
-        D = self._D = self._D + (1.0 - (self._gd1 if dt == 1.0 else 0.5 ** (dt / self.d_halflife))) * (zc - self._D)
+        D = self._D = self._D + (1.0 - (self._c_d if dt == 1.0 else 0.5 ** (dt / self.d_halflife))) * (zc - self._D)
         building = S > self.freeze * self.threshold
         if not building:
             self._since = None
-            g = self._gn1 if dt == 1.0 else 0.5 ** (dt / self.noise_halflife)
+            g = self._c_noise if dt == 1.0 else 0.5 ** (dt / self.noise_halflife)
             ar = r if r >= 0.0 else -r
             self._noise = g * self._noise + (1.0 - g) * (ar if ar < c * sw else c * sw)
         elif self._since is None:

@@ -53,19 +53,23 @@ class RunMonitor:
         self._d = _build(preset, overrides)
         self._main = "finetuning" if "finetuning" in self._d else "forecast"
         self._emitted: dict[str, list] = {}
+        self._alert = False        # any warning/critical kind active (follows _emitted)
 
     @property
     def detectors(self) -> dict:
         return dict(self._d)
 
-    def _emit(self, out: list, kind: str, active: bool, severity: str, step: int, msg: str) -> None:
+    def _emit(self, out: list, kind: str, active: bool, severity: str, step: int, msg) -> None:
+        """Append a finding when ``kind``'s (active, severity) changes; ``msg`` is a
+        callable, so the message is only formatted when a finding is emitted."""
         prev = self._emitted.get(kind)
         if prev is None and not active:
             return
         if prev is not None and prev[0] == active and (prev[1] == severity or not active):
             return
         self._emitted[kind] = [active, severity]
-        out.append(Finding(kind, severity, active, step, msg if active else f"{kind} resolved"))
+        self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
+        out.append(Finding(kind, severity, active, step, msg() if active else f"{kind} resolved"))
 
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
@@ -74,14 +78,15 @@ class RunMonitor:
         rj = d["resume_jump"].update(step, loss)
         nf = d["nonfinite"].update(step, loss)
         if rj.active:
-            self._emit(out, "resume_jump", True, rj.severity, step,
-                       f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g}")
+            self._emit(out, "resume_jump", True, rj.severity, step, lambda: (
+                f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g}"))
         elif "resume_jump" in self._emitted:
-            self._emit(out, "resume_jump", False, "info", step, "")
-        self._emit(out, "nonfinite", nf.active, "critical", step,
-                   f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})")
+            self._emit(out, "resume_jump", False, "info", step, str)
+        if nf.active or "nonfinite" in self._emitted:
+            self._emit(out, "nonfinite", nf.active, "critical", step, lambda: (
+                f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})"))
         if nf.active:
-            return MonitorState(step=step, l_obs=loss, alert=True, findings=tuple(out))
+            return MonitorState(step, loss, None, None, None, None, None, None, None, True, tuple(out))
         fc = d[self._main].update(step, loss, lr)
         sp = d["spike"].update(step, loss)
         dv = d["divergence"].update(step, loss)
@@ -91,31 +96,33 @@ class RunMonitor:
         if ri.active and d[self._main]._lr is not None:   # lr known: a rise the schedule
             ri = ri if fc.band_hi is None or ri.level > fc.band_hi else None  # explains is no drift
         self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
-        alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
-        return MonitorState(step=step, l_obs=loss, l_pred=fc.l_pred, band_lo=fc.band_lo,
-                            band_hi=fc.band_hi, D=fc.D, Q=fc.Q, T=fc.T, W=fc.W, alert=alert,
-                            findings=tuple(out))
+        return MonitorState(step, loss, fc.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
+                            self._alert, tuple(out) if out else ())
 
     def _arbitrate(self, out, step, loss, fc, sp, dv, pl, ri) -> None:
-        self._emit(out, "divergence", dv.active, "critical", step,
-                   f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
+        emitted, emit = self._emitted, self._emit
+        if dv.active or "divergence" in emitted:
+            emit(out, "divergence", dv.active, "critical", step,
+                 lambda: f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
         if sp.severity == "info":
-            self._emit(out, "spike", True, "info", step,
-                       f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
-        else:
-            self._emit(out, "spike", sp.active and not dv.active, "warning", step,
-                       f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered")
+            emit(out, "spike", True, "info", step,
+                 lambda: f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
+        elif sp.active or "spike" in emitted:
+            emit(out, "spike", sp.active and not dv.active, "warning", step, lambda: (
+                f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered"))
         stagnation = pl.active and pl.rule == "stagnation"
-        self._emit(out, "plateau", pl.active, "warning", step,
-                   "no learning: loss level {:.4g} fell only {:.2%} since the start".format(
-                       pl.level, pl.progress) if pl.rule == "no_learning" else
-                   f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling")
+        if pl.active or "plateau" in emitted:
+            emit(out, "plateau", pl.active, "warning", step, lambda: (
+                "no learning: loss level {:.4g} fell only {:.2%} since the start".format(
+                    pl.level, pl.progress) if pl.rule == "no_learning" else
+                f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"))
         drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv.active or sp.active)
-        why = (f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
-               f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
-               if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} rose above its best "
-               f"{ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; noise units)")
-        self._emit(out, "drift", drift, "warning", step, why)
+        if drift or "drift" in emitted:
+            emit(out, "drift", drift, "warning", step, lambda: (
+                f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
+                f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
+                if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} rose above its best "
+                f"{ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; noise units)"))
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
         val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
@@ -123,14 +130,14 @@ class RunMonitor:
             return None
         val, out = float(val), []
         if not math.isfinite(val):
-            self._emit(out, "nonfinite", True, "critical", step, f"validation loss is {val} at step {step}")
+            self._emit(out, "nonfinite", True, "critical", step,
+                       lambda: f"validation loss is {val} at step {step}")
             return MonitorState(step=step, l_obs=val, alert=True, findings=tuple(out))
         ov = self._d["overfit"].update(step, val)
-        self._emit(out, "overfit", ov.active, "warning", step,
+        self._emit(out, "overfit", ov.active, "warning", step, lambda: (
                    f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "
-                   "while the training loss still falls")
-        alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
-        return MonitorState(step=step, l_obs=val, alert=alert, findings=tuple(out))
+                   "while the training loss still falls"))
+        return MonitorState(step=step, l_obs=val, alert=self._alert, findings=tuple(out))
 
     def snapshot(self) -> dict:
         return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
@@ -142,6 +149,7 @@ class RunMonitor:
             raise ConfigError("monitor snapshot is not version 1")
         self.__init__(snap["preset"], **snap.get("overrides", {}))
         self._emitted = {k: list(v) for k, v in snap["emitted"].items()}
+        self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
         for k, s in snap["detectors"].items():
             self._d[k].restore(s)
 

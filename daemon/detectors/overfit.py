@@ -45,6 +45,7 @@ class OverfitDetector(Detector):
         positive("halflife", halflife)
         self.rise, self.train_drop, self.patience = rise, train_drop, patience
         self.min_evals, self.halflife = min_evals, halflife
+        self._c_train = 0.5 ** (1.0 / halflife)          # per-step EWMA weight (a constant)
         self._train = None
         self._tstep = None
         self._best = math.inf
@@ -57,7 +58,8 @@ class OverfitDetector(Detector):
             return
         if self._train is None:
             self._train, self._tstep = loss, step
-        g = decay(step - self._tstep, self.halflife)
+        dt = step - self._tstep
+        g = self._c_train if dt == 1 else decay(dt, self.halflife)
         self._tstep = step
         self._train = g * self._train + (1 - g) * loss
 

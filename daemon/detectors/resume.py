@@ -35,6 +35,7 @@ class ResumeDetector(Detector):
         positive("z", z)
         positive("scale_halflife", scale_halflife)
         self.z, self.scale_halflife = z, scale_halflife
+        self._c_scale = 0.5 ** (1.0 / scale_halflife)    # per-step EWMA weight (a constant)
         self._last_step = None
         self._last_loss = None
         self._scale = 0.0
@@ -51,9 +52,11 @@ class ResumeDetector(Detector):
             return ResumeState(step, True, "warning" if big else "info", prev_step, jump)
         if finite:
             if prev is not None:
-                g = decay(max(step - prev_step, 1), self.scale_halflife)
+                dt = step - prev_step
+                g = self._c_scale if dt <= 1 else decay(dt, self.scale_halflife)
                 d = abs(loss - prev)
-                cap = 4 * self._scale if self._scale > 0 else d
-                self._scale = g * self._scale + (1 - g) * min(d, cap)
+                scale = self._scale
+                cap = 4 * scale if scale > 0 else d
+                self._scale = g * scale + (1 - g) * (d if d < cap else cap)
             self._last_loss = loss
         return ResumeState(step, False, None)

@@ -50,6 +50,8 @@ class SpikeDetector(Detector):
         check(isinstance(warmup, int) and warmup >= 0, "warmup", warmup, "an int >= 0 (steps)")
         self.z, self.recover, self.recover_z = z, recover, recover_z
         self.level_halflife, self.scale_halflife, self.warmup = level_halflife, scale_halflife, warmup
+        self._c_level = 0.5 ** (1.0 / level_halflife)   # per-step EWMA weights (constants)
+        self._c_scale = 0.5 ** (1.0 / scale_halflife)
         self._level = None
         self._scale = 0.0
         self._last = None
@@ -97,7 +99,8 @@ class SpikeDetector(Detector):
         d = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
-        g = decay(dt, self.scale_halflife)
-        self._scale = g * self._scale + (1 - g) * min(d, 4 * self._scale + 1e-12)
-        g = decay(dt, self.level_halflife)
+        g = self._c_scale if dt == 1 else decay(dt, self.scale_halflife)
+        cap = 4 * self._scale + 1e-12
+        self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
+        g = self._c_level if dt == 1 else decay(dt, self.level_halflife)
         self._level = g * self._level + (1 - g) * loss
