@@ -127,6 +127,46 @@ class TestLifecycle:
         assert d.stop(signal.SIGTERM, timeout=15) == 0
         assert '"event": "stopped"' in d.log()
 
+    def test_second_signal_forces_exit_while_draining(self, tmp_path):
+        """A drain blocked on a sink that never answers: the second signal ends it at once."""
+        import socket
+        import time
+        hole = socket.socket()
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(16)                     # accepts connections, never reads or answers
+        cfg = tmp_path / "wtwind.toml"
+        cfg.write_text(f"""
+shutdown_timeout_s = 60.0
+[detection]
+cooldown_s = 0.0
+[delivery]
+drain_timeout_s = 60.0
+[[sinks]]
+type = "webhook"
+name = "blackhole"
+url = "http://127.0.0.1:{hole.getsockname()[1]}/hook"
+timeout_s = 60.0
+""")
+        d = Daemon(args=("--config", str(cfg)), tmpdir=str(tmp_path)).start()
+        try:
+            with connect(d.ipc, run="stuck") as emit:
+                emit.loss(1, 2.0)
+                emit.loss(2, float("nan"))      # a critical alert for the sink to (never) take
+                wait_for(lambda: sample(d, "wtwind_run_alert_active", run="stuck",
+                                        kind="nonfinite", severity="critical") == 1, what="alert")
+            d.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: '"event": "stopping"' in d.log(), what="first signal handled")
+            time.sleep(1.0)
+            assert d.proc.poll() is None, "the drain should still be waiting on the sink"
+            t0 = time.monotonic()
+            d.proc.send_signal(signal.SIGINT)
+            assert d.proc.wait(10) == 1
+            assert time.monotonic() - t0 < 5
+            assert '"event": "forced_exit"' in d.log()
+        finally:
+            d.kill()
+            hole.close()
+
     def test_bind_failure_is_a_clear_error(self, daemon, tmp_path):
         other = Daemon(tmpdir=str(tmp_path / "b"))
         other.env["WTWIND_LISTEN__ENDPOINTS"] = daemon.tcp
