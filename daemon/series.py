@@ -7,8 +7,9 @@ log10(step + 1))``, so step 10..11 is one point apart and step 1e6..1.01e6 one b
 bin's plotted value is the mean of its finite values for the ``mean`` fields (loss) and
 the last value for the others (forecast, band, W, LR); points move to the past 64 at a
 time (vectorized). When the past reaches ``past`` bins, neighbouring bins are merged
-pairwise. Memory is two fixed numpy blocks per series,
-whatever the run length; an append is O(1) amortized.
+pairwise. Memory is two fixed numpy blocks per series (and a list of fewer than 64
+newest points waiting to enter the ring), whatever the run length; an append is a tuple
+on that list, O(1) amortized.
 
 A step that goes backwards (a resume or restart) truncates everything at or after it, so
 the plotted curve stays ordered and shows the resumed run. Values are float64 with NaN for
@@ -60,28 +61,47 @@ class Decimated:
         self._bin = np.zeros(past, dtype=np.int64)
         self._np = 0              # bins in use
         self._shift = 0           # pairwise merges so far: bin index >> shift
+        self._stage: list[tuple] = []   # newest points, not yet in the ring
         self.last_step: float | None = None
 
     def __len__(self) -> int:
-        return self._n + self._np
+        return self._n + self._np + len(self._stage)
 
     def append(self, step: float, *values: float | None) -> None:
-        if self.last_step is not None and step < self.last_step:
+        """Add one point: a tuple on a short Python list, moved into the ring 64 at a time
+        (numpy element stores cost more than the rest of an append)."""
+        last = self.last_step
+        if last is not None and step < last:
+            self._flush()
             self.truncate(step)
-        cap = len(self._ring)
-        if self._n == cap:
-            if cap < self.recent + _BLOCK:
-                self._grow(min(2 * cap, self.recent + _BLOCK))
-            else:
-                self._fold(_BLOCK)
-            cap = len(self._ring)
-        row = self._ring[(self._head + self._n) % cap]
-        row[0] = step
-        for i, v in enumerate(values, 1):
-            row[i] = _NAN if v is None else v
-        row[len(values) + 1:] = _NAN
-        self._n += 1
+        stage = self._stage
+        stage.append((step, *values))
         self.last_step = step
+        if len(stage) >= _BLOCK or self._n + len(stage) >= len(self._ring):
+            self._flush()          # ring + stage never hold more than the ring's capacity
+
+    def _flush(self) -> None:
+        """Move the staged points into the ring (folding the oldest into the past)."""
+        stage, self._stage = self._stage, []
+        k = len(self.fields)
+        while stage:
+            cap = len(self._ring)
+            if self._n == cap:
+                if cap < self.recent + _BLOCK:
+                    self._grow(min(2 * cap, self.recent + _BLOCK))
+                else:
+                    self._fold(_BLOCK)
+                cap = len(self._ring)
+            room = min(cap - self._n, len(stage), cap - (self._head + self._n) % cap)
+            rows = np.full((room, k), np.nan)
+            chunk = stage[:room]
+            block = np.array(chunk if all(len(r) == k for r in chunk)
+                             else [r + (None,) * (k - len(r)) for r in chunk], dtype=float)
+            rows[:, : block.shape[1]] = block
+            at = (self._head + self._n) % cap
+            self._ring[at:at + room] = rows
+            self._n += room
+            stage = stage[room:]
 
     def _grow(self, cap: int) -> None:
         ring = np.full((cap, len(self.fields)), np.nan)
@@ -95,7 +115,7 @@ class Decimated:
         self._n -= m
         while True:
             bins = self._bins_of(rows[:, 0])
-            starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
+            starts = np.concatenate(([0], np.flatnonzero(bins[1:] != bins[:-1]) + 1))
             joins = bool(self._np) and self._bin[self._np - 1] == bins[0]
             if self._np + len(starts) - joins <= self.past:
                 break
@@ -104,7 +124,7 @@ class Decimated:
         finite = np.isfinite(vals)
         sums = np.add.reduceat(np.where(finite, vals, 0.0), starts, axis=0)
         cnts = np.add.reduceat(finite.astype(float), starts, axis=0)
-        last = rows[np.r_[starts[1:], len(rows)] - 1]
+        last = rows[np.append(starts[1:], len(rows)) - 1]
         i = self._np - 1 if joins else self._np
         j = i + len(starts)
         if joins:
@@ -135,6 +155,7 @@ class Decimated:
 
     def truncate(self, step: float) -> None:
         """Forget every point at or after ``step`` (the run resumed from an earlier one)."""
+        self._flush()
         ring = self._ordered_ring()
         keep = ring[ring[:, 0] < step]
         self._ring[:] = np.nan
@@ -146,8 +167,10 @@ class Decimated:
             float(past_steps[self._np - 1]) if self._np else None)
 
     def _ordered_ring(self) -> np.ndarray:
-        idx = (self._head + np.arange(self._n)) % len(self._ring)
-        return self._ring[idx]
+        h, n, cap = self._head, self._n, len(self._ring)
+        if h + n <= cap:
+            return self._ring[h:h + n].copy()
+        return np.concatenate([self._ring[h:], self._ring[: h + n - cap]])
 
     def _past_rows(self) -> np.ndarray:
         n = self._np
@@ -159,6 +182,7 @@ class Decimated:
 
     def rows(self) -> np.ndarray:
         """All points, oldest first, as an (n, fields) float array (NaN = missing)."""
+        self._flush()
         return np.concatenate([self._past_rows(), self._ordered_ring()])
 
     def columns(self) -> dict[str, list[Any]]:
@@ -180,8 +204,10 @@ class RunSeries:
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
 
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None) -> None:
-        g = (lambda name: getattr(state, name, None)) if state is not None else (lambda name: None)
-        self.train.append(step, loss, g("l_pred"), g("band_lo"), g("band_hi"), g("W"), lr)
+        if state is None:
+            self.train.append(step, loss, None, None, None, None, lr)
+        else:                       # a MonitorState
+            self.train.append(step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr)
 
     def add_eval(self, step: int, metrics: dict) -> None:
         val = metrics.get("val_loss", metrics.get("loss"))
