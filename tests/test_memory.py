@@ -1,92 +1,135 @@
-"""Bounded memory: a real wtwind holding 10k runs, each with the state of a 1k-event run.
+"""Bounded memory: 10k runs fed real events stay under a stated RSS bound; idle runs
+expire from memory (TTL), stay in the store and come back on their next event.
 
-Feeding 10M events through today's detectors would take most of an hour, so the store
-is seeded with 10k copies of the snapshot a real run has after 1,000 loss events (the
-detectors' state is bounded: ring buffers and log-spaced summaries, so that is what
-such a run holds). wtwind restores them all before it is ready, then takes one more
-event for every run over a real socket. Its resident memory must stay under
-``BASE_MB + 10_000 * PER_RUN_KB``; every run must process its event.
+The issue asks for 10k runs x 1k events. The detectors cost ~100-200 us of CPU per
+loss event on this 2-core machine (docs/BENCHMARKS.md), so those 10^7 events take
+about half an hour whichever way they enter the daemon: more than a test may take.
+So there are two tests, and the full size is a documented run of the first one:
+
+* ``test_ten_thousand_runs...``: a real `Server` (SQLite store, sockets bound, its main
+  loop ticking) in a child process, fed real wire frames through ``handle_frame``, the
+  ROUTER's callback (tests/_memory_stream.py): 10k runs x ``WTWIN_MEMORY_EVENTS`` events
+  (default 100; ``WTWIN_MEMORY_EVENTS=1000`` is the full 10^7, figures in
+  docs/RELIABILITY.md). The TTL is crossed by giving the tick a later clock.
+* ``test_over_the_socket...``: a real wtwind and a real DEALER socket, 100 runs x 1,000
+  events (the full depth) and a real TTL on the wall clock.
+
+The bound is ``BASE_MB + runs * PER_RUN_KB``. A run's state stops growing after ~600
+events (ring buffers, log-spaced summaries, the decimated plot series), so PER_RUN_KB
+is set from a run at 1k events, whatever depth a test streams to.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-import time
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import zmq
 
 from helpers import Daemon, wait_for
-from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
-from wtwin.daemon.store.db import open_db
 from wtwin.emitters import wire
 
+HERE = Path(__file__).resolve().parent
 RUNS = 10_000
-BASE_MB = 250      # the daemon with nothing in it: python, numpy, scipy, aiohttp, zmq
-PER_RUN_KB = 120   # measured ~85 KB per restored run (see docs/RELIABILITY.md)
+EVENTS = int(os.environ.get("WTWIN_MEMORY_EVENTS", "100"))
+BASE_MB = 150     # the daemon with no runs: python, numpy, aiohttp, zmq, structlog (~80-110 MB)
+PER_RUN_KB = 300  # a run at 1k events: ~230 KB (docs/RELIABILITY.md has the measurement)
+LIMIT_S = 600 + RUNS * EVENTS * 500e-6  # up to 500 us an event on a busy 2-core machine
 
 
-def seed(db) -> None:
-    seed_runs(db, RUNS)
+def bound_mb(runs: int) -> float:
+    return BASE_MB + runs * PER_RUN_KB / 1024
 
 
-def seed_runs(db, n: int) -> None:
-    """``n`` stored runs, each with the snapshot of a real run after 1,000 loss events."""
-    run = RunState("template", preset="pretraining", cooldown_s=60.0, now=time.time())
-    for step in range(1, 1001):
-        run.observe({"type": "loss", "step": step, "loss": 2.0 + 5.0 / step ** 0.5}, time.time())
-    run.hwm = {"em-template": 1000}
-    row = codec.encode(run)
-    conn, lock = open_db(str(db))
-    now = time.time()
-    conn.execute("BEGIN")
-    conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                     [(f"m{i}", "running", row[2], row[3], now, now, 1000, row[7], now) for i in range(n)])
-    conn.execute("COMMIT")
-    conn.close()
-    lock.release()
-
-
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, key: str = "VmRSS") -> float:
     for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    raise AssertionError(f"no {key}")
 
 
-@pytest.mark.slow  # about a minute or two on 2 cores
-@pytest.mark.timeout(300)
-def test_ten_thousand_runs_stay_under_the_memory_bound(tmp_path):
+@pytest.mark.slow  # about 3 minutes on 2 busy cores at the default 100 events a run
+@pytest.mark.timeout(LIMIT_S + 60)
+def test_ten_thousand_runs_stay_under_the_bound_expire_and_come_back(tmp_path):
     db = tmp_path / "state.db"
-    seed(db)
+    out = subprocess.run([sys.executable, str(HERE / "_memory_stream.py"), str(db), str(RUNS), str(EVENTS)],
+                         capture_output=True, text=True, timeout=LIMIT_S)
+    assert out.returncode == 0, out.stderr[-3000:]
+    phases = {p["phase"]: p for p in map(json.loads, out.stdout.splitlines())}  # the last round kept
+    print(json.dumps({"runs": RUNS, "events_per_run": EVENTS, "bound_mb": bound_mb(RUNS), **phases}))
+    streamed, expired, back, stopped = (phases[k] for k in ("streamed", "expired", "back", "stopped"))
+    assert streamed["loss_events"] == RUNS * EVENTS and streamed["known_runs"] == RUNS
+    assert streamed["dropped"] == {} and streamed["loop_errors"] == 0
+    assert stopped["peak_rss_mb"] < bound_mb(RUNS), f"peak RSS over the bound {bound_mb(RUNS):.0f} MB"
+    # the TTL: out of memory, in the store at their last step
+    assert expired["known_runs"] == 0 and expired["stored_at_last_step"] == RUNS
+    # the next event brings each back from the store: step and event count carry on
+    assert back["known_runs"] == RUNS and back["continued_from_store"] == RUNS
+    assert back["loop_errors"] == 0 and back["dropped"] == {}
+    assert stopped["stored_at_next_step"] == RUNS
+
+
+SOCKET_RUNS, SOCKET_EVENTS, BATCH = 100, 1000, 100
+
+
+def frames(first: int, last: int):
+    for i in range(SOCKET_RUNS):
+        run = f"s{i}"
+        evs = [{"v": 1, "type": "loss", "run": run, "seq": s, "step": s, "loss": 2.0 + 5.0 / s ** 0.5 + 0.001 * (i % 7),
+                "lr": 3e-4} for s in range(first, last + 1)]
+        yield wire.encode_batch(evs, run, base=first)
+
+
+@pytest.mark.slow  # about a minute
+@pytest.mark.timeout(600)
+def test_over_the_socket_runs_stay_bounded_expire_and_come_back(tmp_path):
+    db = tmp_path / "state.db"
     (tmp_path / "d").mkdir()
-    d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db), "WTWIND_RUNS__MAX_SERIES_RUNS": "10"},
-               tmpdir=str(tmp_path / "d"))
-    t0 = time.monotonic()
-    d.start(timeout=180)
-    ready_s = time.monotonic() - t0
+    env = {"WTWIND_STATE__PATH": str(db), "WTWIND_RUNS__MAX_SERIES_RUNS": "10",
+           "WTWIND_RUNS__IDLE_TTL_S": "20", "WTWIND_TICK_S": "0.5"}
+    d = Daemon(extra_env=env, tmpdir=str(tmp_path / "d")).start()
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    sock.connect(d.tcp)
+
+    def loss_events():
+        return d.metrics().get(("wtwind_events_received_total", (("type", "loss"),)), 0)
+
     try:
+        for first in range(1, SOCKET_EVENTS + 1, BATCH):  # round robin: all runs grow together
+            for f in frames(first, first + BATCH - 1):
+                sock.send(f)
+            # keep a round ahead at most, so no run waits anywhere near the TTL for its turn
+            wait_for(lambda: loss_events() >= SOCKET_RUNS * (first - 1), 120, 0.1, "previous round")
+        wait_for(lambda: loss_events() == SOCKET_RUNS * SOCKET_EVENTS, 120, 0.1, "every event processed")
         m = d.metrics()
-        assert m[("wtwind_store_restored_runs", ())] == RUNS
-        sock = zmq.Context.instance().socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, 0)
-        sock.connect(d.tcp)
-        for i in range(RUNS):
-            sock.send(wire.encode({"v": 1, "type": "loss", "run": f"m{i}", "seq": 1, "step": 1001,
-                                   "loss": 2.1}))
-        wait_for(lambda: d.metrics().get(("wtwind_events_received_total", (("type", "loss"),))) == RUNS,
-                 timeout=120, what="one event per run processed")
-        rss = rss_mb(d.proc.pid)
-        bound = BASE_MB + RUNS * PER_RUN_KB / 1024
-        print(json.dumps({"runs": RUNS, "rss_mb": round(rss, 1), "bound_mb": bound,
-                          "ready_s": round(ready_s, 2)}))
-        assert rss < bound, f"RSS {rss:.0f} MB over the bound {bound:.0f} MB"
-        assert d.metrics()[("wtwind_known_runs", ())] == RUNS
-        sock.close()
+        peak = rss_mb(d.proc.pid, "VmHWM")
+        print(json.dumps({"runs": SOCKET_RUNS, "events_per_run": SOCKET_EVENTS, "peak_rss_mb": round(peak, 1),
+                          "bound_mb": bound_mb(SOCKET_RUNS)}))
+        assert m[("wtwind_known_runs", ())] == SOCKET_RUNS
+        assert peak < bound_mb(SOCKET_RUNS)
+        wait_for(lambda: d.metrics()[("wtwind_known_runs", ())] == 0, 60, 0.2, "idle runs expired")
+        with sqlite3.connect(db) as c:
+            stored = c.execute("SELECT count(*) FROM runs WHERE step = ?", (SOCKET_EVENTS,)).fetchone()[0]
+        assert stored == SOCKET_RUNS
+        for f in frames(SOCKET_EVENTS + 1, SOCKET_EVENTS + 1):
+            sock.send(f)
+        wait_for(lambda: loss_events() == SOCKET_RUNS * (SOCKET_EVENTS + 1), 60, 0.1, "the next events")
+        m = d.metrics()
+        assert m[("wtwind_known_runs", ())] == SOCKET_RUNS
+        assert m.get(("wtwind_events_dropped_total", (("reason", "duplicate"),)), 0) == 0
     finally:
+        sock.close()
         assert d.stop() == 0
-    with sqlite3.connect(db) as c:  # each run's 1001st event made it into its snapshot
-        assert c.execute("SELECT count(*) FROM runs WHERE step = 1001").fetchone()[0] == RUNS
+    with sqlite3.connect(db) as c:  # back from the store: each run carried on, not restarted
+        rows = c.execute("SELECT step, snapshot FROM runs").fetchall()
+    assert len(rows) == SOCKET_RUNS
+    assert all(step == SOCKET_EVENTS + 1 and codec.decode(blob)["events"] == SOCKET_EVENTS + 1
+               for step, blob in rows)
