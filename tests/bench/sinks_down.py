@@ -67,13 +67,13 @@ drain_timeout_s = 0.5
 
 
 # ---- the parent: endpoints, interleaving, report ------------------------------------------
-def snapshot_code(dest: Path) -> Path:
+def snapshot_code(dest: Path, src: Path = REPO) -> Path:
     """Copy the three packages as a regular ``wtwin`` package; PYTHONPATH puts it first."""
     pkg = dest / "wtwin"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     for name in ("daemon", "emitters", "sinks"):
-        shutil.copytree(REPO / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(src / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest
 
 
@@ -166,6 +166,9 @@ def main() -> None:
     ap.add_argument("--paced", type=float, default=0.0, help="offered ev/s in all (0: as fast as possible)")
     ap.add_argument("--flush-interval", type=float, default=0.0,
                     help="[state] flush_interval_s (0: the daemon's default); see the module doc")
+    ap.add_argument("--code", type=Path, default=REPO,
+                    help="a tree holding daemon/, sinks/, emitters/ to measure (default: this checkout), "
+                         "e.g. an earlier revision from `git archive REV daemon sinks emitters | tar -x -C DIR`")
     ap.add_argument("--child", choices=CONDITIONS)
     ap.add_argument("--url")
     ap.add_argument("--tmp")
@@ -175,16 +178,16 @@ def main() -> None:
         print(json.dumps(child(args)))
         return
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-sinks-"))
-    code = snapshot_code(tmp / "code")
+    code = snapshot_code(tmp / "code", args.code)
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
+                         text=True).stdout.strip() if args.code == REPO else str(args.code)
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "daemon", "sinks", "emitters"],
                            capture_output=True, text=True).stdout.split("\n")
     print(f"ingest with every sink down vs up: {PRODUCERS} producers x {args.events} events, "
           f"{PRODUCERS * RUNS_PER_PRODUCER} runs, {'unpaced' if not args.paced else f'paced at {args.paced:,.0f} ev/s'}, "
           f"flush_interval_s={args.flush_interval or 'default'}, "
           f"cpus={os.cpu_count()}, load {os.getloadavg()[0]:.1f}, code {rev}"
-          f"{' + ' + str(sum(1 for d in dirty if d)) + ' uncommitted files' if any(dirty) else ''}, "
+          f"{' + ' + str(sum(1 for d in dirty if d)) + ' uncommitted files' if any(dirty) and args.code == REPO else ''}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     ends = Endpoints()
     results: dict[str, list[dict]] = {c: [] for c in CONDITIONS}
