@@ -58,6 +58,39 @@ class TestIsolation:
         elapsed, slow_seen = asyncio.run(scenario())
         assert elapsed < 1.0 and slow_seen == 1
 
+    def test_refusing_and_blackholed_sinks_do_not_delay_a_healthy_one(self):
+        """With one sink refused and one whose endpoint never accepts, a healthy sink still gets
+        every alert at once, and the dead endpoints see one attempt per backoff, not one per alert."""
+        import random
+        import socket
+
+        async def scenario():
+            with socket.socket() as refused, socket.socket() as hole:
+                refused.bind(("127.0.0.1", 0))  # bound, never listening: connect() is refused
+                hole.bind(("127.0.0.1", 0))
+                hole.listen(64)  # listening, never accepting: the request hangs until timeout_s
+                async with Recorder() as fast:
+                    sinks = [hook("refused", f"http://127.0.0.1:{refused.getsockname()[1]}/"),
+                             hook("hole", f"http://127.0.0.1:{hole.getsockname()[1]}/", timeout_s=5.0),
+                             hook("fast", fast.url)]
+                    # seeded: the first backoff drawn (the refused sink's) is 8.4 s
+                    d = Delivery(sinks=sinks, outbox=MemoryOutbox(), rng=random.Random(0),
+                                 policy=RetryPolicy(max_attempts=100, base_s=10.0, cap_s=10.0))
+                    await d.start()
+                    t0 = time.monotonic()
+                    for i in range(20):
+                        d.submit_nowait(alert(run=f"r{i}"))
+                    await fast.wait_for(20, timeout=3.0)
+                    elapsed = time.monotonic() - t0
+                    await until(lambda: d.counters.values[("refused", "retry")] >= 1)
+                    counts = dict(d.counters.values)
+                    await d.aclose()
+                    return elapsed, counts
+        elapsed, counts = asyncio.run(scenario())
+        assert elapsed < 2.0 and counts[("fast", "success")] == 20
+        assert counts[("refused", "retry")] == 1  # the first attempt failed; the next waits 8.4 s
+        assert counts[("hole", "retry")] == 0 and counts[("hole", "success")] == 0  # still waiting
+
     def test_submit_never_blocks_and_intake_is_bounded(self):
         """submit_nowait returns at once; beyond intake_size it drops, logs ERROR and counts."""
         async def scenario():
