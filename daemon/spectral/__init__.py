@@ -25,13 +25,19 @@ def analyze(
     min_evals: int = 8,
     max_evals: int = 15000,
     max_n: int = 50000,
+    threads: int | None = None,
 ) -> list[LayerResult]:
-    """Per-layer metrics of every selected layer of ``state_dict``."""
+    """Per-layer metrics of every selected layer of ``state_dict``.
+
+    ``threads`` (fast engine on CPU): layers analysed at once; ``None`` uses the BLAS
+    thread budget in force (a job worker pins it to ``threads_per_worker``), each layer
+    then running with one BLAS thread. See ``fast.analyze_layers``.
+    """
     specs = select_layers(state_dict, min_evals=min_evals, max_evals=max_evals, max_n=max_n)
     if engine == "fast":
         from . import fast
 
-        return fast.analyze_layers(specs, device=device)
+        return fast.analyze_layers(specs, device=device, threads=threads)
     if engine == "weightwatcher":
         from . import reference
 

@@ -12,7 +12,7 @@ cut-off, so the fit does not see the difference.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -22,24 +22,38 @@ from .result import LayerResult, layer_metrics
 BATCH_BYTES = 256 << 20  # float64 bytes of weights per batched call
 
 
-def analyze_layers(specs: Iterable[LayerSpec], *, device: str = "auto") -> list[LayerResult]:
-    """Metrics for every layer, in the order given."""
+def analyze_layers(
+    specs: Iterable[LayerSpec], *, device: str = "auto", threads: int | None = 1
+) -> list[LayerResult]:
+    """Metrics for every layer, in the order given.
+
+    ``threads`` (CPU only): layers analysed at once, each with one BLAS thread;
+    ``None`` uses as many as BLAS is allowed now (threadpoolctl), so a caller that
+    pinned BLAS to N threads gets N layers in parallel instead of one layer on N
+    threads (the Gram's eigensolve is memory-bound BLAS2 and scales poorly inside
+    one call). 1 (the default) is the plain sequential loop.
+    """
     specs = list(specs)
-    evals = eigenvalues(specs, device=device)
+    dev = resolve_device(device)
+    if dev == "cpu":
+        return _map_layers(lambda spec: layer_metrics(spec, _cpu_eigenvalues(spec)), specs, threads)
+    evals = eigenvalues(specs, device=dev)
     return [layer_metrics(spec, evals[spec.name]) for spec in specs]
 
 
-def eigenvalues(specs: list[LayerSpec], *, device: str = "auto") -> dict[str, np.ndarray]:
+def eigenvalues(
+    specs: list[LayerSpec], *, device: str = "auto", threads: int | None = 1
+) -> dict[str, np.ndarray]:
     """Sorted (pooled) eigenvalues per layer name.
 
     On CPU each matrix goes through numpy's ``a.T @ a`` (which BLAS computes as a
     SYRK: half the flops of a GEMM, and faster than torch's batched GEMM here) and
-    LAPACK ``syev``; on CUDA same-shaped layers are stacked into one batched
-    ``bmm`` + ``eigvalsh``.
+    LAPACK ``syevd`` (``threads`` as in ``analyze_layers``); on CUDA same-shaped
+    layers are stacked into one batched ``bmm`` + ``eigvalsh``.
     """
     dev = resolve_device(device)
     if dev == "cpu":
-        return {spec.name: _cpu_eigenvalues(spec) for spec in specs}
+        return dict(zip((s.name for s in specs), _map_layers(_cpu_eigenvalues, specs, threads)))
     solve = _torch_solver(dev)
     groups: dict[tuple, list[LayerSpec]] = {}
     for spec in specs:
@@ -54,6 +68,38 @@ def eigenvalues(specs: list[LayerSpec], *, device: str = "auto") -> dict[str, np
     return out
 
 
+def _map_layers(fn: Callable[[LayerSpec], Any], specs: list[LayerSpec], threads: int | None) -> list[Any]:
+    """``[fn(spec) for spec in specs]``, on up to ``threads`` threads, biggest layers first."""
+    n = min(len(specs), _thread_budget() if threads is None else max(1, int(threads)))
+    if n <= 1:
+        return [fn(spec) for spec in specs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    order = sorted(range(len(specs)), key=lambda i: -_cost(specs[i]))
+    out: list[Any] = [None] * len(specs)
+    # numpy releases the GIL inside BLAS/LAPACK; each call runs on its caller's thread.
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(n, thread_name_prefix="wtwin-fast") as pool:
+        for i, res in zip(order, pool.map(lambda i: fn(specs[i]), order)):
+            out[i] = res
+    return out
+
+
+def _thread_budget() -> int:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return 1
+    blas = [info["num_threads"] for info in threadpool_info() if info.get("user_api") == "blas"]
+    return max(1, min(blas)) if blas else 1
+
+
+def _cost(spec: LayerSpec) -> float:
+    """Gram + eigensolve flops, roughly: n m^2 + m^3 per slice."""
+    return float(spec.rf) * spec.m * spec.m * (spec.n + spec.m)
+
+
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``."""
     if device != "auto":
@@ -66,18 +112,17 @@ def resolve_device(device: str) -> str:
 
 
 def _cpu_eigenvalues(spec: LayerSpec) -> np.ndarray:
-    from scipy.linalg import eigh
-
     w = _as_numpy(spec.tensor)
     mats = _slices(w[None], spec.kind)[0] if spec.kind == "conv2d" else w[None]
     evs = []
     for a in mats:
-        gram = a.T @ a if a.shape[0] >= a.shape[1] else a @ a.T
-        evs.append(eigh(gram, eigvals_only=True, driver="ev", overwrite_a=True, check_finite=False))
-    ev = np.clip(np.concatenate(evs), 0.0, None)
+        gram = a.T @ a if a.shape[0] >= a.shape[1] else a @ a.T  # SYRK on the smaller side
+        evs.append(np.linalg.eigvalsh(gram))  # syevd, values only; ascending
+    ev = evs[0] if len(evs) == 1 else np.sort(np.concatenate(evs))
+    np.clip(ev, 0.0, None, out=ev)
     if spec.kind == "conv2d":
         ev *= CONV2D_SCALE
-    return np.sort(ev)
+    return ev
 
 
 def _torch_solver(device: str):

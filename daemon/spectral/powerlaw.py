@@ -5,9 +5,10 @@ weightwatcher's ``WWFit`` (``WW_powerlaw.py``) sorts the non-zero eigenvalues
 estimates ``alpha = 1 + n / sum(ln(x / xmin))`` by continuous MLE over the ``n``
 eigenvalues at or above it, computes the KS distance
 ``max |1 - (x/xmin)^(1-alpha) - arange(n)/n|`` and keeps the first minimum. Below
-20 points it uses a bias-corrected small-n branch. It does this in a Python loop;
-here the same sums are suffix cumsums and the KS scan is done in row blocks, so a
-4096-eigenvalue layer costs a fraction of a second instead of seconds.
+20 points it uses a bias-corrected small-n branch. It does this in a Python loop,
+O(n^2) in all; here the sums are suffix cumsums and the KS scan evaluates exactly only
+the candidates whose cheap lower bound could still win (``_first_min_ks``): same
+answer, a few O(n) rows instead of n of them.
 
 ``detx_count`` replaces weightwatcher's ``np.prod`` (which overflows to ``inf`` on
 big layers and then never drops below 1) with a log-sum: same answer wherever the
@@ -31,7 +32,8 @@ import numpy as np
 EVALS_THRESH = 1e-5
 SMALL_N_CUTOFF = 20
 SMALL_N_K_MIN = 8
-_BLOCK_ELEMS = 1 << 21
+LB_SAMPLES = 64  # points per tail in the KS lower bound
+LB_TOL = 1e-9  # slack for the last ulp of exp between two evaluations of one point
 
 
 @dataclass(frozen=True)
@@ -76,31 +78,76 @@ def _fit_standard(data: np.ndarray) -> tuple[int, float, float]:
     suffix = np.cumsum(logs[::-1])[::-1]
     n = (n_all - np.arange(n_all - 1)).astype(np.float64)
     alphas = 1.0 + n / (suffix[:-1] - n * logs[:-1])
-    Ds = _ks_distances(logs, alphas)
-    i = int(np.argmin(Ds))
-    return i, float(alphas[i]), float(Ds[i])
+    return _first_min_ks(logs, alphas)
 
 
-def _ks_distances(logs: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """KS distance of every candidate tail, in row blocks (O(n^2) work, O(block) memory)."""
+def _first_min_ks(logs: np.ndarray, alphas: np.ndarray) -> tuple[int, float, float]:
+    """``(i, alpha_i, D_i)`` for the first candidate with the smallest KS distance.
+
+    Exact, without computing every ``D_i`` (each is an O(n) max, so all of them are
+    O(n^2)): a max over ``LB_SAMPLES`` evenly spaced points of each tail is a lower
+    bound of that tail's ``D``. Candidates are then evaluated exactly in increasing
+    order of their bound, and the scan stops at the first bound above the best exact
+    ``D`` found: every candidate left has a larger ``D``. ``LB_TOL`` covers the last
+    ulp of ``exp`` between the bound's and the exact evaluation, so no candidate
+    that could tie is skipped; ties go to the smallest index, as ``np.argmin`` would.
+    Candidates with ``alpha <= 1`` (or NaN) have ``D = 1``, as in weightwatcher, and
+    never win over one with ``alpha > 1``, whose ``D`` is below 1.
+    """
+    valid = np.flatnonzero(alphas > 1.0)
+    if valid.size == 0:
+        return 0, float(alphas[0]), 1.0
+    bounds = _ks_lower_bounds(logs, alphas, valid)
+    best_i, best_d = -1, math.inf
+    for pos in np.argsort(bounds, kind="stable"):
+        if bounds[pos] > best_d + LB_TOL:
+            break
+        i = int(valid[pos])
+        d = _ks_exact(logs, float(alphas[i]), i)
+        if d < best_d or (d == best_d and i < best_i):
+            best_i, best_d = i, d
+    return best_i, float(alphas[best_i]), best_d
+
+
+def _ks_lower_bounds(logs: np.ndarray, alphas: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Max of the KS difference over ``LB_SAMPLES`` evenly spaced points of each tail."""
     n_all = logs.size
-    m = n_all - 1
-    Ds = np.ones(m, dtype=np.float64)
-    rows = max(1, _BLOCK_ELEMS // n_all)
-    j = np.arange(n_all)
-    for start in range(0, m, rows):
-        i = np.arange(start, min(m, start + rows))
-        a = alphas[i]
-        k = j[None, start:] - i[:, None]  # position inside the tail
-        valid = k >= 0
-        n = (n_all - i)[:, None].astype(np.float64)
-        expo = (1.0 - a)[:, None] * (logs[None, start:] - logs[i][:, None])
-        expo[np.isnan(expo)] = 0.0  # inf * 0 on tied eigenvalues: numpy's 1 ** -inf == 1
-        diff = np.abs(1.0 - np.exp(expo) - k / n)
-        diff[~valid] = 0.0
-        d = diff.max(axis=1)
-        Ds[i] = np.where(a > 1.0, d, 1.0)
-    return Ds
+    n = (n_all - rows).astype(np.float64)
+    t = np.linspace(0.0, 1.0, LB_SAMPLES)
+    k = np.rint(t[None, :] * (n - 1.0)[:, None])  # positions inside the tail, 0 and n-1 included
+    idx = rows[:, None] + k.astype(np.intp)
+    expo = logs[idx]
+    expo -= logs[rows][:, None]
+    expo *= (1.0 - alphas[rows])[:, None]
+    _fix_ties(expo, alphas[rows])
+    np.exp(expo, out=expo)
+    k /= n[:, None]
+    expo += k
+    expo -= 1.0
+    np.abs(expo, out=expo)
+    return expo.max(axis=1)
+
+
+def _ks_exact(logs: np.ndarray, alpha: float, i: int) -> float:
+    """``max |1 - (x/xmin)^(1-alpha) - arange(n)/n|`` over the tail starting at ``i``."""
+    n = logs.size - i
+    expo = logs[i:] - logs[i]
+    expo *= 1.0 - alpha
+    if not math.isfinite(alpha):
+        expo[np.isnan(expo)] = 0.0
+    np.exp(expo, out=expo)
+    expo += np.arange(n) / n
+    expo -= 1.0
+    return float(np.max(np.abs(expo, out=expo)))
+
+
+def _fix_ties(expo: np.ndarray, alphas: np.ndarray) -> None:
+    """inf * 0 on tied eigenvalues (alpha = inf): numpy's ``1 ** -inf == 1``, so 0 here."""
+    bad = ~np.isfinite(alphas)
+    if bad.any():
+        sub = expo[bad]
+        sub[np.isnan(sub)] = 0.0
+        expo[bad] = sub
 
 
 def _fit_small_n(data: np.ndarray) -> tuple[int, float, float]:
