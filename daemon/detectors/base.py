@@ -64,13 +64,36 @@ class Detector:
         args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({args})"
 
-    def snapshot(self) -> dict[str, Any]:
-        """Learned state as plain values; `restore` of it gives back an identical detector."""
-        return {k: copy.deepcopy(v) for k, v in vars(self).items()
+    def snapshot(self, copy: bool = True) -> dict[str, Any]:
+        """Learned state as plain values; `restore` of it gives back an identical detector.
+
+        ``copy=False`` hands out the live values, for a caller that serializes them at
+        once on the same thread (the store does): no copy of the summary is made."""
+        c = _copy if copy else _same
+        return {k: c(v) for k, v in vars(self).items()
                 if k.startswith("_") and not k.startswith("_c_")}
 
     def restore(self, snap: dict[str, Any]) -> None:
         for k, v in snap.items():
             if not k.startswith("_") or k.startswith("_c_") or not hasattr(self, k):
                 raise ConfigError(f"snapshot key {k!r} is not state of {self.name}")
-            setattr(self, k, copy.deepcopy(v))
+            setattr(self, k, _copy(v))
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _copy(v: Any) -> Any:
+    """Deep copy of plain state (lists and dicts of scalars), several times cheaper than
+    `copy.deepcopy`, which the run table pays on every periodic snapshot."""
+    t = type(v)
+    if t is list:
+        return [_copy(x) for x in v]
+    if t is dict:
+        return {k: _copy(x) for k, x in v.items()}
+    if t is tuple:
+        return tuple(_copy(x) for x in v)
+    if t in (float, int, bool, str, type(None)):
+        return v
+    return copy.deepcopy(v)

@@ -139,10 +139,12 @@ class RunMonitor:
                    "while the training loss still falls"))
         return MonitorState(step=step, l_obs=val, alert=self._alert, findings=tuple(out))
 
-    def snapshot(self) -> dict:
+    def snapshot(self, copy: bool = True) -> dict:
+        """Plain values; ``copy=False`` shares the detectors' live state with a caller that
+        serializes it at once (see `Detector.snapshot`)."""
         return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
                 "emitted": {k: list(v) for k, v in self._emitted.items()},
-                "detectors": {k: det.snapshot() for k, det in self._d.items()}}
+                "detectors": {k: det.snapshot(copy) for k, det in self._d.items()}}
 
     def restore(self, snap: dict) -> None:
         if snap.get("v") != 1 or "detectors" not in snap:

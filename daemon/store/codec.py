@@ -48,7 +48,7 @@ def _unpack(blob: bytes):
 def monitor_bytes(run) -> bytes:
     if not run.thawed and run.frozen is not None:
         return run.frozen.blob  # never thawed since it was restored: unchanged
-    return _pack(run.monitor.snapshot())
+    return _pack(run.monitor.snapshot(copy=False))  # packed at once: no copy needed
 
 
 def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
