@@ -106,6 +106,30 @@ class TestEigenPaths:
             (ev,) = solve([spec])
             np.testing.assert_allclose(ev, cpu[spec.name], rtol=1e-9, atol=1e-9 * ev.max())
 
+    def test_two_stage_solver_matches_syevd(self, monkeypatch):
+        """Big Grams go to LAPACK's two-stage dsyevd (ctypes into numpy's OpenBLAS): same eigenvalues."""
+        if fast._two_stage_solver() is None:
+            pytest.skip("no OpenBLAS with LAPACKE_dsyevd_2stage loaded")
+        g = torch.Generator().manual_seed(5)
+        sd = {"w.weight": torch.distributions.StudentT(3.0).sample((300, 200)), "v.weight": torch.randn(90, 260, generator=g)}
+        specs = select_layers(sd)
+        want = fast.eigenvalues(specs)
+        monkeypatch.setattr(fast, "TWO_STAGE_MIN", 64)
+        got = fast.eigenvalues(specs)
+        for spec in specs:
+            np.testing.assert_allclose(got[spec.name], want[spec.name], rtol=1e-9, atol=1e-12 * want[spec.name].max())
+
+    def test_layer_threads_give_the_sequential_results(self):
+        """threads=2 (layers in parallel, one BLAS thread each) returns the same layers in the same order."""
+        sd = {**_sd(3), "a.weight": torch.randn(120, 60), "b.weight": torch.randn(30, 70), "c.weight": torch.randn(64, 64)}
+        specs = select_layers(sd)
+        seq = fast.analyze_layers(specs, device="cpu", threads=1)
+        par = fast.analyze_layers(specs, device="cpu", threads=2)
+        assert [r.name for r in par] == [r.name for r in seq] == [s.name for s in specs]
+        for a, b in zip(seq, par):
+            assert a.num_pl_spikes == b.num_pl_spikes and a.detX_num == b.detX_num, a.name
+            assert a.alpha == pytest.approx(b.alpha, rel=1e-9) and a.lambda_max == pytest.approx(b.lambda_max, rel=1e-12)
+
     def test_eigenvalues_are_squared_singular_values(self):
         w = torch.randn(50, 20, dtype=torch.float64)
         (res,) = analyze({"w.weight": w})

@@ -15,7 +15,8 @@ Each case is measured ``--runs`` times, weightwatcher and fast back to back with
 run, and the table gives the median of the per-run ratios (and median times): on a
 shared machine the load moves between runs, a ratio taken within one run much less.
 ``--threads N`` gives both engines the same N cores: weightwatcher N BLAS threads
-inside each SVD, fast N layers at once with one BLAS thread each.
+inside each SVD, fast N layers at once with one BLAS thread each; ``--ww-threads``
+sets weightwatcher's apart (its OpenBLAS threads spin and collapse on a loaded VM).
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ def timed(fn, repeat):
     return wall, cpu, out
 
 
-def bench_case(name, sd, device, repeat, ww_repeat, threads, runs):
+def bench_case(name, sd, device, repeat, ww_repeat, threads, runs, ww_threads):
     specs = select_layers(sd)
     per_run = []
     for _ in range(runs):
-        t_ww, c_ww, ref = timed(lambda: reference.analyze_layers(specs), ww_repeat)
+        with threadpool_limits(limits=ww_threads):
+            torch.set_num_threads(ww_threads)
+            t_ww, c_ww, ref = timed(lambda: reference.analyze_layers(specs), ww_repeat)
+            torch.set_num_threads(threads)
         t_fast, c_fast, ours = timed(lambda: fast.analyze_layers(specs, device=device, threads=threads), repeat)
         t_floor, c_floor, _ = timed(lambda: fast.eigenvalues(specs, device=device, threads=threads), repeat)
         d_alpha = max((abs(a.alpha - b.alpha) for a, b in zip(ours, ref) if b.alpha <= 6), default=0.0)
@@ -99,10 +103,13 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="independent runs per case; the table has the medians")
     ap.add_argument("--repeat", type=int, default=1, help="best of N for the fast engine within a run")
     ap.add_argument("--ww-repeat", type=int, default=1, help="best of N for weightwatcher")
+    ap.add_argument("--ww-threads", type=int, default=None,
+                    help="BLAS/torch threads for weightwatcher (default: --threads)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--skip-4096", action="store_true", help="leave out the 4096x4096 case")
     ap.add_argument("--cases", default="gpt,gpt-t,1024,4096", help="comma-separated subset of gpt,gpt-t,1024,4096")
     args = ap.parse_args(argv)
+    ww_threads = args.threads if args.ww_threads is None else args.ww_threads
     torch.set_num_threads(args.threads)
     device = fast.resolve_device(args.device)
     gpt = gpt_state_dict()
@@ -117,10 +124,10 @@ def main(argv=None) -> int:
     load0 = f"{os.getloadavg()[0]:.1f}"
     reference.analyze_layers(select_layers(single((64, 32))))  # pay weightwatcher's import outside the timings
     with threadpool_limits(limits=args.threads):
-        rows = [bench_case(name, make(), device, args.repeat, args.ww_repeat, args.threads, args.runs)
+        rows = [bench_case(name, make(), device, args.repeat, args.ww_repeat, args.threads, args.runs, ww_threads)
                 for _, name, make in cases]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
-          f"threads={args.threads}, device={device}, torch {torch.__version__}, "
+          f"threads: fast {args.threads}, weightwatcher {ww_threads}, device={device}, torch {torch.__version__}, "
           f"python {sys.version.split()[0]}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"load average before: {load0}, after: {os.getloadavg()[0]:.1f}; {args.runs} runs per case, medians; "
           f"fast: best of {args.repeat} per run, weightwatcher: best of {args.ww_repeat}")
