@@ -31,12 +31,12 @@ from pathlib import Path
 
 import zmq
 
+from sinks_down import _producer  # the background load: same frames as the sinks-down benchmark
 from wtwin.emitters import wire
 from wtwin.sinks.testing import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "whsec_" + base64.b64encode(b"bench-secret-for-the-webhook!!!!").decode()
-RUNS_PER_PRODUCER = 250
 
 
 def free_port() -> int:
@@ -141,36 +141,6 @@ def _wait(pred, timeout: float):
             return val
         time.sleep(0.001)
     raise TimeoutError("benchmark condition not reached")
-
-
-# ---- background load ----------------------------------------------------------------------
-def _frames(tag: str, n: int) -> list[bytes]:
-    """n single-event loss frames over RUNS_PER_PRODUCER runs; each run has one NaN (alerts)."""
-    out, nan_step = [], max(2, n // RUNS_PER_PRODUCER // 3)  # a third into the stream
-    for i in range(n):
-        r, step = i % RUNS_PER_PRODUCER, i // RUNS_PER_PRODUCER + 1
-        loss = float("nan") if step == nan_step else 2.0 + 3.0 / step ** 0.5
-        out.append(wire.encode({"v": 1, "type": "loss", "run": f"{tag}-{r}", "seq": step, "step": step,
-                                "loss": loss, "emitter": f"{tag}-{r}"}))
-    return out
-
-
-def _producer(endpoint: str, tag: str, n: int, go, rate: float = 0.0) -> None:
-    """Send as fast as possible, or paced at ``rate`` events/s (0: unpaced)."""
-    frames = _frames(tag, n)
-    sock = zmq.Context().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 5000)
-    sock.setsockopt(zmq.SNDHWM, 0)
-    sock.connect(endpoint)
-    go.wait()
-    t0 = time.perf_counter()
-    for i, f in enumerate(frames):
-        sock.send(f)
-        if rate and i % 50 == 49:
-            ahead = t0 + (i + 1) / rate - time.perf_counter()
-            if ahead > 0:
-                time.sleep(ahead)
-    sock.close()
 
 
 def main() -> None:

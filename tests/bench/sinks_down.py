@@ -226,7 +226,8 @@ def _frames(tag: str, n: int) -> list[bytes]:
     return out
 
 
-def _producer(endpoint: str, tag: str, n: int, go, rate: float) -> None:
+def _producer(endpoint: str, tag: str, n: int, go, rate: float = 0.0) -> None:
+    """Send as fast as ZeroMQ allows, or paced at ``rate`` events/s (0: unpaced)."""
     import zmq
 
     frames = _frames(tag, n)
