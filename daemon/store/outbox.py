@@ -154,7 +154,8 @@ class SqliteOutbox:
         costs a repeated attempt at most); pending rows come from memory, others are read."""
         if not outcomes:
             return
-        unknown = [o.row_id for o in outcomes if self._mirrored(o.row_id) is None]
+        known = {o.row_id: self._mirrored(o.row_id) for o in outcomes}  # as of now, not after the await
+        unknown = [rid for rid, row in known.items() if row is None]
         params = [(o.state, o.attempts, o.next_attempt_at, o.error, now, o.row_id) for o in outcomes]
 
         def op(conn):
@@ -172,7 +173,7 @@ class SqliteOutbox:
         if not isinstance(found, dict):
             raise KeyError(found)
         for o in outcomes:
-            old = self._mirrored(o.row_id) or row_from(found[o.row_id])
+            old = known[o.row_id] or row_from(found[o.row_id])
             self._moved(old.state, replace(old, state=o.state, attempts=o.attempts,
                                            next_attempt_at=o.next_attempt_at, last_error=o.error,
                                            updated_at=now))
