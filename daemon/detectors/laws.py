@@ -68,27 +68,43 @@ def predict(law: str, x: tuple, p: list, cov: list) -> tuple[float, float]:
     return p[0] + e, max(var, 0.0)
 
 
-def _vector(law: str, X: np.ndarray, p: np.ndarray, jac: bool = True):
+def _vector(law: str, X: np.ndarray, p, jac: bool = True):
     """The law at each row of ``X`` and, if ``jac``, its Jacobian (one row per point)."""
+    p = p.tolist() if isinstance(p, np.ndarray) else p   # Python floats: cheaper scalar math
     if law == "power":
         t0 = math.exp(p[3])
         xt = X[:, 0] + t0
         lx = np.log(xt)
         e = np.exp(p[1] - p[2] * lx)
         if not jac:
-            return p[0] + e
-        return p[0] + e, np.column_stack([np.ones_like(e), e, -e * lx, -p[2] * e * t0 / xt])
+            return e + p[0]
+        J = np.empty((len(e), 4))
+        J[:, 0] = 1.0
+        J[:, 1] = e
+        J[:, 2] = -e * lx
+        J[:, 3] = e * (-p[2] * t0) / xt
+        return e + p[0], J
     if law == "exp":
         k = math.exp(p[2])
         e = np.exp(np.minimum(p[1] - k * X[:, 0], 700.0))
         if not jac:
-            return p[0] + e
-        return p[0] + e, np.column_stack([np.ones_like(e), e, -e * X[:, 0] * k])
+            return e + p[0]
+        J = np.empty((len(e), 3))
+        J[:, 0] = 1.0
+        J[:, 1] = e
+        J[:, 2] = -k * e * X[:, 0]
+        return e + p[0], J
     ls1 = np.log(X[:, 0])
     e = np.exp(p[1] - p[2] * ls1)
+    f = e + p[0] - p[3] * X[:, 1]
     if not jac:
-        return p[0] + e - p[3] * X[:, 1]
-    return p[0] + e - p[3] * X[:, 1], np.column_stack([np.ones_like(e), e, -e * ls1, -X[:, 1]])
+        return f
+    J = np.empty((len(e), 4))
+    J[:, 0] = 1.0
+    J[:, 1] = e
+    J[:, 2] = -e * ls1
+    J[:, 3] = -X[:, 1]
+    return f, J
 
 
 def evaluate(law: str, X: np.ndarray, p) -> np.ndarray:
@@ -193,14 +209,17 @@ def _minimize(law: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, s: float,
         c, r = _cost(law, X, y, w, s, p)
         if not math.isfinite(c):
             return None
-        nu, nfev, wc = 2.0, 1, w[:, None]
+        nu, nfev = 2.0, 1
         while nfev < max_nfev:
-            J = _vector(law, X, p)[1] * wc
+            J = _vector(law, X, p)[1]
             z = r * (1.0 / s)
             q = z * z + 1.0
-            g = (r / np.sqrt(q)) @ J
-            Jq = J * (q ** -0.75)[:, None]
-            A = Jq.T @ Jq
+            h = q ** -0.75
+            Z = np.empty((len(r), k + 1))    # [J h | r h q]: one product gives A and g
+            np.multiply(J, (w * h)[:, None], out=Z[:, :k])
+            Z[:, k] = r * (h * q)
+            AA = Z.T @ Z
+            A, g = AA[:k, :k], AA[:k, k]   # J^T (rho'+2z rho'') J and J^T rho' r
             pl, gl = p.tolist(), g.tolist()
             free = [not ((pl[i] <= lbl[i] and gl[i] > 0) or (pl[i] >= ubl[i] and gl[i] < 0))
                     for i in range(k)]
