@@ -26,13 +26,12 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, check, decay, positive, register
 
 
-@dataclass(frozen=True, slots=True)
-class RiseState:
+class RiseState(NamedTuple):
     step: int
     active: bool
     score: float
@@ -57,6 +56,9 @@ class RiseDetector(Detector):
         self.threshold, self.halflife, self.noise_halflife = threshold, halflife, noise_halflife
         self.clip, self.patience, self.warmup, self.level_z = clip, patience, warmup, level_z
         self.jump_k, self.jump_h, self.jump_clip = jump_k, jump_h, jump_clip
+        self._c_noise = 0.5 ** (1.0 / noise_halflife)   # per-step EWMA weights (constants)
+        self._c_level = 0.5 ** (1.0 / halflife)
+        self._c_dt, self._c_w = None, 1.0   # cache: the level's noise factor at gap _c_dt
         self._dt = 1.0            # EWMA of the step gap between points
         self._S = 0.0             # CUSUM of (loss - best) / noise - jump_k: abrupt jumps
         self._score = 0.0         # last score; the noise is frozen while evidence builds
@@ -83,23 +85,36 @@ class RiseDetector(Detector):
         self._dt += 0.05 * (dt - self._dt)
         d = abs(loss - self._prev)             # one-step change: trend-free noise
         self._prev = loss
-        if self._noise > 0:
-            d = min(d, self.clip * self._noise)
+        noise = self._noise
+        if noise > 0:
+            cn = self.clip * noise
+            if d > cn:
+                d = cn
         if self._score < 0.5 * self.threshold and self._S < 0.5 * self.jump_h:
-            g = decay(dt, min(self.noise_halflife, 0.25 * (step - self._first) + 1.0))
-            self._noise = g * self._noise + (1 - g) * d if self._noise > 0 else d
-        sd = 0.8862 * self._noise                # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
+            h = 0.25 * (step - self._first) + 1.0
+            if h > self.noise_halflife:
+                h = self.noise_halflife
+            g = self._c_noise if (dt == 1 and h == self.noise_halflife) else decay(dt, h)
+            noise = self._noise = g * noise + (1 - g) * d if noise > 0 else d
+        sd = 0.8862 * noise                      # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
         r = loss - self._level
         c = self.clip * sd
-        r = min(c, r) if sd > 0 else r           # upward outliers (spikes) are clipped
-        g = decay(dt, self.halflife)
-        self._level += (1 - g) * r
-        if step - self._first < self.warmup or self._noise <= 0:
-            return RiseState(step, False, 0.0, self._level, self._best)
-        self._best = min(self._best, self._level)
-        a = 1.0 - decay(self._dt, self.halflife)       # EWMA weight per point
-        score = (self._level - self._best) / (sd * max(1.0, self.level_z * math.sqrt(a / (2 - a))))
-        self._S = max(0.0, self._S + min((loss - self._best) / sd, self.jump_clip) - self.jump_k)
+        if sd > 0 and r > c:                     # upward outliers (spikes) are clipped
+            r = c
+        g = self._c_level if dt == 1 else decay(dt, self.halflife)
+        level = self._level = self._level + (1 - g) * r
+        if step - self._first < self.warmup or noise <= 0:
+            return RiseState(step, False, 0.0, level, self._best)
+        best = self._best
+        if level < best:
+            best = self._best = level
+        if self._dt != self._c_dt:               # EWMA weight per point, for the mean gap
+            a = 1.0 - decay(self._dt, self.halflife)
+            self._c_dt, self._c_w = self._dt, max(1.0, self.level_z * math.sqrt(a / (2 - a)))
+        score = (level - best) / (sd * self._c_w)
+        jump = (loss - best) / sd
+        S = self._S + (jump if jump < self.jump_clip else self.jump_clip) - self.jump_k
+        S = self._S = S if S > 0.0 else 0.0
         self._score = score
         if score > self.threshold:
             if self._since is None:
@@ -108,5 +123,5 @@ class RiseDetector(Detector):
         else:
             self._since = None
         active = (self._since is not None and step - self._since >= self.patience
-                  and self._points >= 2) or self._S > self.jump_h
+                  and self._points >= 2) or S > self.jump_h
         return RiseState(step, active, score, self._level, self._best, self._S)
