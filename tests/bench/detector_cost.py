@@ -1,6 +1,6 @@
-"""Per-update cost of the forecast detector and of the whole monitor, at step 10^3 and 10^6.
+"""Per-update cost of every detector and of the whole monitor, at step 10^3 and 10^6.
 
-    .venv/bin/python tests/bench/detector_cost.py [--steps 1100000]
+    .venv/bin/python tests/bench/detector_cost.py [--steps 1100000] [--only forecast,monitor]
 
 One seeded synthetic run per subject (losses precomputed). Each call is timed with
 ``perf_counter_ns`` (its median is the steady state: preemption by the neighbours of a
@@ -23,7 +23,18 @@ import time
 import numpy as np
 
 from wtwin.daemon.detectors import RunMonitor
-from wtwin.daemon.detectors.forecast import ForecastDetector
+from wtwin.daemon.detectors.base import REGISTRY
+from wtwin.daemon.detectors.presets import PRESET_PARAMS
+
+
+def _detector(name: str):
+    """``update(step, loss)`` of one detector with its `pretraining` preset arguments."""
+    det = REGISTRY[name](**PRESET_PARAMS["pretraining"].get(name, {}))
+    if name == "plateau":       # it reads the forecast: give it the noise-free curve
+        return lambda t, loss: det.update(t, loss, 2.6 + 9.0 * t ** -0.35, False)
+    if name == "overfit":       # per loss event it only tracks the training loss
+        return det.update_train
+    return det.update
 
 
 def timed(update, n: int, seed: int = 0):
@@ -53,6 +64,7 @@ def windows(us: np.ndarray, cpu: dict, n: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_100_001)
+    ap.add_argument("--only", default="", help="comma-separated subjects (substring match)")
     a = ap.parse_args(argv)
     import os
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
@@ -60,8 +72,13 @@ def main(argv=None) -> int:
           "median: wall time per call; mean: CPU time per update over the window")
     print("| subject | window (steps) | median us/update | mean CPU us/update (refits amortized) | p99.9 wall us |")
     print("|---|---|---|---|---|")
-    subjects = {"forecast detector": lambda: ForecastDetector().update,
-                "RunMonitor.update_loss (all detectors)": lambda: RunMonitor("pretraining").update_loss}
+    subjects = {f"{name} detector": (lambda name=name: _detector(name))
+                for name in ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump",
+                             "nonfinite", "overfit")}
+    subjects["RunMonitor.update_loss (all detectors)"] = lambda: RunMonitor("pretraining").update_loss
+    if a.only:
+        keep = a.only.split(",")
+        subjects = {k: v for k, v in subjects.items() if any(w in k.lower() for w in keep)}
     for name, make in subjects.items():
         us, cpu = timed(make(), a.steps)
         for lo, hi, med, mean, p999 in windows(us, cpu, a.steps):
