@@ -46,6 +46,15 @@ def _build(preset: str, overrides: dict) -> dict:
     return dets
 
 
+def _plateau_msg(pl, fc) -> str:
+    if pl.rule == "no_learning":
+        return f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the start"
+    if pl.rule == "slowdown":
+        return (f"loss stopped improving at {pl.level:.4g}: its decline per log-step fell below "
+                f"half its earlier pace ({pl.slow_z:.1f} standard errors)")
+    return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
+
+
 class RunMonitor:
     def __init__(self, preset: str = "pretraining", **overrides) -> None:
         self.preset = preset
@@ -111,12 +120,10 @@ class RunMonitor:
             emit(out, "spike", sp.active and not dv.active, "warning", step, lambda: (
                 f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered"))
         stagnation = pl.active and pl.rule == "stagnation"
-        if pl.active or "plateau" in emitted:
-            emit(out, "plateau", pl.active, "warning", step, lambda: (
-                "no learning: loss level {:.4g} fell only {:.2%} since the start".format(
-                    pl.level, pl.progress) if pl.rule == "no_learning" else
-                f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"))
         drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv.active or sp.active)
+        plateau = pl.active and not (pl.rule == "slowdown" and (drift or dv.active))  # a rise is a drift
+        if plateau or "plateau" in emitted:
+            emit(out, "plateau", plateau, "warning", step, lambda: _plateau_msg(pl, fc))
         if drift or "drift" in emitted:
             emit(out, "drift", drift, "warning", step, lambda: (
                 f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "

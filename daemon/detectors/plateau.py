@@ -1,11 +1,23 @@
-"""`plateau`: learning stopped: no progress since the start, or flat where the forecast falls.
+"""`plateau`: learning stopped: no progress since the start, a slope that collapsed, or
+flat where the forecast falls.
 
-Two rules on ``level``, an EWMA of the loss (half-life ``halflife`` steps):
+Three rules:
 
-- *no learning*: ``grace`` steps after the first point (and at least ``min_points``
-  points), the best level is less than ``min_progress`` (a fraction) below the starting
-  level (the highest level of the first 10% of ``grace``). This is what catches a run
-  that never learns, even from a few eval points.
+- *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
+  ``grace`` steps after the first point (and at least ``min_points`` points), the best
+  level is less than ``min_progress`` (a fraction) below the starting level (the highest
+  level of the first 10% of ``grace``). This is what catches a run that never learns,
+  even from a few eval points.
+- *slowdown* (rule ``"slowdown"``): the loss's slope in log-step, ``b`` (a weighted
+  least-squares line of loss on ``ln step`` whose weights halve every ``slow_halflife`` x
+  step steps, so the window scales with the run), has fallen below ``slow_keep`` times
+  its value ``slow_ratio`` x earlier in step, by more than ``slow_z`` standard errors
+  (noise from the line's own residuals, upward outliers winsorized at ``clip``). Armed
+  only while the slope has not steepened (by ``accel_z`` standard errors) anywhere in the
+  ``slow_span`` log-intervals before that reference: a decelerating, power-law-like
+  regime, where a collapse of the slope is a stagnation and not the end of a fast phase
+  (a BERT-style drop, a warm-down). O(1) per update: eight running sums, re-centred on
+  the current ``ln step``, and a ring of slopes every 0.05 in ``ln step``.
 - *stagnation*: the forecast (passed in as ``l_pred``) fell over the last ``window``
   steps while the level moved (either way) by less than ``flat`` times that drop, and
   the forecast detector is alerting (``deviating``): a drift that is a flat line.
@@ -14,6 +26,13 @@ Two rules on ``level``, an EWMA of the loss (half-life ``halflife`` steps):
 >>> hit = next(s for s in range(586, 20000, 586) if det.update(s, 8.0 - 1e-6 * s).active)
 >>> hit
 4102
+>>> import random
+>>> rng, det = random.Random(3), PlateauDetector()
+>>> law = lambda t: 3.0 + 6.0 * t ** -0.3
+>>> hit = next(t for t in range(1, 30001)
+...            if det.update(t, law(min(t, 8000)) + rng.gauss(0, 0.05)).active)
+>>> 8000 < hit < 14000
+True
 """
 
 from __future__ import annotations
@@ -23,14 +42,17 @@ from dataclasses import dataclass
 
 from .base import Detector, check, decay, fraction, positive, register
 
+_GRID = 0.05     # ln-step spacing of the slope ring
+
 
 @dataclass(frozen=True, slots=True)
 class PlateauState:
     step: int
     active: bool
-    rule: str | None       # "no_learning" or "stagnation"
+    rule: str | None       # "no_learning", "slowdown" or "stagnation"
     progress: float        # fraction fallen from the starting level
     level: float
+    slow_z: float = 0.0    # the slowdown statistic (standard errors; -inf while disarmed)
 
 
 @register
@@ -38,14 +60,27 @@ class PlateauDetector(Detector):
     name = "plateau"
 
     def __init__(self, *, grace: int = 3000, min_progress: float = 0.02, min_points: int = 4,
-                 window: int = 1000, flat: float = 0.25, halflife: float = 50.0) -> None:
-        for n in ("grace", "window", "min_points"):
+                 window: int = 1000, flat: float = 0.25, halflife: float = 50.0,
+                 slow_halflife: float = 0.15, slow_ratio: float = 1.6, slow_span: int = 3,
+                 slow_keep: float = 0.5, slow_z: float = 3.0, accel_z: float = 3.0,
+                 slow_warmup: int = 300, slow_points: float = 50.0, slow_effect: float = 0.6,
+                 clip: float = 4.0, slowdown: bool = True) -> None:
+        for n in ("grace", "window", "min_points", "slow_span", "slow_warmup"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1")
-        fraction("min_progress", min_progress)
-        fraction("flat", flat)
-        positive("halflife", halflife)
+        for n in ("min_progress", "flat", "slow_halflife", "slow_keep"):
+            fraction(n, locals()[n])
+        for n in ("halflife", "slow_z", "accel_z", "slow_points", "slow_effect", "clip"):
+            positive(n, locals()[n])
+        check(isinstance(slowdown, bool), "slowdown", slowdown, "a bool")
+        check(isinstance(slow_ratio, float) and 1.0 < slow_ratio <= 4.0, "slow_ratio", slow_ratio,
+              "a float in (1, 4]")
         self.grace, self.min_progress, self.min_points = grace, min_progress, min_points
         self.window, self.flat, self.halflife = window, flat, halflife
+        self.slow_halflife, self.slow_ratio, self.slow_span = slow_halflife, slow_ratio, slow_span
+        self.slow_keep, self.slow_z, self.accel_z = slow_keep, slow_z, accel_z
+        self.slow_warmup, self.slow_points, self.clip = slow_warmup, slow_points, clip
+        self.slow_effect, self.slowdown = slow_effect, slowdown
+        self._c_lr = math.log(slow_ratio)
         self._level = None
         self._first = None
         self._last = None
@@ -53,6 +88,16 @@ class PlateauDetector(Detector):
         self._best = math.inf
         self._n = 0
         self._ring = []        # [step, level, l_pred] every window/8 steps, 9 at most
+        self._reset_slope()
+
+    def _reset_slope(self) -> None:
+        self._sums = [0.0] * 8   # W, Wu, Wuu, Wy, Wuy (weights w), V, Vu, Vuu (weights w^2)
+        self._u = None           # ln(step + 1) the sums are centred on
+        self._t = 0.0            # step + 1 of that point
+        self._noise = 0.0        # EWMA of |residual| from the line
+        self._slopes = []        # [ln step, slope, se] every _GRID, slow_span intervals back
+        self._armed = None       # [slope, se] of the reference, when armed
+        self._slow = False
 
     def update(self, step: int, loss: float, l_pred: float | None = None,
                deviating: bool = False) -> PlateauState:
@@ -61,6 +106,9 @@ class PlateauDetector(Detector):
         self._n += 1
         if self._level is None:
             self._level, self._first, self._last = loss, step, step
+        if step < self._last:
+            self._reset_slope()
+        z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -math.inf
         g = decay(step - self._last, self.halflife)
         self._last = step
         self._level = g * self._level + (1 - g) * loss
@@ -70,10 +118,77 @@ class PlateauDetector(Detector):
         self._best = min(self._best, self._level)
         progress = (self._ref - self._best) / max(abs(self._ref), 1e-12)
         if age >= self.grace and self._n >= self.min_points and progress < self.min_progress:
-            return PlateauState(step, True, "no_learning", progress, self._level)
+            return PlateauState(step, True, "no_learning", progress, self._level, z)
+        self._slow = z > self.slow_z or (self._slow and z > 0.0)
+        if self._slow:
+            return PlateauState(step, True, "slowdown", progress, self._level, z)
         if self._stagnant(step, l_pred) and deviating:
-            return PlateauState(step, True, "stagnation", progress, self._level)
-        return PlateauState(step, False, None, progress, self._level)
+            return PlateauState(step, True, "stagnation", progress, self._level, z)
+        return PlateauState(step, False, None, progress, self._level, z)
+
+    def _slowdown(self, step: int, loss: float) -> float:
+        t = step + 1.0
+        u = math.log(t)
+        W, Wu, Wuu, Wy, Wuy, V, Vu, Vuu = self._sums
+        g = 1.0
+        if self._u is not None:   # re-centre on u (older points get u' = u_old - u), then decay
+            d = u - self._u
+            g = 0.5 ** ((t - self._t) / (self.slow_halflife * t))
+            g2 = g * g
+            Wuu, Wu, Wuy = (Wuu - 2 * d * Wu + d * d * W) * g, (Wu - d * W) * g, (Wuy - d * Wy) * g
+            W, Wy = W * g, Wy * g
+            Vuu, Vu, V = (Vuu - 2 * d * Vu + d * d * V) * g2, (Vu - d * V) * g2, V * g2
+        self._u, self._t = u, t
+        sxx = Wuu - Wu * Wu / W if W > 2.0 else 0.0
+        if sxx > 0.0:             # residual of this point from the line so far (at u' = 0)
+            fit = (Wy - (Wuy - Wu * Wy / W) / sxx * Wu) / W
+            s = 1.2533 * self._noise
+            r = loss - fit
+            if s > 0.0 and r > self.clip * s:
+                r = self.clip * s
+                loss = fit + r
+            self._noise = g * self._noise + (1 - g) * abs(r) if self._noise > 0 else abs(r)
+        self._sums = [W + 1.0, Wu, Wuu, Wy + loss, Wuy, V + 1.0, Vu, Vuu]
+        W, Wy = W + 1.0, Wy + loss
+        V += 1.0
+        if step < self.slow_warmup or W < self.slow_points or self._noise <= 0.0:
+            return -math.inf
+        sxx = Wuu - Wu * Wu / W
+        if sxx <= 0.0:
+            return -math.inf
+        b = (Wuy - Wu * Wy / W) / sxx
+        mu = Wu / W
+        s = 1.2533 * self._noise
+        se = s * math.sqrt(max(Vuu - 2 * mu * Vu + mu * mu * V, 0.0)) / sxx
+        ring = self._slopes
+        if not ring or u - ring[-1][0] >= _GRID:
+            ring.append([u, b, se])
+            self._arm(u)
+        ref = self._armed
+        k = self.slow_keep
+        if ref is None or -ref[0] * self._c_lr < self.slow_effect * s:
+            return -math.inf      # no reference, or the decline it withholds is immaterial
+        return (b - k * ref[0]) / math.sqrt(se * se + k * k * ref[1] * ref[1])
+
+    def _arm(self, u: float) -> None:
+        """Reference slope ``slow_ratio`` x back, if no steepening in the span before it."""
+        lr = math.log(self.slow_ratio)
+        ring, span = self._slopes, lr * self.slow_span
+        while len(ring) > 2 and u - ring[1][0] >= span:
+            ring.pop(0)
+        self._armed = None
+        if u - ring[0][0] < 0.98 * span:
+            return
+        flat = None               # the least steep slope so far, oldest first
+        for e in ring:
+            if u - e[0] < lr:
+                break
+            if flat is not None and (flat[1] - e[1]) > self.accel_z * math.hypot(flat[2], e[2]):
+                self._armed = None
+                return            # the slope steepened: not a decelerating regime
+            if flat is None or e[1] > flat[1]:
+                flat = e
+            self._armed = [e[1], e[2]]
 
     def _stagnant(self, step: int, l_pred: float | None) -> bool:
         ring = self._ring

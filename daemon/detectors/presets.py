@@ -34,7 +34,8 @@ PRESET_PARAMS = {
         "rise": {"warmup": 50, "halflife": 30.0, "noise_halflife": 300.0},
         "spike": {"warmup": 10},
         "divergence": {"ratio": 0.5, "warmup": 20},
-        "plateau": {"min_progress": 0.01, "grace": 300, "window": 200},
+        # an exponential approach to a floor is the expected shape, not a collapse of the slope
+        "plateau": {"min_progress": 0.01, "grace": 300, "window": 200, "slowdown": False},
         "overfit": {"patience": 2},
         "resume_jump": {},
     },
