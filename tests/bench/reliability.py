@@ -56,25 +56,40 @@ def restart_time(runs: int, tmp: Path, repeat: int) -> dict:
     """Seconds from spawning `wtwind` to its first 200 on /readyz, with an empty store and
     with ``runs`` stored runs (each the snapshot of a run after 1,000 loss events),
     interleaved ``repeat`` times; per case a list of (total, store open + load, daemon CPU
-    seconds at ready). /readyz is polled every 50 ms."""
-    cases = {"empty store": 0, f"{runs} runs stored": runs}
-    for n in cases.values():
+    seconds at ready). /readyz is polled every 50 ms.
+
+    Twice: with bytecode cached, as an installed wtwind runs (pip compiles at install;
+    here a private PYTHONPYCACHEPREFIX warmed by one start), and compiling every module
+    at each start, as this checkout does under PYTHONDONTWRITEBYTECODE=1."""
+    cached = ({"PYTHONPYCACHEPREFIX": str(tmp / "pycache")}, ("PYTHONDONTWRITEBYTECODE",))
+    compiled = ({"PYTHONDONTWRITEBYTECODE": "1"}, ())
+    cases = {}
+    for label, env in (("bytecode cached", cached), ("compiled at start", compiled)):
+        cases[f"empty store, {label}"] = (0, env)
+        cases[f"{runs} runs stored, {label}"] = (runs, env)
+    for n in (0, runs):
         seed_runs(tmp / f"restart-{n}.db", n)
+    _start_stop(tmp / "warm", tmp / "warm.db", 0, cached)  # fills the bytecode cache
     out: dict[str, list] = {label: [] for label in cases}
     for i in range(repeat):
-        for label, n in cases.items():
-            (tmp / f"r{n}-{i}").mkdir()
-            d = Daemon(extra_env={"WTWIND_STATE__PATH": str(tmp / f"restart-{n}.db")},
-                       tmpdir=str(tmp / f"r{n}-{i}"))
-            t0 = time.monotonic()
-            d.start(timeout=120)
-            total = time.monotonic() - t0
-            cpu = _cpu_s(d.proc.pid)
-            restored = d.metrics()[("wtwind_store_restored_runs", ())]
-            assert restored == n, restored
-            assert d.stop() == 0
-            out[label].append((total, _phase(d.log(), "store_opened", "state_loaded"), cpu))
+        for k, (label, (n, env)) in enumerate(cases.items()):
+            out[label].append(_start_stop(tmp / f"r{i}-{k}", tmp / f"restart-{n}.db", n, env))
     return out
+
+
+def _start_stop(where: Path, db: Path, n: int, env: tuple[dict, tuple]) -> tuple[float, float, float]:
+    where.mkdir()
+    d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db), **env[0]}, tmpdir=str(where))
+    for name in env[1]:
+        d.env.pop(name, None)
+    t0 = time.monotonic()
+    d.start(timeout=120)
+    total = time.monotonic() - t0
+    cpu = _cpu_s(d.proc.pid)
+    restored = d.metrics()[("wtwind_store_restored_runs", ())]
+    assert restored == n, restored
+    assert d.stop() == 0
+    return total, _phase(d.log(), "store_opened", "state_loaded"), cpu
 
 
 def _cpu_s(pid: int) -> float:
@@ -219,7 +234,7 @@ def main() -> None:
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     for label, pairs in restart_time(args.runs, tmp, args.repeat).items():
         totals, loads, cpus = ([p[k] for p in pairs] for k in range(3))
-        print(f"restart to /readyz, {label:<18} median of {len(pairs)} {med(totals):5.2f} s "
+        print(f"restart to /readyz, {label:<36} median of {len(pairs)} {med(totals):5.2f} s "
               f"(all: {', '.join(f'{t:.2f}' for t in totals)}); daemon CPU {med(cpus):.2f} s; "
               f"opening + loading the store {med(loads):.3f} s")
     for i, rs in [(i, rs) for i in range(args.kill_repeat) for rs in (20_000, 0)]:
