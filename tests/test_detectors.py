@@ -131,6 +131,47 @@ class TestCompanions:
         det = PlateauDetector()
         assert not any(det.update(s, 4.0 * (s / 586) ** -0.3).active for s in range(586, 14000, 586))
 
+    def test_plateau_slowdown_catches_a_stagnating_power_law(self):
+        """A power law whose decline stops at step 6000 (noise kept) is a plateau; the same
+        curve without the stop raises nothing."""
+        def run(stop):
+            rng, mon = random.Random(7), RunMonitor("pretraining")
+            law = lambda t: 2.8 + 8.0 * t ** -0.35
+            stream = ((t, law(min(t, stop)) + rng.gauss(0, 0.05)) for t in range(1, 16001))
+            return first_page(mon, stream)
+        assert run(10 ** 9) == (None, None)
+        hit, kind = run(6000)
+        assert kind == "plateau" and 6000 < hit < 10000
+
+    def test_plateau_slowdown_silent_on_wsd_warmdown_and_outliers(self):
+        """A WSD schedule's warm-down (the loss falls faster from 7000 to 9000, then holds
+        flat at lr 0) and benign one-batch outliers raise no warning."""
+        rng, mon = random.Random(11), RunMonitor("pretraining")
+        def loss(t):
+            warm = min(1.0, (t - 7000) / 2000) if t > 7000 else 0.0
+            out = 1.5 if t in (946, 3194, 5335) else 0.0
+            return (2.9 + 8.0 * min(t, 9000) ** -0.35 - 0.25 * (1 - (1 - warm) ** 2)
+                    + rng.gauss(0, 0.08) + out)
+        assert first_page(mon, ((t, loss(t)) for t in range(1, 12001))) == (None, None)
+
+    def test_plateau_slowdown_needs_a_decelerating_regime(self):
+        """A BERT-style curve (flat, a fast drop, then slow) is not a slowdown: the drop is
+        an acceleration, which disarms the rule for the following intervals."""
+        rng, det = random.Random(5), PlateauDetector()
+        curve_ = lambda t: 4.0 - 2.0 / (1 + math.exp(-(t - 2500) / 300)) - 1e-5 * t
+        states = [det.update(t, curve_(t) + rng.gauss(0, 0.1)) for t in range(1, 12001)]
+        assert not any(s.active for s in states)
+        assert max(s.slow_z for s in states) < det.slow_z
+
+    def test_plateau_slowdown_off_and_arguments_named(self):
+        rng, det = random.Random(3), PlateauDetector(slowdown=False)
+        law = lambda t: 3.0 + 6.0 * t ** -0.3
+        assert not any(det.update(t, law(min(t, 8000)) + rng.gauss(0, 0.05)).active
+                       for t in range(1, 30001))
+        for kw in ({"slow_keep": 1.5}, {"slow_ratio": 1.0}, {"slowdown": 1}, {"slow_span": 0}):
+            with pytest.raises(ConfigError, match=next(iter(kw))):
+                PlateauDetector(**kw)
+
     def test_divergence_critical(self):
         """Explosive growth becomes a critical divergence."""
         mon = RunMonitor()

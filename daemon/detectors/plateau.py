@@ -16,8 +16,12 @@ Three rules:
   only while the slope has not steepened (by ``accel_z`` standard errors) anywhere in the
   ``slow_span`` log-intervals before that reference: a decelerating, power-law-like
   regime, where a collapse of the slope is a stagnation and not the end of a fast phase
-  (a BERT-style drop, a warm-down). O(1) per update: eight running sums, re-centred on
-  the current ``ln step``, and a ring of slopes every 0.05 in ``ln step``.
+  (a BERT-style drop, a warm-down); and only when the reference decline is material: at
+  least ``slow_effect`` noise units per ``slow_ratio`` interval. Needs ``slow_warmup``
+  steps and a window of ``slow_points`` (weighted) points; ``slowdown=False`` turns the
+  rule off (the finetuning preset: an exponential approach to a floor is a collapsing
+  slope by design). O(1) per update: eight running sums re-centred on the current
+  ``ln step``, and a ring of slopes every 0.05 in ``ln step`` (about 30 entries).
 - *stagnation*: the forecast (passed in as ``l_pred``) fell over the last ``window``
   steps while the level moved (either way) by less than ``flat`` times that drop, and
   the forecast detector is alerting (``deviating``): a drift that is a flat line.
@@ -63,7 +67,7 @@ class PlateauDetector(Detector):
                  window: int = 1000, flat: float = 0.25, halflife: float = 50.0,
                  slow_halflife: float = 0.15, slow_ratio: float = 1.6, slow_span: int = 3,
                  slow_keep: float = 0.5, slow_z: float = 3.0, accel_z: float = 3.0,
-                 slow_warmup: int = 300, slow_points: float = 50.0, slow_effect: float = 0.6,
+                 slow_warmup: int = 100, slow_points: float = 50.0, slow_effect: float = 0.6,
                  clip: float = 4.0, slowdown: bool = True) -> None:
         for n in ("grace", "window", "min_points", "slow_span", "slow_warmup"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1")
