@@ -28,6 +28,7 @@ BATCH_BYTES = 256 << 20  # float64 bytes of weights per batched call
 # flops dominate once the matrix is far out of cache: 1.6x at n = 3072 on the
 # development VM; at n = 768 and 1024 it is 1.4x slower, so those keep syevd.
 TWO_STAGE_MIN = 2048
+PARALLEL_BYTES = 4 << 30  # float64 working set of the layers analysed at once (CPU threads)
 
 
 def analyze_layers(
@@ -79,16 +80,23 @@ def eigenvalues(
 def _map_layers(fn: Callable[[LayerSpec], Any], specs: list[LayerSpec], threads: int | None) -> list[Any]:
     """``[fn(spec) for spec in specs]``, on up to ``threads`` threads, biggest layers first."""
     n = min(len(specs), _thread_budget() if threads is None else max(1, int(threads)))
+    if specs:  # each thread holds a float64 copy of its layer and a Gram: bound the sum
+        n = min(n, max(1, PARALLEL_BYTES // max(_float64_bytes(spec) for spec in specs)))
     if n <= 1:
         return [fn(spec) for spec in specs]
+    import contextlib
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
+    try:
+        from threadpoolctl import threadpool_limits
 
+        one_blas_thread: Any = threadpool_limits(limits=1, user_api="blas")
+    except ImportError:
+        one_blas_thread = contextlib.nullcontext()
     order = sorted(range(len(specs)), key=lambda i: -_cost(specs[i]))
     out: list[Any] = [None] * len(specs)
     # numpy releases the GIL inside BLAS/LAPACK; each call runs on its caller's thread.
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(n, thread_name_prefix="wtwin-fast") as pool:
+    with one_blas_thread, ThreadPoolExecutor(n, thread_name_prefix="wtwin-fast") as pool:
         for i, res in zip(order, pool.map(lambda i: fn(specs[i]), order)):
             out[i] = res
     return out
@@ -101,6 +109,10 @@ def _thread_budget() -> int:
         return 1
     blas = [info["num_threads"] for info in threadpool_info() if info.get("user_api") == "blas"]
     return max(1, min(blas)) if blas else 1
+
+
+def _float64_bytes(spec: LayerSpec) -> int:
+    return 8 * spec.rf * spec.m * (spec.n + spec.m)
 
 
 def _cost(spec: LayerSpec) -> float:
