@@ -174,6 +174,14 @@ def inject(kind, steps, x, i0, sigma, rng):
     return y
 
 
+def remaining_decline(x, i0, sigma) -> float:
+    """How far the clean curve still falls after the onset (trend at the onset minus trend at
+    the end, in sigma): what a stagnation at i0 withholds, the most any detector could see."""
+    from scipy.ndimage import uniform_filter1d
+    trend = uniform_filter1d(x, size=51, mode="nearest")
+    return float((trend[i0] - trend[-1]) / sigma)
+
+
 def bench_log(args):
     name, seeds, thresholds, kinds = args
     log = read_log(DATA / name)
@@ -208,7 +216,8 @@ def bench_log(args):
         hit, hk = first_page(m, steps, y, i0)
         rec = {"log": name, "kind": kind, "seed": s, "onset": int(steps[i0]), "sigma": sigma,
                "end": int(steps[-1]), "ours": None if hit is None else hit - int(steps[i0]),
-               "ours_kind": hk, "ours_s": time.perf_counter() - t0}
+               "ours_kind": hk, "ours_s": time.perf_counter() - t0,
+               "effect": remaining_decline(x, i0, sigma) if kind == "stagnation" else None}
         for b in BASELINES:
             st = STATS[b](y)
             k = first_cross(st, thresholds[b], max(1, int(WARM * n)))
@@ -297,14 +306,14 @@ def main(argv=None):
     table = summarize(recs, methods)
     clean_steps = sum(r["steps"] for r in A if r["label"] != "anomalous")
     fa = sum(r["n_pages"] for r in A if r["label"] != "anomalous")
-    report(A, table, thr, where, fa, clean_steps, time.time() - t0, a)
+    report(A, table, recs, thr, where, fa, clean_steps, time.time() - t0, a)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({"real": A, "injected": recs, "table": table,
                                                     "thresholds": thr}, indent=1, default=str))
     return 0
 
 
-def report(A, table, thr, where, fa, clean_steps, secs, a):
+def report(A, table, recs, thr, where, fa, clean_steps, secs, a):
     print("## Real logs (preset pretraining)\n")
     print("| log | label | events | warning/critical alerts (step kind severity) | info |")
     print("|---|---|---|---|---|")
@@ -324,6 +333,15 @@ def report(A, table, thr, where, fa, clean_steps, secs, a):
         cells = " | ".join(f"{row[m]['rate']:.0%} / {row[m]['median']} / {row[m]['p90']} / "
                            f"{row[m]['median_all']}" for m in methods)
         print(f"| {row['kind']} | {row['n']} | {cells} |")
+    stag = [r for r in recs if r["kind"] == "stagnation"]
+    if stag:
+        small = [r for r in stag if r["effect"] < 1.0]
+        rest = [r for r in stag if r["effect"] >= 1.0]
+        hit = sum(r["ours"] is not None and r["ours"] >= 0 for r in rest)
+        print(f"\nStagnation: {len(small)} of {len(stag)} cases withhold less than 1 sigma of decline "
+              f"(the clean curve falls by less than 1 sigma from the onset to its end; ours caught "
+              f"{sum(r['ours'] is not None and r['ours'] >= 0 for r in small)}); on the other "
+              f"{len(rest)}, ours caught {hit} ({hit / max(len(rest), 1):.0%}).")
     print("\nPre-onset false alarms per method: " + ", ".join(
         f"{m} {sum(r[m]['fa_before_onset'] for r in table)}" for m in methods))
     print("Baseline thresholds (zero alarms on clean logs; log that set them): " + ", ".join(
