@@ -9,8 +9,9 @@ The daemon's run state only uses this contract:
 
 Arbitration (so that one problem gives one page and clean runs stay silent): a sustained
 spike or a divergence takes precedence over the forecast's drift; a drift whose loss is
-flat where the forecast falls is reported as ``plateau``; benign recovered spikes are
-``info``. Findings are emitted when a kind's (active, severity) changes.
+flat where the forecast falls is reported as ``plateau``; a ``plateau`` slowdown (the
+decline collapsing) gives way to a drift or a divergence while one is active (a loss that
+rises is a drift); benign recovered spikes are ``info``. Findings are emitted when a kind's (active, severity) changes.
 
 Pure: no I/O, no clock, no logging.
 """
