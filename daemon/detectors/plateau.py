@@ -42,15 +42,14 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import Detector, check, decay, fraction, positive, register
 
 _GRID = 0.05     # ln-step spacing of the slope ring
 
 
-@dataclass(frozen=True, slots=True)
-class PlateauState:
+class PlateauState(NamedTuple):
     step: int
     active: bool
     rule: str | None       # "no_learning", "slowdown" or "stagnation"
@@ -85,6 +84,7 @@ class PlateauDetector(Detector):
         self.slow_warmup, self.slow_points, self.clip = slow_warmup, slow_points, clip
         self.slow_effect, self.slowdown = slow_effect, slowdown
         self._c_lr = math.log(slow_ratio)
+        self._c_level = 0.5 ** (1.0 / halflife)     # per-step EWMA weight (a constant)
         self._level = None
         self._first = None
         self._last = None
@@ -113,22 +113,25 @@ class PlateauDetector(Detector):
         if step < self._last:
             self._reset_slope()
         z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -math.inf
-        g = decay(step - self._last, self.halflife)
+        dt = step - self._last
+        g = self._c_level if dt == 1 else decay(dt, self.halflife)
         self._last = step
-        self._level = g * self._level + (1 - g) * loss
+        level = self._level = g * self._level + (1 - g) * loss
         age = step - self._first
-        if age <= 0.1 * self.grace:
-            self._ref = max(self._ref, self._level)
-        self._best = min(self._best, self._level)
-        progress = (self._ref - self._best) / max(abs(self._ref), 1e-12)
+        if age <= 0.1 * self.grace and level > self._ref:
+            self._ref = level
+        if level < self._best:
+            self._best = level
+        ref = self._ref
+        progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
         if age >= self.grace and self._n >= self.min_points and progress < self.min_progress:
-            return PlateauState(step, True, "no_learning", progress, self._level, z)
+            return PlateauState(step, True, "no_learning", progress, level, z)
         self._slow = z > self.slow_z or (self._slow and z > 0.0)
         if self._slow:
-            return PlateauState(step, True, "slowdown", progress, self._level, z)
+            return PlateauState(step, True, "slowdown", progress, level, z)
         if self._stagnant(step, l_pred) and deviating:
-            return PlateauState(step, True, "stagnation", progress, self._level, z)
-        return PlateauState(step, False, None, progress, self._level, z)
+            return PlateauState(step, True, "stagnation", progress, level, z)
+        return PlateauState(step, False, None, progress, level, z)
 
     def _slowdown(self, step: int, loss: float) -> float:
         t = step + 1.0
