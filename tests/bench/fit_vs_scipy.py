@@ -1,0 +1,113 @@
+"""The forecast's robust fit (`laws.fit`, numpy LM) against scipy's `least_squares` on the
+same problems: soft-L1 cost ratio and CPU per fit, side by side in one run.
+
+    .venv/bin/python tests/bench/fit_vs_scipy.py
+
+The problems are the refits that `ForecastDetector` asks for on seeded synthetic runs
+(five power laws, two exponential fine-tuning curves, one cosine-LR run for the schedule
+law), captured with their warm starts. The reference is the solver the detector used
+before: `least_squares(loss="soft_l1", x_scale="jac")`, 15 evaluations warm, 60 cold.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import random
+import time
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from wtwin.daemon.detectors import forecast, laws
+
+
+def scipy_fit(law, X, y, n, scale, p_prev=None):
+    """The previous `laws.fit`, solver for solver: the reference."""
+    k = laws.NPARAMS[law]
+    if len(y) < k + 3:
+        return None
+    w = np.sqrt(n)
+    p0, lb, ub = laws._start(law, X, y)
+    if p_prev is not None:
+        hi = ub.copy()
+        fin = np.isfinite(ub)
+        hi[fin] = ub[fin] - 1e-12 * np.abs(ub[fin])
+        p0 = np.clip(np.asarray(p_prev, float), lb, hi)
+        p0[0] = min(p0[0], ub[0] - 1e-9 * (1 + abs(ub[0])))
+    res = least_squares(lambda p: w * (laws.evaluate(law, X, p) - y), p0,
+                        jac=lambda p: w[:, None] * laws._vector(law, X, p)[1],
+                        bounds=(lb, ub), loss="soft_l1", f_scale=max(scale, 1e-12),
+                        max_nfev=15 if p_prev is not None else 60, x_scale="jac",
+                        ftol=1e-6, xtol=1e-6, gtol=1e-6)
+    return res.x
+
+
+def problems() -> list:
+    captured, fit = [], laws.fit
+
+    def capture(*a, **k):
+        captured.append((a, k))
+        return scipy_ref(*a, **k)
+
+    def scipy_ref(law, X, y, n, scale, p_prev=None):   # the detector runs on the reference
+        p = scipy_fit(law, X, y, n, scale, p_prev)
+        if p is None:
+            return None
+        return fit(law, X, y, n, scale, p.tolist())   # covariance etc. around that optimum
+
+    laws.fit = capture
+    try:
+        rng = random.Random(0)
+        for c, a, b, sig in [(2.6, 9, 0.35, 0.05), (3.0, 8, 0.4, 0.03), (1.0, 5, 0.6, 0.1),
+                             (0.1, 2, 0.2, 0.01), (2.0, 3, 0.5, 0.2)]:
+            det = forecast.ForecastDetector()
+            for t in range(1, 60001):
+                det.update(t, c + a * t ** -b + rng.gauss(0, sig))
+        for i in range(2):
+            det = forecast.FinetuningDetector()
+            for t in range(1, 5001):
+                det.update(t, 0.5 + 2 * math.exp(-t / (800 * (i + 1))) + rng.gauss(0, 0.02))
+        det = forecast.ForecastDetector()
+        for t in range(1, 20001):
+            lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * t / 20000))
+            det.update(t, 2.5 + 6 * (t * 3e-4) ** -0.3 + rng.gauss(0, 0.04), lr)
+    finally:
+        laws.fit = fit
+    return captured
+
+
+def main() -> int:
+    probs = problems()
+    ratios, t_np, t_sp = [], 0.0, 0.0
+    for rep in range(2):                       # interleaved: ours, theirs, per problem
+        for a, k in probs:
+            law, X, y, n, scale = a[:5]
+            c0 = time.process_time()
+            ours = laws.fit(*a, **k)
+            c1 = time.process_time()
+            ref = scipy_fit(*a, **k)
+            c2 = time.process_time()
+            t_np, t_sp = t_np + (c1 - c0), t_sp + (c2 - c1)
+            if rep or ours is None or ref is None:
+                continue
+
+            def cost(p):
+                r = np.sqrt(n) * (laws.evaluate(law, X, p) - y) / scale
+                return float(np.sum(np.sqrt(1 + r * r) - 1))
+            ratios.append(cost(ours[0]) / cost(ref))
+    r = np.array(ratios)
+    m = 2 * len(probs)
+    print(f"{platform.machine()}, load {__import__('os').getloadavg()[0]:.1f}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {len(probs)} refits")
+    print("| solver | CPU ms/fit | soft-L1 cost vs scipy: median | p90 | max |")
+    print("|---|---|---|---|---|")
+    print(f"| scipy least_squares | {t_sp / m * 1e3:.2f} | 1 | 1 | 1 |")
+    print(f"| laws.fit (numpy LM) | {t_np / m * 1e3:.2f} | {np.median(r):.4f} | "
+          f"{np.percentile(r, 90):.4f} | {r.max():.4f} |")
+    print(f"CPU ratio scipy/ours: {t_sp / t_np:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
