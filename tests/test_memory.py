@@ -38,8 +38,8 @@ from wtwin.emitters import wire
 HERE = Path(__file__).resolve().parent
 RUNS = 10_000
 EVENTS = int(os.environ.get("WTWIN_MEMORY_EVENTS", "100"))
-BASE_MB = 150     # the daemon with no runs: python, numpy, aiohttp, zmq, structlog (~80-110 MB)
-PER_RUN_KB = 300  # a run at 1k events: ~230 KB (docs/RELIABILITY.md has the measurement)
+BASE_MB = 150     # the daemon with no runs: python, numpy, aiohttp, zmq, structlog (~60-80 MB)
+PER_RUN_KB = 200  # measured ~140 KB a run at 1k events: 10k runs peaked at 1,474 MB (RELIABILITY.md)
 LIMIT_S = 600 + RUNS * EVENTS * 500e-6  # up to 500 us an event on a busy 2-core machine
 
 
