@@ -211,6 +211,49 @@ class TestLazyRestore:
         assert b.observe({"type": "loss", "step": 1, "loss": 2.0}, 6.0) == []
 
 
+def _layer(name: str, alpha: float):
+    from wtwin.daemon.spectral.result import LayerResult
+
+    return LayerResult(name=name, kind="dense", n=128, m=64, rf=1, num_evals=64, status="ok", alpha=alpha,
+                       alpha_weighted=alpha * 0.9, xmin=0.1, num_pl_spikes=3, D=0.05, sigma=0.2,
+                       lambda_max=9.0, stable_rank=4.0, log_norm=1.0, log_spectral_norm=0.9, detX_num=2,
+                       erg_gap=1)
+
+
+class TestSpectralInTheSnapshot:
+    def _service(self, changed):
+        from wtwin.daemon.jobs.config import JobsConfig
+        from wtwin.daemon.jobs.service import SpectralService
+        from wtwin.daemon.run_state import RunTable
+
+        table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=10)
+        table.get_or_create("r", 1.0)
+        return SpectralService(JobsConfig(), table, publish=lambda a: None, send=lambda i, f: None,
+                               changed=changed), table
+
+    def test_a_result_marks_the_run_and_comes_back_from_its_snapshot(self):
+        """A finished job says its run changed; the watch and last result ride in the
+        run's snapshot and restore to the same /metrics families."""
+        from wtwin.daemon.jobs.model import JobResult
+
+        changed = []
+        svc, table = self._service(changed.append)
+        svc.on_result(JobResult(run="r", step=50, path="/ck/c50.pt", want=("analyze",), epoch=None,
+                                outcome="ok", layers=(_layer("a", 3.0), _layer("b", 7.5))))
+        assert changed == ["r"]
+        row = codec.encode(table.get("r"), {"spectral": svc.snapshot_run("r")})
+        svc2, table2 = self._service(lambda run: None)
+        d = codec.restore(table2.get("r"), row[3], row[7])
+        svc2.restore_run("r", d["spectral"])
+        assert svc2.watches["r"].last == svc.watches["r"].last and svc2.watches["r"].last.step == 50
+        assert svc2.last_result["r"] == svc.last_result["r"]
+
+        def families(service):
+            return [(f.name, sorted((x.name, sorted(x.labels.items()), x.value) for x in f.samples))
+                    for f in service._run_families()]
+        assert families(svc2) == families(svc) and any(f[1] for f in families(svc))
+
+
 class TestOutboxDurability:
     def test_pending_and_dead_rows_come_back_after_reopen(self, tmp_path):
         """What was committed is there after closing and reopening the file."""
