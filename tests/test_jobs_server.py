@@ -55,3 +55,47 @@ class TestSpectralInTheDaemon:
         assert set(projected) == {"a.weight", "b.weight", "a.bias"}
         spectral = [a for a in alerts if a["kind"] == "spectral"]
         assert spectral[0]["status"] == "firing" and "outside" in spectral[0]["message"]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:     # field 4 of stat: the parent pid
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the workers")
+class TestWorkersDoNotOutliveTheDaemon:
+    def test_sigkilled_daemon_leaves_no_worker_behind(self, tmp_path):
+        """A SIGKILLed daemon cannot shut its pool down: its workers notice and exit."""
+        d = Daemon(extra_env={"WTWIND_JOBS__WORKERS": "2"}, tmpdir=str(tmp_path)).start()
+        try:
+            em = Emitter(d.tcp, "orphans")
+            try:
+                em.checkpoint(1, _checkpoint(tmp_path / "c1.pt", 1), want=("analyze",))
+                wait_for(lambda: d.metrics().get(("wtwind_jobs_total", (("outcome", "ok"),)), 0) >= 1,
+                         90, 0.2, "the analysis")
+            finally:
+                em.close()
+            workers = [p for p in _children(d.proc.pid) if "multiprocessing" in
+                       open(f"/proc/{p}/cmdline").read()]
+            assert len(workers) >= 2, "the pool's workers should be running"
+            d.kill()                          # SIGKILL: no shutdown, no pool.shutdown()
+            wait_for(lambda: not any(_alive(p) for p in workers), 15, 0.2, "workers gone")
+        finally:
+            d.kill()

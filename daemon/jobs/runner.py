@@ -188,7 +188,7 @@ class JobRunner:
 
         pool = ProcessPoolExecutor(
             max_workers=self.config.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=worker.init_worker, initargs=(self.config.engine, self.config.threads_per_worker))
+            initializer=worker.init_pool_worker, initargs=(self.config.engine, self.config.threads_per_worker))
         pings = [asyncio.wrap_future(pool.submit(worker.ping, 0.2)) for _ in range(self.config.workers)]
         try:
             await asyncio.wait_for(asyncio.gather(*pings), STARTUP_TIMEOUT_S)

@@ -7,6 +7,10 @@ torch to ``threads`` threads (a pool of N workers on N cores must not start N^2
 threads). ``run_job`` calls it too, so Dask workers, which have no initializer,
 get the same treatment on their first job.
 
+A pool worker also watches its parent (`watch_parent`): a daemon that is SIGKILLed
+cannot shut its pool down, and its workers (hundreds of MB each, torch imported) would
+otherwise live on as orphans. Once a second, a worker whose parent changed exits.
+
 ``run_job`` takes and returns plain dicts (picklable across any executor). An
 expected failure (bad checkpoint) is a returned ``outcome = "failed"`` with a reason;
 anything else raises and the runner reports it.
@@ -14,10 +18,36 @@ anything else raises and the runner reports it.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
 _READY: tuple | None = None
+_WATCHING = False
+
+
+def watch_parent(interval_s: float = 1.0) -> None:
+    """Exit this process once the process that started it is gone (reparented)."""
+    global _WATCHING
+    if _WATCHING:
+        return
+    _WATCHING = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(0)    # nothing to flush: results go back only through the parent
+
+    threading.Thread(target=watch, name="wtwin-parent-watch", daemon=True).start()
+
+
+def init_pool_worker(engine: str = "fast", threads: int = 1) -> None:
+    """The local pool's initializer: `watch_parent`, then `init_worker`."""
+    watch_parent()
+    init_worker(engine, threads)
 
 
 def init_worker(engine: str = "fast", threads: int = 1) -> None:
