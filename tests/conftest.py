@@ -4,6 +4,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the repository root too, so that job workers spawned by a test can import the test
+# module that defines their function (``tests.test_jobs``), also under a bare ``pytest``
+# (``python -m pytest`` puts the working directory on the path; the ``pytest`` script not)
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from helpers import Daemon  # noqa: E402
 
