@@ -136,6 +136,19 @@ def _start(law: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.array(p0), np.array(lb), np.array(ub)
 
 
+def start_point(law: str, X: np.ndarray, y: np.ndarray, p_prev: list | None = None):
+    """``(p0, lb, ub)``: the cold start of `_start`, or ``p_prev`` moved strictly inside
+    the box (a warm start from the last fit)."""
+    p0, lb, ub = _start(law, X, y)
+    if p_prev is not None:
+        hi = ub.copy()
+        fin = np.isfinite(ub)
+        hi[fin] = ub[fin] - 1e-12 * np.abs(ub[fin])
+        p0 = np.clip(np.asarray(p_prev, float), lb, hi)
+        p0[0] = min(p0[0], ub[0] - 1e-9 * (1 + abs(ub[0])))
+    return p0, lb, ub
+
+
 def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
         p_prev: list | None = None) -> tuple[list, list, float, float] | None:
     """Robust weighted fit of bin means ``y`` (counts ``n``) at regressors ``X``.
@@ -148,14 +161,7 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
     if len(y) < k + 3:
         return None
     w = np.sqrt(n)
-    p0, lb, ub = _start(law, X, y)
-    if p_prev is not None:
-        hi = ub.copy()
-        fin = np.isfinite(ub)
-        hi[fin] = ub[fin] - 1e-12 * np.abs(ub[fin])
-        p0 = np.clip(np.asarray(p_prev, float), lb, hi)
-        p0[0] = min(p0[0], ub[0] - 1e-9 * (1 + abs(ub[0])))
-
+    p0, lb, ub = start_point(law, X, y, p_prev)
     p = _minimize(law, X, y, w, max(scale, 1e-12), p0, lb, ub, *(WARM if p_prev is not None else COLD))
     if p is None:
         return None

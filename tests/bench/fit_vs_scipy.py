@@ -28,13 +28,7 @@ def scipy_fit(law, X, y, n, scale, p_prev=None):
     if len(y) < k + 3:
         return None
     w = np.sqrt(n)
-    p0, lb, ub = laws._start(law, X, y)
-    if p_prev is not None:
-        hi = ub.copy()
-        fin = np.isfinite(ub)
-        hi[fin] = ub[fin] - 1e-12 * np.abs(ub[fin])
-        p0 = np.clip(np.asarray(p_prev, float), lb, hi)
-        p0[0] = min(p0[0], ub[0] - 1e-9 * (1 + abs(ub[0])))
+    p0, lb, ub = laws.start_point(law, X, y, p_prev)
     res = least_squares(lambda p: w * (laws.evaluate(law, X, p) - y), p0,
                         jac=lambda p: w[:, None] * laws._vector(law, X, p)[1],
                         bounds=(lb, ub), loss="soft_l1", f_scale=max(scale, 1e-12),
