@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-gpt test bench bench-detection install clean
+.PHONY: demo demo-gpt test screenshots bench bench-detection install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,9 @@ demo-gpt: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+screenshots: $(STAMP)  # rewrite docs/screenshots/ from the run pages (headless Chromium)
+	WTWIN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest "tests/test_web.py::TestBrowser"
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run_all.py

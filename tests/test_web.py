@@ -18,7 +18,9 @@ import pytest
 from helpers import IN_CI, REPO, Daemon, http_get, need_binary, need_shared_data, wait_for
 from wtwin.emitters import connect
 
-SHOTS = REPO / "docs" / "screenshots"
+# Screenshots go to a temporary folder; WTWIN_UPDATE_SCREENSHOTS=1 (`make screenshots`)
+# writes the ones docs/HTTP.md shows, so a test run leaves the tree clean.
+DOC_SHOTS = REPO / "docs" / "screenshots"
 NAN_LOG = "llmc__HectorFCardenas_gpt2_124M_job11672255_nan.csv"
 CLEAN_LOG = "mng__2024-10-09_SOAP_5bdc3988.csv"
 ODD_NAME = "team/exp 1 (β)"
@@ -290,8 +292,22 @@ def drop_file(page, selector: str, name: str, content: bytes) -> None:
     page.dispatch_event(selector, "drop", {"dataTransfer": dt})
 
 
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    if os.environ.get("WTWIN_UPDATE_SCREENSHOTS") == "1":
+        DOC_SHOTS.mkdir(parents=True, exist_ok=True)
+        return DOC_SHOTS
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def shoot(page, folder: Path, name: str) -> None:
+    path = folder / name
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 1000, f"{name}: the screenshot is empty"
+
+
 class TestBrowser:
-    def test_run_list_shows_the_runs(self, fed, page):
+    def test_run_list_shows_the_runs(self, fed, page, shots):
         """The list shows every run, its status, step and its alerts by severity."""
         page.goto(fed.url + "/")
         page.wait_for_selector("tr.run-row >> nth=3")
@@ -302,8 +318,7 @@ class TestBrowser:
         assert "critical" in div.locator(".badge").first.inner_text()
         assert page.locator('tr.run-row[data-run="finished"] .status').inner_text() == "completed"
         page.wait_for_selector("#conn.ok")
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
+        shoot(page, shots, "runs.png")
         page.locator(f'tr.run-row[data-run="{ODD_NAME}"] a').click()
         page.wait_for_selector(".chart-loss canvas")
         assert page.locator("#title").inner_text() == ODD_NAME
@@ -319,7 +334,7 @@ class TestBrowser:
         assert page.locator(".banner.sev-critical").count() >= 1
         assert "nonfinite" in page.locator("#history").inner_text()
 
-    def test_run_page_shows_forecast_eval_and_spectral_and_is_screenshotted(self, fed, page):
+    def test_run_page_shows_forecast_eval_and_spectral_and_is_screenshotted(self, fed, page, shots):
         """The healthy run's page: forecast band, eval points, W/LR chart, spectral table."""
         if fed.checkpoint:
             wait_for(lambda: api(fed, "/api/runs/healthy")[1]["spectral"], 90, 0.2, "spectral result")
@@ -339,7 +354,7 @@ class TestBrowser:
         # the doc screenshot: a run with a forecast and an alert
         page.goto(fed.url + "/runs/diverging")
         page.wait_for_selector(".alert-marker.sev-critical")
-        page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+        shoot(page, shots, "run.png")
 
     def test_an_unknown_run_says_so(self, fed, browser):
         """/runs/<unknown> explains that the run is not (or no longer) known."""
@@ -375,7 +390,7 @@ class TestBrowser:
         assert "nonfinite" in text and "critical" in text
         assert page.locator("#error").is_hidden()
 
-    def test_choosing_a_clean_log_draws_it_and_is_screenshotted(self, fed, page):
+    def test_choosing_a_clean_log_draws_it_and_is_screenshotted(self, fed, page, shots):
         """Choose a real clean log with the file picker: the same chart, benign spikes as info."""
         path = need_shared_data() / "real-logs" / CLEAN_LOG
         page.goto(fed.url + "/analyze")
@@ -384,7 +399,7 @@ class TestBrowser:
         px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE]])
         assert px["colors"][0] > 200, px
         assert "critical" not in page.locator("#alerts").inner_text()
-        page.screenshot(path=str(SHOTS / "analyze.png"), full_page=True)
+        shoot(page, shots, "analyze.png")
 
     def test_a_bad_file_gets_a_readable_message(self, fed, page):
         """Dropping a binary file shows one sentence on the page, and no chart."""
