@@ -25,7 +25,7 @@ Handler = Callable[[bytes, bytes], None]
 
 
 class Receiver:
-    def __init__(self, cfg: ListenConfig, handler: Handler, *, slice_s: float = 0.01,
+    def __init__(self, cfg: ListenConfig, handler: Handler, *, slice_s: float = 0.002,
                  ctx: zmq.Context | None = None) -> None:
         self.cfg = cfg
         self.handler = handler
@@ -71,7 +71,11 @@ class Receiver:
         """Handle what is waiting, for at most ``slice_s`` of loop time; returns the count.
 
         Time-bounded rather than count-bounded, so a burst of expensive events cannot
-        starve the HTTP server or the tick: the rest is picked up on the next turn.
+        starve the HTTP server, the tick or alert delivery: the rest is picked up on the
+        next turn. 2 ms: an alert's delivery takes several loop turns (outbox read, the
+        HTTP exchange, the outcome write), and with 10 ms slices a saturated daemon sent
+        one webhook message in a 3 s burst; with 2 ms it sent 122, at no measurable cost
+        to ingest (the loop turn costs tens of microseconds; docs/BENCHMARKS.md).
         """
         sock, handler, n = self.sock, self.handler, 0
         recv = sock.recv_multipart
