@@ -10,7 +10,9 @@ added to the residual noise (EWMA of absolute residuals), so far-out extrapolati
 the band. The decision is a one-sided CUSUM of standardized residuals.
 
 When ``lr`` is passed, the law is Tissue et al.'s ``L0 + A S1^-alpha - C S2`` over the
-learning-rate area: warm-downs, restarts and constant-LR phases are forecast.
+learning-rate area (``law="schedule"``), or Luo et al.'s multi-power law over a bounded
+summary of the LR changes (``law="mpl"``, see `mpl`): warm-downs, restarts and
+constant-LR phases are forecast.
 
 >>> import random
 >>> rng = random.Random(1)
@@ -31,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import laws
+from . import laws, mpl
 from .base import Detector, check, fraction, positive, register
 
 
@@ -50,10 +52,12 @@ class ForecastState(NamedTuple):
 
 
 # bin layout: [index, count, sum of x0, sum of x1, sum of y, last step]
+SHAPE_AFTER = 0.2
 @register
 class ForecastDetector(Detector):
     name = "forecast"
     default_law = "power"
+    lr_law = "schedule"        # what ``law="auto"`` fits when lr is sent
 
     def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
                  fit_from: float = 0.3, bin_ratio: float = 1.02, refit_ratio: float = 1.15,
@@ -76,8 +80,8 @@ class ForecastDetector(Detector):
               "a float in (1, 2]")
         check(isinstance(refit_ratio, float) and 1.0 < refit_ratio <= 4.0, "refit_ratio",
               refit_ratio, "a float in (1, 4]")
-        check(law in ("auto", "power", "exp", "schedule"), "law", law,
-              "one of 'auto', 'power', 'exp', 'schedule'")
+        check(law in ("auto", "power", "exp", "schedule", "mpl"), "law", law,
+              "one of 'auto', 'power', 'exp', 'schedule', 'mpl'")
         self.warmup, self.holdout, self.holdout_min = warmup, holdout, holdout_min
         self.fit_from, self.bin_ratio, self.refit_ratio = fit_from, bin_ratio, refit_ratio
         self.refit_min, self.threshold, self.allowance = refit_min, threshold, allowance
@@ -86,6 +90,7 @@ class ForecastDetector(Detector):
         self.anneal_decay, self.law = anneal_decay, law
         self._c_d = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
         self._c_noise = 0.5 ** (1.0 / noise_halflife)
+        self._c_mpl = law == "mpl" or (law == "auto" and self.lr_law == "mpl")  # keep buckets
         self._lb = math.log(bin_ratio)
         self._bins: list[list[float]] = []
         self._edge = 0.0           # step + 1 at which the current bin ends
@@ -94,6 +99,11 @@ class ForecastDetector(Detector):
         self._s2 = 0.0             # annealing area
         self._mom = 0.0            # annealing momentum
         self._lr = None            # last learning rate
+        self._warm = True          # in the first rising LR phase (warm-up): no mpl buckets
+        self._lrmax = 0.0          # largest learning rate seen
+        self._bk: list[list[float]] = []   # mpl: buckets of LR changes (see `mpl`)
+        self._mc = None            # mpl: per-step prediction cache (see `mpl.anchor`)
+        self._shaped = False       # mpl: the drop's shape (C, beta, gamma) fitted once
         self._law = None           # law of the current fit
         self._p = None             # fitted parameters
         self._cov = None           # their covariance
@@ -139,19 +149,37 @@ class ForecastDetector(Detector):
         dt = 1.0 if self._last is None else max(step - self._last, 0)
         prev = lr if self._lr is None else self._lr
         self._mom = self._mom * self.anneal_decay ** dt + (prev - lr)
+        s = self._s1
         self._s1 += lr * dt
         self._s2 += self._mom * dt
         if self._lr is None and self._bins:
             self._bins, self._edge = [], 0.0   # the law changes with lr: start the summary again
             self._p = None
+        if lr > self._lrmax:
+            self._lrmax = lr
+        if lr != prev and self._c_mpl:
+            if self._warm and lr > prev:
+                pass                           # warm-up: its area is in S1, no loss drop
+            else:
+                self._warm = False
+                self._change(prev - lr, lr, s)
         self._lr = lr
+
+    def _change(self, delta: float, lr: float, s: float) -> None:
+        """One LR change after warm-up into the mpl buckets (and the live cache)."""
+        le = math.log(max(lr, 1e-8 * self._lrmax, 1e-300))
+        ref = self._bins[0][2] / self._bins[0][1] if self._bins else s
+        mpl.add(self._bk, delta, le, s, ref)
+        if self._mc is not None:
+            mpl.note(self._mc, self._p, delta, le, s)
 
     # --- fit ------------------------------------------------------------------------
     def _refit(self, step: int) -> None:
         self._next = max(step * self.refit_ratio, step + self.refit_min)
         upto = step - max(self.holdout * step, self.holdout_min)
-        law = self.law if self.law != "auto" else ("schedule" if self._lr is not None
+        law = self.law if self.law != "auto" else (self.lr_law if self._lr is not None
                                                     else self.default_law)
+        aux = mpl.arrays(self._bk) if law == "mpl" else None
         a = np.array(self._bins, dtype=float)
         fit_rows = a[:, 5] <= upto
         if int(fit_rows.sum()) < laws.NPARAMS[law] + 3:
@@ -164,7 +192,18 @@ class ForecastDetector(Detector):
         f = fit_rows
         scale = self._noise * 1.2533 if self._p is not None else float(
             np.median(np.abs(np.diff(y[f]))) + 1e-9) * math.sqrt(float(np.median(n[f])))
-        out = laws.fit(law, X[f], y[f], n[f], scale, self._p if law == self._law else None)
+        freeze = ()
+        if law == "mpl" and self._bk:
+            # the drop's shape (C, beta, gamma) is fitted once the fitted bins have seen a
+            # decrease of SHAPE_AFTER x the peak LR; before, only its size B
+            s_seen = float(X[f][-3, 0])
+            seen = sum(b[1] for b in self._bk if b[3] / b[1] < s_seen)
+            if seen < SHAPE_AFTER * self._lrmax:
+                freeze = (4, 5, 6)
+        warm = self._p if law == self._law else None
+        if law == "mpl" and not freeze and not self._shaped:
+            warm = None                        # the first fit of the drop's shape: cold
+        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze)
         if out is None:
             return
         p, cov, misfit, resid_sd = out
@@ -175,6 +214,8 @@ class ForecastDetector(Detector):
             self._prev = self._p
         self._p, self._cov, self._misfit = p, cov, misfit
         self._law = law
+        self._mc = None
+        self._shaped = self._shaped or (law == "mpl" and bool(self._bk) and not freeze)
         self._fits += 1
 
     # --- update ---------------------------------------------------------------------
@@ -197,13 +238,16 @@ class ForecastDetector(Detector):
                 self._refit(step)
             return ForecastState(step, loss)
         law = self._law
-        xl = (x[0] - 1.0, x[1]) if law == "exp" else x
-        pred, vpred = laws.predict(law, xl, p, self._cov)
+        if law == "mpl":
+            pred, vpred, dv = self._mpl_predict(x[0])
+        else:
+            xl = (x[0] - 1.0, x[1]) if law == "exp" else x
+            pred, vpred = laws.predict(law, xl, p, self._cov)
+            dv = None if self._prev is None else laws.value(law, xl, self._prev) - pred
         sw = 1.2533 * self._noise + 1e-12
         mis2 = self._misfit * self._misfit
         u2 = vpred + mis2                     # forecast uncertainty: a bias shared by all steps
-        if self._prev is not None:            # two successive fits disagree: a young curve
-            dv = laws.value(law, xl, self._prev) - pred
+        if dv is not None:                    # two successive fits disagree: a young curve
             u2 += dv * dv
         sd = math.sqrt(sw * sw + u2)
         r = loss - pred
@@ -244,6 +288,23 @@ class ForecastDetector(Detector):
         return ForecastState(step, loss, pred, pred - bz, pred + bz, D,
                              (sw * sw) / (sw * sw + vpred + mis2 + 1e-300), self.threshold, W, S, alarm)
 
+    def _mpl_predict(self, s1: float) -> tuple[float, float, float | None]:
+        """Multi-power-law forecast, its variance and the previous fit's disagreement at
+        ``S1 = s1``, from the cache (refreshed when S1 moved past its reach)."""
+        c, p = self._mc, self._p
+        if c is None or s1 - c[mpl.S_A] > c[mpl.DMAX]:
+            c = self._mc = mpl.anchor(self._bk, p, self._cov, self._prev, s1)
+        ld = mpl.drop(c, p, s1)
+        ls1 = math.log(s1)
+        e = math.exp(p[1] - p[2] * ls1)
+        g2 = -e * ls1
+        var = (laws._quad(1.0, e, g2, 0.0, self._cov)
+               + 2.0 * (c[mpl.V0] + e * c[mpl.V1] + g2 * c[mpl.V2]) + c[mpl.CLL])
+        pred = p[0] + e - ld
+        q = self._prev
+        dv = None if q is None else q[0] + math.exp(q[1] - q[2] * ls1) - e - p[0] - c[mpl.DPREV]
+        return pred, (var if var > 0.0 else 0.0), dv
+
     def _resume(self, step: int) -> None:
         """Steps went back: forget the summary past ``step`` and the building evidence."""
         self._bins = [b for b in self._bins if b[5] <= step]
@@ -253,6 +314,7 @@ class ForecastDetector(Detector):
         self._since = None
         self._alarm = False
         self._next = min(self._next, step + self.refit_min)
+        self._mc = None
 
 
 @register

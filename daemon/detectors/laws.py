@@ -7,6 +7,10 @@ Three laws, each a function of a per-point regressor tuple ``x`` and a parameter
   params ``[Linf, ln(L0 - Linf), ln k]``.
 - ``schedule``: Tissue et al. 2024, ``L = L0 + A S1^-alpha - C S2`` with S1 the summed
   learning rate and S2 the annealing area (momentum form), params ``[L0, ln A, alpha, C]``.
+- ``mpl``: Luo et al. 2025's multi-power law, ``L = L0 + A S1^-alpha - LD`` with
+  ``LD = B sum_j D_j (1 - (1 + C eta_j^-gamma (S1 - s_j))^-beta)`` over the buckets of LR
+  changes ``(D_j, ln eta_j, s_j)`` of `mpl` (passed as ``aux``), params
+  ``[L0, ln A, alpha, B, ln C, beta, gamma]``. Its per-step prediction is `mpl.Cache`.
 
 Only the fit allocates arrays, and it runs on a bounded summary (~60 bins) with numpy
 alone: a few hundred microseconds, where scipy's general ``least_squares`` took several
@@ -19,10 +23,13 @@ import math
 
 import numpy as np
 
-NPARAMS = {"power": 4, "exp": 3, "schedule": 4}
+NPARAMS = {"power": 4, "exp": 3, "schedule": 4, "mpl": 7}
 # cost evaluations and initial Marquardt damping of a fit: cold (cautious first steps) and
 # warm, from the last fit's solution (nearly Gauss-Newton)
 COLD, WARM = (60, 1.0), (8, 1e-3)
+MPL_COLD, MPL_WARM = 100, 40
+# mpl: sd of the weak prior on the drop's shape [ln C, beta, gamma], centred on the start
+PRIOR_SD = np.array([4.0, 0.5, 0.5])
 
 
 def value(law: str, x: tuple, p: list) -> float:
@@ -68,9 +75,11 @@ def predict(law: str, x: tuple, p: list, cov: list) -> tuple[float, float]:
     return p[0] + e, max(var, 0.0)
 
 
-def _vector(law: str, X: np.ndarray, p, jac: bool = True):
+def _vector(law: str, X: np.ndarray, p, jac: bool = True, aux=None):
     """The law at each row of ``X`` and, if ``jac``, its Jacobian (one row per point)."""
     p = p.tolist() if isinstance(p, np.ndarray) else p   # Python floats: cheaper scalar math
+    if law == "mpl":
+        return _mpl(X, p, jac, aux)
     if law == "power":
         t0 = math.exp(p[3])
         xt = X[:, 0] + t0
@@ -107,12 +116,61 @@ def _vector(law: str, X: np.ndarray, p, jac: bool = True):
     return f, J
 
 
-def evaluate(law: str, X: np.ndarray, p) -> np.ndarray:
+def _mpl_aux(X: np.ndarray, aux):
+    """``aux`` with the bins-by-buckets ages precomputed (the same at every evaluation of
+    a fit), and without the buckets no bin comes after."""
+    D, le, s = aux[:3]
+    keep = s < float(X[:, 0].max())
+    D, le, s = D[keep], le[keep], s[keep]
+    return D, le, s, np.maximum(X[:, :1] - s[None, :], 0.0), X
+
+
+def _mpl(X: np.ndarray, p: list, jac: bool, aux):
+    """Multi-power law at bins ``X[:, 0]`` (= S1) over buckets ``aux = (D, lneta, s)``."""
+    S = X[:, 0]
+    ls1 = np.log(S)
+    e = np.exp(p[1] - p[2] * ls1)
+    B, beta, gam = p[3], p[5], p[6]
+    k = len(S)
+    if aux is None or len(aux[0]) == 0:
+        f = e + p[0]
+        G = None
+    else:
+        D, le, s = aux[:3]
+        a = np.exp(p[4] - gam * le)                    # C eta_j^-gamma, one per bucket
+        age = aux[3] if len(aux) >= 5 and aux[4] is X else np.maximum(S[:, None] - s[None, :], 0.0)
+        u = 1.0 + a * age
+        lu = np.log(u)
+        w = np.exp(-beta * lu)                         # (1 + a age)^-beta
+        G = 1.0 - w
+        gb = G @ D                                     # dLD/dB
+        f = e + p[0] - B * gb
+    prior = aux is not None and len(aux) == 7
+    if prior:
+        f = np.concatenate([f, aux[6] * (np.array(p[4:]) - aux[5])])
+    if not jac:
+        return f
+    J = np.zeros((k + 3 if prior else k, 7))
+    J[:k, 0] = 1.0
+    J[:k, 1] = e
+    J[:k, 2] = -e * ls1
+    if G is not None:
+        q = (beta * w / u) * (a * age)                 # dG/dln C
+        J[:k, 3] = -gb
+        J[:k, 4] = -B * (q @ D)
+        J[:k, 5] = -B * ((w * lu) @ D)
+        J[:k, 6] = B * (q @ (D * le))
+    if prior:
+        J[k + np.arange(3), 4 + np.arange(3)] = aux[6]
+    return f, J
+
+
+def evaluate(law: str, X: np.ndarray, p, aux=None) -> np.ndarray:
     """The law at each row of ``X``."""
-    return _vector(law, X, np.asarray(p, float), jac=False)
+    return _vector(law, X, np.asarray(p, float), jac=False, aux=aux)
 
 
-def _start(law: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _start(law: str, X: np.ndarray, y: np.ndarray, aux=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lo_y, span = float(y.min()), float(np.ptp(y)) + 1e-9
     floor = 0.0 if lo_y > 0 else lo_y - 3 * span     # positive losses: the floor is >= 0
     c0 = max(lo_y - 0.2 * span, floor + 0.5 * (lo_y - floor))
@@ -133,13 +191,21 @@ def _start(law: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
             p0.append(0.0)
             lb.append(0.0)
             ub.append(np.inf)
+        if law == "mpl":      # B = 0: no loss drop until the data show one (never a false rise)
+            le = 0.0 if aux is None or len(aux[0]) == 0 else float(
+                np.average(aux[1], weights=np.abs(aux[0]) + 1e-300))
+            # C such that G's knee lies at 5% of the last S1 for the typical bucket's eta
+            lc0 = math.log(20.0 / max(float(X[-1, 0]), 1e-12)) + 0.5 * le
+            p0 += [0.0, lc0, 0.5, 0.5]
+            lb += [0.0, lc0 - 15.0, 0.05, 0.0]
+            ub += [np.inf, lc0 + 10.0, 3.0, 1.5]
     return np.array(p0), np.array(lb), np.array(ub)
 
 
-def start_point(law: str, X: np.ndarray, y: np.ndarray, p_prev: list | None = None):
+def start_point(law: str, X: np.ndarray, y: np.ndarray, p_prev: list | None = None, aux=None):
     """``(p0, lb, ub)``: the cold start of `_start`, or ``p_prev`` moved strictly inside
     the box (a warm start from the last fit)."""
-    p0, lb, ub = _start(law, X, y)
+    p0, lb, ub = _start(law, X, y, aux)
     if p_prev is not None:
         hi = ub.copy()
         fin = np.isfinite(ub)
@@ -150,28 +216,53 @@ def start_point(law: str, X: np.ndarray, y: np.ndarray, p_prev: list | None = No
 
 
 def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
-        p_prev: list | None = None) -> tuple[list, list, float, float] | None:
+        p_prev: list | None = None, aux=None,
+        freeze: tuple = ()) -> tuple[list, list, float, float] | None:
     """Robust weighted fit of bin means ``y`` (counts ``n``) at regressors ``X``.
 
     Returns ``(params, covariance, misfit_sd, resid_sd)`` or None when it cannot fit.
     ``misfit_sd`` is the spread of bin means around the law beyond what point noise
-    explains; ``resid_sd`` the robust per-point residual scale.
+    explains; ``resid_sd`` the robust per-point residual scale. ``aux``: the LR-change
+    buckets of the ``mpl`` law; ``freeze``: indices of parameters held at their start.
     """
     k = NPARAMS[law]
     if len(y) < k + 3:
         return None
     w = np.sqrt(n)
-    p0, lb, ub = start_point(law, X, y, p_prev)
-    p = _minimize(law, X, y, w, max(scale, 1e-12), p0, lb, ub, *(WARM if p_prev is not None else COLD))
+    p0, lb, ub = start_point(law, X, y, p_prev, aux)
+    budget = WARM if p_prev is not None else COLD
+    frozen = list(freeze)
+    if law == "mpl":       # seven parameters, three of them inside G: more evaluations
+        budget = (MPL_WARM, budget[1]) if p_prev is not None else (MPL_COLD, budget[1])
+        if aux is not None and len(aux[0]):
+            aux = _mpl_aux(X, aux)
+        if aux is None or len(aux[0]) == 0:
+            frozen = [3, 4, 5, 6]        # no LR change yet: no drop to fit
+    ny, yf, wf = len(y), y, w
+    if law == "mpl" and aux is not None and len(aux[0]):
+        start = _start(law, X, y, aux)[0][4:]
+        if 4 in frozen:                   # the drop's shape not yet fitted: the cold start
+            p0[4:] = start
+        else:                             # weak prior on the shape: one bin's worth each
+            aux = aux + (start, max(scale, 1e-12) / PRIOR_SD)
+            yf, wf = np.concatenate([y, np.zeros(3)]), np.concatenate([w, np.ones(3)])
+    if frozen:                            # held at the start (the last fit's values)
+        lb[frozen] = ub[frozen] = p0[frozen]
+    p = _minimize(law, X, yf, wf, max(scale, 1e-12), p0, lb, ub, *budget, aux=aux)
     if p is None:
         return None
-    f, J = _vector(law, X, p)
-    r = w * (f - y)
+    f, J = _vector(law, X, p, aux=aux)
+    if frozen:
+        J[:, frozen] = 0.0                # known, not estimated: no variance
+    rf = wf * (f - yf)
+    J = J * (wf * (1.0 + (rf / max(scale, 1e-12)) ** 2) ** -0.75)[:, None]  # robust-loss Jacobian
+    r, f = rf[:ny], f[:ny]
     resid_sd = 1.4826 * _median(np.abs(r - _median(r))) + 1e-12
-    J = J * (w * (1.0 + (r / max(scale, 1e-12)) ** 2) ** -0.75)[:, None]  # robust-loss Jacobian
     try:
         JtJ = J.T @ J
         try:
+            if frozen:
+                raise np.linalg.LinAlgError
             inv = np.linalg.inv(JtJ)
         except np.linalg.LinAlgError:
             inv = np.linalg.pinv(JtJ)
@@ -190,16 +281,17 @@ def _median(a: np.ndarray) -> float:
     return float(s[m]) if len(s) % 2 else 0.5 * float(s[m - 1] + s[m])
 
 
-def _cost(law: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, s: float, p: np.ndarray):
+def _cost(law: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, s: float, p: np.ndarray,
+          aux=None):
     """Soft-L1 cost ``s^2 sum(sqrt(1 + (r/s)^2) - 1)`` of ``p`` and its residuals ``r``."""
-    r = w * (_vector(law, X, p, jac=False) - y)
+    r = w * (_vector(law, X, p, jac=False, aux=aux) - y)
     z = r * (1.0 / s)
     return s * s * (float(np.sqrt(z * z + 1.0).sum()) - len(r)), r
 
 
 def _minimize(law: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, s: float,
               p0: np.ndarray, lb: np.ndarray, ub: np.ndarray, max_nfev: int,
-              lam: float) -> np.ndarray | None:
+              lam: float, aux=None) -> np.ndarray | None:
     """Levenberg-Marquardt on the soft-L1 cost, with the box [lb, ub] as an active set.
 
     The Gauss-Newton model uses the robust loss's exact curvature along each residual
@@ -212,12 +304,12 @@ def _minimize(law: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, s: float,
     p = np.minimum(np.maximum(p0, lb), ub)
     lbl, ubl, k = lb.tolist(), ub.tolist(), len(p)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        c, r = _cost(law, X, y, w, s, p)
+        c, r = _cost(law, X, y, w, s, p, aux)
         if not math.isfinite(c):
             return None
         nu, nfev = 2.0, 1
         while nfev < max_nfev:
-            J = _vector(law, X, p)[1]
+            J = _vector(law, X, p, aux=aux)[1]
             z = r * (1.0 / s)
             q = z * z + 1.0
             h = q ** -0.75
@@ -253,7 +345,7 @@ def _minimize(law: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, s: float,
                     pn = p.copy()
                     pn[fidx] += step
                 pn = np.minimum(np.maximum(pn, lb), ub)
-                cn, rn = _cost(law, X, y, w, s, pn)
+                cn, rn = _cost(law, X, y, w, s, pn, aux)
                 nfev += 1
                 if cn < c:                 # False for nan
                     predicted = -float(step @ gf) - 0.5 * float(step @ (Af @ step))

@@ -1,0 +1,159 @@
+"""The multi-power law's loss-drop term over a bounded summary of the LR schedule.
+
+Luo et al. 2025: ``LD(t) = B sum_k (eta_{k-1} - eta_k) G(eta_k^-gamma S_k(t))`` with
+``S_k(t) = S1(t) - S1(k-1)`` and ``G(x) = 1 - (C x + 1)^-beta``. The sum runs over every
+LR change after warm-up (the first rising phase, whose area stays in S1, as the paper's
+``S_W``): decreases add to the drop, increases (warm restarts) subtract from it, signed as
+the paper's form is written, so long after a restart to the peak LR the drop is gone.
+
+The detector keeps no LR history. Each change goes into a **bucket** (signed sum ``D`` of
+the changes, and their ``|change|``-weighted mean of ``ln eta`` and of ``s = S1(k-1)``); a
+bucket takes changes of one sign while they stay within ``ETA_TOL`` in ``ln eta`` and
+``SPAN_TOL`` x S1 in span. Past ``MAXB`` buckets the adjacent pair whose merge costs least
+(span over age, plus the ``ln eta`` gap) is merged: old buckets coarsen, as G flattens with
+age. ``LD`` is then ``B sum_j D_j G(C e^(-gamma ln eta_j) max(S1 - s_j, 0))``.
+
+Per step the value comes from a `Cache`: the buckets' sum, its first two derivatives in
+S1 and its parameter gradient at an anchor S1 (numpy, once per refresh), a second-order
+Taylor step from there, plus the changes made since the anchor through G's second-order
+expansion at 0 (five running sums). It is refreshed on a refit and when S1 has moved past
+a fifth of the nearest bucket's scale in S1 (``1/a + age``), so per update it is scalar
+math, and the refresh's numpy cost is amortized.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MAXB = 40          # buckets kept
+ETA_TOL = 0.05     # ln eta spread of a bucket as it fills
+SPAN_TOL = 0.01    # S1 span of a bucket as it fills, relative to S1
+STEP = 0.2         # Taylor step allowed, as a fraction of the nearest bucket's S1 scale
+
+# bucket: [D (signed sum of changes), W (sum of |change|), sum |c| ln eta, sum |c| s,
+#          s of the first change, s of the last change, ln eta of the first change]
+
+
+def add(bk: list, delta: float, le: float, s: float, s_ref: float) -> None:
+    """Add the change ``delta = eta_{k-1} - eta_k`` (``le = ln eta_k``, ``s = S1(k-1)``);
+    ``s_ref`` is the S1 of the oldest point a fit still uses (merge costs count age from
+    there)."""
+    w = delta if delta > 0.0 else -delta
+    if bk:
+        b = bk[-1]
+        if (b[0] > 0.0) == (delta > 0.0) and -ETA_TOL <= le - b[6] <= ETA_TOL \
+                and s - b[4] <= SPAN_TOL * s:
+            b[0] += delta
+            b[1] += w
+            b[2] += w * le
+            b[3] += w * s
+            b[5] = s
+            return
+    bk.append([delta, w, w * le, w * s, s, s, le])
+    if len(bk) > MAXB:
+        _merge(bk, s_ref)
+
+
+def _merge(bk: list, s_ref: float) -> None:
+    best, at = math.inf, 0
+    for i in range(len(bk) - 2):            # never the open (last) bucket
+        b, c = bk[i], bk[i + 1]
+        span = c[5] - b[4]
+        age = max(s_ref - c[5], 2.0 * SPAN_TOL * b[4], 1e-300)
+        cost = span / age + abs(b[2] / b[1] - c[2] / c[1])
+        if (b[0] > 0.0) != (c[0] > 0.0):
+            cost += 1.0
+        if cost < best:
+            best, at = cost, i
+    b, c = bk[at], bk.pop(at + 1)
+    b[0] += c[0]
+    b[1] += c[1]
+    b[2] += c[2]
+    b[3] += c[3]
+    b[5] = c[5]
+
+
+def arrays(bk: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(D, ln eta, s)`` of the buckets, the ``aux`` of ``laws.fit("mpl", ...)``."""
+    if not bk:
+        e = np.empty(0)
+        return e, e, e
+    a = np.array(bk, dtype=float)
+    return a[:, 0], a[:, 2] / a[:, 1], a[:, 3] / a[:, 1]
+
+
+def exact(etas: list, s1: float, p: list, start: int = 1) -> float:
+    """Reference O(t) loss drop at ``S1 = s1`` from the full LR history ``etas`` (eta_0 ..
+    eta_t), counting changes from index ``start`` (after warm-up). Tests only."""
+    B, lc, beta, gam = p[3], p[4], p[5], p[6]
+    ld, S = 0.0, sum(etas[1:start])
+    for k in range(start, len(etas)):
+        d = etas[k - 1] - etas[k]
+        if d:
+            x = math.exp(lc - gam * math.log(etas[k])) * max(s1 - S, 0.0)
+            ld += d * (1.0 - (1.0 + x) ** -beta)
+        S += etas[k]
+    return B * ld
+
+
+# cache layout
+S_A, LD, L1, L2, DMAX, V0, V1, V2, CLL, DPREV, Q1, Q1S, Q2, Q2S, Q2SS = range(15)
+
+
+def anchor(bk: list, p: list, cov: list, prev: list | None, s1: float) -> list:
+    """A fresh cache at ``S1 = s1`` for parameters ``p`` (and the previous fit's ``prev``)."""
+    B, lc, beta, gam = p[3], p[4], p[5], p[6]
+    ld = l1 = l2 = gb = gc = gbe = gg = dprev = 0.0
+    dmax = 0.1 * s1
+    if bk:
+        D, le, s = arrays(bk)
+        a = np.exp(lc - gam * le)
+        age = np.maximum(s1 - s, 0.0)
+        u = 1.0 + a * age
+        lu = np.log(u)
+        w = np.exp(-beta * lu)
+        on = age > 0.0
+        wu = beta * w / u * on                          # dG/dS1 / a
+        q = wu * a * age
+        gb = float((1.0 - w) @ D)
+        ld = B * gb
+        l1 = B * float((wu * a) @ D)
+        l2 = -B * float((wu * (beta + 1.0) / u * a * a) @ D)
+        gc = B * float(q @ D)
+        gbe = B * float((w * lu) @ D)
+        gg = -B * float(q @ (D * le))
+        dmax = min(dmax, STEP * float(np.min(1.0 / a + age)))
+        if prev is not None:
+            ap = np.exp(prev[4] - prev[6] * le)
+            dprev = prev[3] * float((1.0 - (1.0 + ap * age) ** -prev[5]) @ D) - ld
+    g = (-gb, -gc, -gbe, -gg)                            # d pred / d (B, ln C, beta, gamma)
+    v = [sum(cov[i][3 + j] * g[j] for j in range(4)) for i in range(3)]
+    cll = sum(g[i] * g[j] * cov[3 + i][3 + j] for i in range(4) for j in range(4))
+    return [s1, ld, l1, l2, dmax, v[0], v[1], v[2], cll, dprev, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def note(c: list, p: list, delta: float, le: float, s: float) -> None:
+    """A change made after the anchor: into the running sums of G's expansion at 0."""
+    a = math.exp(p[4] - p[6] * le)
+    sp = s - c[S_A]
+    da = delta * a
+    c[Q1] += da
+    c[Q1S] += da * sp
+    da *= a
+    c[Q2] += da
+    c[Q2S] += da * sp
+    c[Q2SS] += da * sp * sp
+    lim = STEP / a
+    if lim < c[DMAX]:
+        c[DMAX] = lim
+
+
+def drop(c: list, p: list, s1: float) -> float:
+    """``LD`` at ``S1 = s1`` from the cache (``s1 - c[S_A] <= c[DMAX]``)."""
+    d = s1 - c[S_A]
+    beta = p[5]
+    new = beta * (d * c[Q1] - c[Q1S]) - 0.5 * beta * (beta + 1.0) * (
+        d * d * c[Q2] - 2.0 * d * c[Q2S] + c[Q2SS])
+    return c[LD] + d * (c[L1] + 0.5 * d * c[L2]) + p[3] * new
