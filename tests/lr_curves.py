@@ -45,17 +45,31 @@ def warmup_end(eta: np.ndarray) -> int:
     return int(down[0]) + 1 if len(down) else len(eta)
 
 
+def _events(eta: np.ndarray, p: list):
+    """Every LR change after warm-up: step index, change, ``C eta^-gamma``, S1 before it."""
+    C, gam = math.exp(p[4]), p[6]
+    S1 = np.cumsum(eta)
+    delta = np.zeros(len(eta))
+    delta[1:] = eta[:-1] - eta[1:]
+    delta[:warmup_end(eta)] = 0.0
+    ks = np.nonzero(delta)[0]
+    return ks, delta[ks], C * np.maximum(eta[ks], 1e-8 * eta.max()) ** -gam, S1[ks] - eta[ks]
+
+
+def mpl_drop_at(eta: np.ndarray, t: int, S: np.ndarray, p: list = MPL_TRUTH) -> np.ndarray:
+    """The exact loss drop ``LD`` from the changes of steps 1..t, at S1 values ``S``."""
+    ks, d, a, s = _events(eta, p)
+    m = ks < t
+    x = a[None, m] * np.maximum(np.asarray(S)[:, None] - s[None, m], 0.0)
+    return p[3] * ((1.0 - (1.0 + x) ** -p[5]) @ d[m])
+
+
 def mpl_loss(eta: np.ndarray, p: list = MPL_TRUTH) -> np.ndarray:
     """The multi-power law at every step, the loss drop summed exactly over all changes
     after warm-up (O(t) per step, chunked in numpy)."""
-    L0, A, alpha, B, C, beta, gam = p[0], math.exp(p[1]), p[2], p[3], math.exp(p[4]), p[5], p[6]
+    L0, A, alpha, B, beta = p[0], math.exp(p[1]), p[2], p[3], p[5]
     S1 = np.cumsum(eta)
-    k0 = warmup_end(eta)
-    delta = np.zeros(len(eta))
-    delta[1:] = eta[:-1] - eta[1:]
-    delta[:k0] = 0.0
-    ks = np.nonzero(delta)[0]
-    d, a, s = delta[ks], C * np.maximum(eta[ks], 1e-8 * eta.max()) ** -gam, S1[ks] - eta[ks]
+    _, d, a, s = _events(eta, p)
     ld = np.zeros(len(eta))
     for lo in range(0, len(eta), 1000):
         S = S1[lo:lo + 1000, None]

@@ -201,7 +201,7 @@ class ForecastDetector(Detector):
             if seen < SHAPE_AFTER * self._lrmax:
                 freeze = (4, 5, 6)
         warm = self._p if law == self._law else None
-        if law == "mpl" and not freeze and not self._shaped:
+        if law == "mpl" and self._bk and not freeze and not self._shaped:
             warm = None                        # the first fit of the drop's shape: cold
         out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze)
         if out is None:

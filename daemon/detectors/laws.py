@@ -232,12 +232,13 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
     p0, lb, ub = start_point(law, X, y, p_prev, aux)
     budget = WARM if p_prev is not None else COLD
     frozen = list(freeze)
-    if law == "mpl":       # seven parameters, three of them inside G: more evaluations
-        budget = (MPL_WARM, budget[1]) if p_prev is not None else (MPL_COLD, budget[1])
+    if law == "mpl":
         if aux is not None and len(aux[0]):
             aux = _mpl_aux(X, aux)
         if aux is None or len(aux[0]) == 0:
             frozen = [3, 4, 5, 6]        # no LR change yet: no drop to fit
+        elif 4 not in frozen:            # three parameters inside G: more evaluations
+            budget = (MPL_WARM, budget[1]) if p_prev is not None else (MPL_COLD, budget[1])
     ny, yf, wf = len(y), y, w
     if law == "mpl" and aux is not None and len(aux[0]):
         start = _start(law, X, y, aux)[0][4:]

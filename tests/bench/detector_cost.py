@@ -2,6 +2,10 @@
 
     .venv/bin/python tests/bench/detector_cost.py [--steps 1100000] [--only forecast,monitor]
 
+The ``forecast detector, lr ...`` subjects send a learning rate too (a cosine over the
+run with 2000 warm-up steps, the loss from Tissue et al.'s law over it), once per
+schedule-aware law (``schedule``, ``mpl``).
+
 One seeded synthetic run per subject (losses precomputed). Each call is timed with
 ``perf_counter_ns`` (its median is the steady state: preemption by the neighbours of a
 shared machine only moves the tail), and the CPU time of the process
@@ -15,6 +19,7 @@ second window may hold no refit; amortized, one refit there costs its CPU time d
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import random
 import sys
@@ -37,9 +42,27 @@ def _detector(name: str):
     return det.update
 
 
-def timed(update, n: int, seed: int = 0):
+def _lr_run(law: str):
+    """``update(t, loss, lr)`` of the forecast detector with a schedule-aware law."""
+    return REGISTRY["forecast"](**{**PRESET_PARAMS["pretraining"].get("forecast", {}), "law": law}).update
+
+
+def cosine_lrs(n: int, peak: float = 1e-3, warm: int = 2000) -> list[float]:
+    return [peak * t / warm if t < warm else
+            peak * (0.5 * (1 + math.cos(math.pi * (t - warm) / (n - warm))) + 0.01)
+            for t in range(1, n + 1)]
+
+
+def timed(update, n: int, seed: int = 0, lr: bool = False):
     rng = random.Random(seed)
-    losses = [2.6 + 9.0 * t ** -0.35 + rng.gauss(0, 0.05) for t in range(1, n + 1)]
+    if lr:                      # Tissue et al.'s law over a cosine schedule
+        lrs, losses, s1, s2, mom, prev = cosine_lrs(n), [], 0.0, 0.0, 0.0, None
+        for e in lrs:
+            mom = mom * 0.999 + ((prev if prev is not None else e) - e)
+            s1, s2, prev = s1 + e, s2 + mom, e
+            losses.append(2.6 + 1.5 * (s1 + 0.05) ** -0.35 - 0.5 * s2 + rng.gauss(0, 0.05))
+    else:
+        losses = [2.6 + 9.0 * t ** -0.35 + rng.gauss(0, 0.05) for t in range(1, n + 1)]
     edges = {10 ** 3, 2 * 10 ** 3, 10 ** 6, int(1.1 * 10 ** 6)}
     wall, cpu = np.empty(n + 1), {}
     clock, cpu_clock = time.perf_counter_ns, time.process_time_ns
@@ -47,8 +70,13 @@ def timed(update, n: int, seed: int = 0):
         if t in edges:
             cpu[t] = cpu_clock()
         loss = losses[t - 1]
-        t0 = clock()
-        update(t, loss)
+        if lr:
+            e = lrs[t - 1]
+            t0 = clock()
+            update(t, loss, e)
+        else:
+            t0 = clock()
+            update(t, loss)
         wall[t] = clock() - t0
     return wall / 1000.0, cpu
 
@@ -76,11 +104,15 @@ def main(argv=None) -> int:
                 for name in ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump",
                              "nonfinite", "overfit")}
     subjects["RunMonitor.update_loss (all detectors)"] = lambda: RunMonitor("pretraining").update_loss
+    for law in ("schedule", "mpl"):
+        subjects[f"forecast detector, lr cosine, law={law}"] = (lambda law=law: (_lr_run(law), True))
     if a.only:
         keep = a.only.split(",")
         subjects = {k: v for k, v in subjects.items() if any(w in k.lower() for w in keep)}
     for name, make in subjects.items():
-        us, cpu = timed(make(), a.steps)
+        made = make()
+        update, lr = made if isinstance(made, tuple) else (made, False)
+        us, cpu = timed(update, a.steps, lr=lr)
         for lo, hi, med, mean, p999 in windows(us, cpu, a.steps):
             print(f"| {name} | [{lo:.0e}, {hi:.1e}) | {med:.1f} | {mean:.1f} | {p999:.0f} |")
     return 0
