@@ -102,6 +102,8 @@ class ForecastDetector(Detector):
         self._warm = True          # in the first rising LR phase (warm-up): no mpl buckets
         self._lrmax = 0.0          # largest learning rate seen
         self._bk: list[list[float]] = []   # mpl: buckets of LR changes (see `mpl`)
+        self._pend = None          # mpl: pending small changes [sum, sum |.|, |.|-weighted
+        #                            sums of lr and of s, first lr, first s, count]
         self._mc = None            # mpl: per-step prediction cache (see `mpl.anchor`)
         self._shaped = False       # mpl: the drop's shape (C, beta, gamma) fitted once
         self._law = None           # law of the current fit
@@ -157,24 +159,44 @@ class ForecastDetector(Detector):
             self._p = None
         if lr > self._lrmax:
             self._lrmax = lr
-        if lr != prev and self._c_mpl:
-            if self._warm and lr > prev:
-                pass                           # warm-up: its area is in S1, no loss drop
+        if lr != prev and self._c_mpl and not (self._warm and lr > prev):
+            # after warm-up (whose area stays in S1): small changes of one sign gather in
+            # a pending group (a few sums, no log) that joins the buckets every PEND_MAX
+            # changes, when the LR leaves PEND_TOL of the group's first LR, or on a big change
+            self._warm = False
+            delta = prev - lr
+            w = delta if delta > 0.0 else -delta
+            g = self._pend
+            if g is not None and (g[0] > 0.0) == (delta > 0.0) and g[6] < mpl.PEND_MAX \
+                    and -mpl.PEND_TOL * g[4] <= lr - g[4] <= mpl.PEND_TOL * g[4]:
+                g[0] += delta
+                g[1] += w
+                g[2] += w * lr
+                g[3] += w * s
+                g[6] += 1
             else:
-                self._warm = False
-                self._change(prev - lr, lr, s)
+                if g is not None:
+                    self._flush()
+                self._pend = [delta, w, w * lr, w * s, lr, s, 1]
+                if w > mpl.PEND_TOL * lr:
+                    self._flush()
         self._lr = lr
 
-    def _change(self, delta: float, lr: float, s: float) -> None:
-        """One LR change after warm-up into the mpl buckets (and the live cache)."""
-        le = math.log(max(lr, 1e-8 * self._lrmax, 1e-300))
+    def _flush(self) -> None:
+        """The pending LR changes into the mpl buckets (and the live cache), as one."""
+        d, w, wlr, ws = self._pend[:4]
+        self._pend = None
+        le = math.log(max(wlr / w, 1e-8 * self._lrmax, 1e-300))
+        s = ws / w
         ref = self._bins[0][2] / self._bins[0][1] if self._bins else s
-        mpl.add(self._bk, delta, le, s, ref)
+        mpl.add(self._bk, d, le, s, ref)
         if self._mc is not None:
-            mpl.note(self._mc, self._p, delta, le, s)
+            mpl.note(self._mc, self._p, d, le, s)
 
     # --- fit ------------------------------------------------------------------------
     def _refit(self, step: int) -> None:
+        if self._pend is not None:
+            self._flush()
         self._next = max(step * self.refit_ratio, step + self.refit_min)
         upto = step - max(self.holdout * step, self.holdout_min)
         law = self.law if self.law != "auto" else (self.lr_law if self._lr is not None
@@ -203,7 +225,7 @@ class ForecastDetector(Detector):
         warm = self._p if law == self._law else None
         if law == "mpl" and self._bk and not freeze and not self._shaped:
             warm = None                        # the first fit of the drop's shape: cold
-        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze)
+        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None)
         if out is None:
             return
         p, cov, misfit, resid_sd = out

@@ -117,12 +117,13 @@ def _vector(law: str, X: np.ndarray, p, jac: bool = True, aux=None):
 
 
 def _mpl_aux(X: np.ndarray, aux):
-    """``aux`` with the bins-by-buckets ages precomputed (the same at every evaluation of
-    a fit), and without the buckets no bin comes after."""
+    """The fit's ``aux``: ``(D, lneta, s, ages, X, prior centre, prior weight, G @ D)``, the
+    bins-by-buckets ages precomputed (the same at every evaluation of a fit), without
+    the buckets no bin comes after; the last three are filled in by `fit`."""
     D, le, s = aux[:3]
     keep = s < float(X[:, 0].max())
     D, le, s = D[keep], le[keep], s[keep]
-    return D, le, s, np.maximum(X[:, :1] - s[None, :], 0.0), X
+    return [D, le, s, np.maximum(X[:, :1] - s[None, :], 0.0), X, None, None, None]
 
 
 def _mpl(X: np.ndarray, p: list, jac: bool, aux):
@@ -132,20 +133,24 @@ def _mpl(X: np.ndarray, p: list, jac: bool, aux):
     e = np.exp(p[1] - p[2] * ls1)
     B, beta, gam = p[3], p[5], p[6]
     k = len(S)
+    own = aux is not None and len(aux) == 8 and aux[4] is X     # the fit's own aux
+    G = None
     if aux is None or len(aux[0]) == 0:
         f = e + p[0]
-        G = None
+    elif own and aux[7] is not None:                   # the shape held: G @ D is fixed
+        gb = aux[7]
+        f = e + p[0] - B * gb
     else:
         D, le, s = aux[:3]
         a = np.exp(p[4] - gam * le)                    # C eta_j^-gamma, one per bucket
-        age = aux[3] if len(aux) >= 5 and aux[4] is X else np.maximum(S[:, None] - s[None, :], 0.0)
+        age = aux[3] if own else np.maximum(S[:, None] - s[None, :], 0.0)
         u = 1.0 + a * age
         lu = np.log(u)
         w = np.exp(-beta * lu)                         # (1 + a age)^-beta
         G = 1.0 - w
         gb = G @ D                                     # dLD/dB
         f = e + p[0] - B * gb
-    prior = aux is not None and len(aux) == 7
+    prior = own and aux[5] is not None
     if prior:
         f = np.concatenate([f, aux[6] * (np.array(p[4:]) - aux[5])])
     if not jac:
@@ -154,7 +159,9 @@ def _mpl(X: np.ndarray, p: list, jac: bool, aux):
     J[:k, 0] = 1.0
     J[:k, 1] = e
     J[:k, 2] = -e * ls1
-    if G is not None:
+    if own and aux[7] is not None:
+        J[:k, 3] = -gb
+    elif G is not None:
         q = (beta * w / u) * (a * age)                 # dG/dln C
         J[:k, 3] = -gb
         J[:k, 4] = -B * (q @ D)
@@ -216,14 +223,16 @@ def start_point(law: str, X: np.ndarray, y: np.ndarray, p_prev: list | None = No
 
 
 def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
-        p_prev: list | None = None, aux=None,
-        freeze: tuple = ()) -> tuple[list, list, float, float] | None:
+        p_prev: list | None = None, aux=None, freeze: tuple = (),
+        lr_peak: float | None = None) -> tuple[list, list, float, float] | None:
     """Robust weighted fit of bin means ``y`` (counts ``n``) at regressors ``X``.
 
     Returns ``(params, covariance, misfit_sd, resid_sd)`` or None when it cannot fit.
     ``misfit_sd`` is the spread of bin means around the law beyond what point noise
     explains; ``resid_sd`` the robust per-point residual scale. ``aux``: the LR-change
-    buckets of the ``mpl`` law; ``freeze``: indices of parameters held at their start.
+    buckets of the ``mpl`` law; ``freeze``: indices of parameters held at their start;
+    ``lr_peak``: the largest LR, which bounds ``mpl``'s B (annealing the LR to zero cannot
+    take more than the loss itself: ``B lr_peak <= max |y|``).
     """
     k = NPARAMS[law]
     if len(y) < k + 3:
@@ -244,9 +253,15 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
         start = _start(law, X, y, aux)[0][4:]
         if 4 in frozen:                   # the drop's shape not yet fitted: the cold start
             p0[4:] = start
+            q = p0.tolist()
+            q[3] = 1.0
+            aux[7] = -(_mpl(X, q, False, aux) - _mpl(X, q, False, None))   # G @ D
         else:                             # weak prior on the shape: one bin's worth each
-            aux = aux + (start, max(scale, 1e-12) / PRIOR_SD)
+            aux[5], aux[6] = start, max(scale, 1e-12) / PRIOR_SD
             yf, wf = np.concatenate([y, np.zeros(3)]), np.concatenate([w, np.ones(3)])
+    if law == "mpl" and lr_peak:
+        ub[3] = max(float(np.abs(y).max()), 1e-12) / lr_peak
+        p0[3] = min(p0[3], ub[3])
     if frozen:                            # held at the start (the last fit's values)
         lb[frozen] = ub[frozen] = p0[frozen]
     p = _minimize(law, X, yf, wf, max(scale, 1e-12), p0, lb, ub, *budget, aux=aux)

@@ -24,6 +24,7 @@ math, and the refresh's numpy cost is amortized.
 from __future__ import annotations
 
 import math
+from itertools import chain
 
 import numpy as np
 
@@ -31,13 +32,15 @@ MAXB = 40          # buckets kept
 ETA_TOL = 0.05     # ln eta spread of a bucket as it fills
 SPAN_TOL = 0.01    # S1 span of a bucket as it fills, relative to S1
 STEP = 0.2         # Taylor step allowed, as a fraction of the nearest bucket's S1 scale
+PEND_MAX, PEND_TOL = 32, 0.01   # the detector gathers up to 32 small changes within 1% of LR
 
 # bucket: [D (signed sum of changes), W (sum of |change|), sum |c| ln eta, sum |c| s,
 #          s of the first change, s of the last change, ln eta of the first change]
 
 
 def add(bk: list, delta: float, le: float, s: float, s_ref: float) -> None:
-    """Add the change ``delta = eta_{k-1} - eta_k`` (``le = ln eta_k``, ``s = S1(k-1)``);
+    """Add the change ``delta = eta_{k-1} - eta_k`` (``le = ln eta_k``, ``s = S1(k-1)``;
+    or a group of changes of one sign: their sum, weighted means of ``ln eta`` and ``s``);
     ``s_ref`` is the S1 of the oldest point a fit still uses (merge costs count age from
     there)."""
     w = delta if delta > 0.0 else -delta
@@ -108,29 +111,38 @@ def anchor(bk: list, p: list, cov: list, prev: list | None, s1: float) -> list:
     ld = l1 = l2 = gb = gc = gbe = gg = dprev = 0.0
     dmax = 0.1 * s1
     if bk:
-        D, le, s = arrays(bk)
+        m = len(bk)
+        A = np.fromiter(chain.from_iterable(bk), float, 7 * m).reshape(m, 7)
+        D, le, s = A[:, 0], A[:, 2] / A[:, 1], A[:, 3] / A[:, 1]
         a = np.exp(lc - gam * le)
         age = np.maximum(s1 - s, 0.0)
         u = 1.0 + a * age
         lu = np.log(u)
         w = np.exp(-beta * lu)
-        on = age > 0.0
-        wu = beta * w / u * on                          # dG/dS1 / a
+        wu = beta * w / u * (age > 0.0)                 # dG/dS1 / a
         q = wu * a * age
-        gb = float((1.0 - w) @ D)
-        ld = B * gb
-        l1 = B * float((wu * a) @ D)
-        l2 = -B * float((wu * (beta + 1.0) / u * a * a) @ D)
-        gc = B * float(q @ D)
-        gbe = B * float((w * lu) @ D)
-        gg = -B * float(q @ (D * le))
-        dmax = min(dmax, STEP * float(np.min(1.0 / a + age)))
+        R = np.empty((7 if prev is not None else 6, m))
+        R[0] = 1.0 - w
+        R[1] = wu * a
+        R[2] = R[1] * ((beta + 1.0) / u * a)
+        R[3] = q
+        R[4] = w * lu
+        R[5] = q * le
         if prev is not None:
-            ap = np.exp(prev[4] - prev[6] * le)
-            dprev = prev[3] * float((1.0 - (1.0 + ap * age) ** -prev[5]) @ D) - ld
-    g = (-gb, -gc, -gbe, -gg)                            # d pred / d (B, ln C, beta, gamma)
-    v = [sum(cov[i][3 + j] * g[j] for j in range(4)) for i in range(3)]
-    cll = sum(g[i] * g[j] * cov[3 + i][3 + j] for i in range(4) for j in range(4))
+            R[6] = 1.0 - (1.0 + np.exp(prev[4] - prev[6] * le) * age) ** -prev[5]
+        r = (R @ D).tolist()
+        gb = r[0]
+        ld, l1, l2 = B * r[0], B * r[1], -B * r[2]
+        gc, gbe, gg = B * r[3], B * r[4], -B * r[5]
+        if prev is not None:
+            dprev = prev[3] * r[6] - ld
+        dmax = min(dmax, STEP * float((1.0 / a + age).min()))
+    g0, g1, g2, g3 = -gb, -gc, -gbe, -gg                # d pred / d (B, ln C, beta, gamma)
+    v = [c[3] * g0 + c[4] * g1 + c[5] * g2 + c[6] * g3 for c in cov[:3]]
+    c3, c4, c5, c6 = cov[3], cov[4], cov[5], cov[6]
+    cll = (g0 * g0 * c3[3] + g1 * g1 * c4[4] + g2 * g2 * c5[5] + g3 * g3 * c6[6]
+           + 2.0 * (g0 * (g1 * c3[4] + g2 * c3[5] + g3 * c3[6])
+                    + g1 * (g2 * c4[5] + g3 * c4[6]) + g2 * g3 * c5[6]))
     return [s1, ld, l1, l2, dmax, v[0], v[1], v[2], cll, dprev, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 

@@ -3,7 +3,7 @@
     .venv/bin/python tests/bench/detector_cost.py [--steps 1100000] [--only forecast,monitor]
 
 The ``forecast detector, lr ...`` subjects send a learning rate too (a cosine over the
-run with 2000 warm-up steps, the loss from Tissue et al.'s law over it), once per
+run with 200 warm-up steps, the loss from Tissue et al.'s law over it), once per
 schedule-aware law (``schedule``, ``mpl``).
 
 One seeded synthetic run per subject (losses precomputed). Each call is timed with
@@ -47,7 +47,7 @@ def _lr_run(law: str):
     return REGISTRY["forecast"](**{**PRESET_PARAMS["pretraining"].get("forecast", {}), "law": law}).update
 
 
-def cosine_lrs(n: int, peak: float = 1e-3, warm: int = 2000) -> list[float]:
+def cosine_lrs(n: int, peak: float = 1e-3, warm: int = 200) -> list[float]:
     return [peak * t / warm if t < warm else
             peak * (0.5 * (1 + math.cos(math.pi * (t - warm) / (n - warm))) + 0.01)
             for t in range(1, n + 1)]
