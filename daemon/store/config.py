@@ -29,7 +29,10 @@ class StateConfig:
 
     ``path`` empty means ``$XDG_STATE_HOME/wtwind/wtwind.db`` (``~/.local/state/...``).
     Run snapshots are written by a writer thread every ``flush_interval_s``, sooner once
-    ``flush_max_events`` events are unwritten, and at shutdown; ``synchronous`` is the
+    ``flush_max_events`` events are unwritten, and at shutdown. Snapshots are taken on the
+    event loop, so periodic ones are paced to at most ``flush_share`` of the loop's time:
+    with thousands of busy runs the interval stretches instead of the loop stalling (the
+    emitters keep the unacknowledged events meanwhile). ``synchronous`` is the
     SQLite mode for those (``normal`` survives a process crash, ``full`` also power
     loss), and for delivery outcomes. Alert and new outbox rows are always committed with
     ``synchronous=FULL``.
@@ -39,12 +42,14 @@ class StateConfig:
     path: str = ""
     flush_interval_s: float = 0.5
     flush_max_events: int = 50_000
+    flush_share: float = 0.1
     synchronous: str = "normal"
     busy_timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
         _require(0.01 <= self.flush_interval_s <= 60, "flush_interval_s: must be in [0.01, 60] seconds")
         _require(self.flush_max_events >= 1, "flush_max_events: must be >= 1")
+        _require(0 < self.flush_share <= 1, "flush_share: must be in (0, 1] (a fraction of the loop's time)")
         _require(self.synchronous in SYNC_MODES, f"synchronous: {self.synchronous!r} is not one of {SYNC_MODES}")
         _require(self.busy_timeout_s >= 0, "busy_timeout_s: must be >= 0")
 

@@ -15,6 +15,9 @@ def collect(store):
                               value=w.errors if w else 0)
     yield CounterMetricFamily("wtwind_store_commits", "Store transactions committed",
                               value=w.commits if w else 0)
+    yield CounterMetricFamily("wtwind_store_snapshot_loop_seconds",
+                              "Event-loop time spent taking run snapshots (paced to [state] flush_share)",
+                              value=store.flush_loop_s)
     yield GaugeMetricFamily("wtwind_store_dirty_runs", "Runs with unwritten changes", value=len(store._dirty))
     yield GaugeMetricFamily("wtwind_store_restored_runs", "Runs restored from the store at startup",
                             value=store.restored)
