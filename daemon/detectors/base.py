@@ -12,12 +12,14 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import operator
 from typing import Any, ClassVar
 
 from wtwin.daemon.errors import ConfigError
 
 REGISTRY: dict[str, type["Detector"]] = {}
 _STATE_NAMES: dict[type, tuple[str, ...]] = {}
+_STATE_GETTERS: dict[type, Any] = {}   # class -> obj -> tuple of its state values
 
 
 def register(cls: type["Detector"]) -> type["Detector"]:
@@ -70,8 +72,14 @@ class Detector:
 
         ``copy=False`` hands out the live values, for a caller that serializes them at
         once on the same thread (the store does): no copy of the summary is made."""
-        c = _copy if copy else _same
-        return {k: c(getattr(self, k)) for k in self._state_names()}
+        names = self._state_names()
+        if copy:
+            return {k: _copy(getattr(self, k)) for k in names}
+        get = _STATE_GETTERS.get(type(self))
+        if get is None:   # one C call for every value (the store snapshots every busy run)
+            one = operator.attrgetter(*names)
+            get = _STATE_GETTERS[type(self)] = one if len(names) > 1 else (lambda o: (one(o),))
+        return dict(zip(names, get(self)))
 
     def _state_names(self) -> tuple[str, ...]:
         """Names of the learned state, read off a fresh instance once per class.
@@ -92,10 +100,6 @@ class Detector:
             if not k.startswith("_") or k.startswith("_c_") or not hasattr(self, k):
                 raise ConfigError(f"snapshot key {k!r} is not state of {self.name}")
             setattr(self, k, _copy(v))
-
-
-def _same(v: Any) -> Any:
-    return v
 
 
 def _copy(v: Any) -> Any:
