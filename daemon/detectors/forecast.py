@@ -225,7 +225,10 @@ class ForecastDetector(Detector):
         warm = self._p if law == self._law else None
         if law == "mpl" and self._bk and not freeze and not self._shaped:
             warm = None                        # the first fit of the drop's shape: cold
-        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None)
+        if law == "mpl":
+            out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None)
+        else:
+            out = laws.fit(law, X[f], y[f], n[f], scale, warm)
         if out is None:
             return
         p, cov, misfit, resid_sd = out
@@ -315,7 +318,8 @@ class ForecastDetector(Detector):
         ``S1 = s1``, from the cache (refreshed when S1 moved past its reach)."""
         c, p = self._mc, self._p
         if c is None or s1 - c[mpl.S_A] > c[mpl.DMAX]:
-            c = self._mc = mpl.anchor(self._bk, p, self._cov, self._prev, s1)
+            c = self._mc = mpl.anchor(self._bk, p, self._cov, self._prev, s1,
+                                      mpl.TOL_NOISE * 1.2533 * self._noise)
         ld = mpl.drop(c, p, s1)
         ls1 = math.log(s1)
         e = math.exp(p[1] - p[2] * ls1)

@@ -10,7 +10,7 @@ Three laws, each a function of a per-point regressor tuple ``x`` and a parameter
 - ``mpl``: Luo et al. 2025's multi-power law, ``L = L0 + A S1^-alpha - LD`` with
   ``LD = B sum_j D_j (1 - (1 + C eta_j^-gamma (S1 - s_j))^-beta)`` over the buckets of LR
   changes ``(D_j, ln eta_j, s_j)`` of `mpl` (passed as ``aux``), params
-  ``[L0, ln A, alpha, B, ln C, beta, gamma]``. Its per-step prediction is `mpl.Cache`.
+  ``[L0, ln A, alpha, B, ln C, beta, gamma]``. Its per-step prediction is cached (`mpl.anchor`).
 
 Only the fit allocates arrays, and it runs on a bounded summary (~60 bins) with numpy
 alone: a few hundred microseconds, where scipy's general ``least_squares`` took several

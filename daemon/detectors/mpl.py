@@ -6,19 +6,22 @@ LR change after warm-up (the first rising phase, whose area stays in S1, as the 
 ``S_W``): decreases add to the drop, increases (warm restarts) subtract from it, signed as
 the paper's form is written, so long after a restart to the peak LR the drop is gone.
 
-The detector keeps no LR history. Each change goes into a **bucket** (signed sum ``D`` of
-the changes, and their ``|change|``-weighted mean of ``ln eta`` and of ``s = S1(k-1)``); a
-bucket takes changes of one sign while they stay within ``ETA_TOL`` in ``ln eta`` and
-``SPAN_TOL`` x S1 in span. Past ``MAXB`` buckets the adjacent pair whose merge costs least
-(span over age, plus the ``ln eta`` gap) is merged: old buckets coarsen, as G flattens with
-age. ``LD`` is then ``B sum_j D_j G(C e^(-gamma ln eta_j) max(S1 - s_j, 0))``.
+The detector keeps no LR history. Small changes of one sign first gather in a pending
+group (up to ``PEND_MAX`` of them, within ``PEND_TOL`` of the group's first LR: a few sums
+per step, no log), which joins the buckets as one change (not yet in the forecast while
+pending). Each change goes into a **bucket** (signed sum ``D`` of the changes, and their
+``|change|``-weighted mean of ``ln eta`` and of ``s = S1(k-1)``); a bucket takes changes
+of one sign while they stay within ``ETA_TOL`` in ``ln eta`` and ``SPAN_TOL`` x S1 in
+span. Past ``MAXB`` buckets the adjacent pair whose merge costs least (span over age,
+plus the ``ln eta`` gap) is merged: old buckets coarsen, as G flattens with age. ``LD``
+is then ``B sum_j D_j G(C e^(-gamma ln eta_j) max(S1 - s_j, 0))``.
 
-Per step the value comes from a `Cache`: the buckets' sum, its first two derivatives in
-S1 and its parameter gradient at an anchor S1 (numpy, once per refresh), a second-order
-Taylor step from there, plus the changes made since the anchor through G's second-order
-expansion at 0 (five running sums). It is refreshed on a refit and when S1 has moved past
-a fifth of the nearest bucket's scale in S1 (``1/a + age``), so per update it is scalar
-math, and the refresh's numpy cost is amortized.
+Per step the value comes from a cache (`anchor`, a plain list): the buckets' sum, its
+first two derivatives in S1 and its parameter gradient at an anchor S1 (numpy, once per
+refresh), a second-order Taylor step from there, plus the changes made since the anchor
+through G's second-order expansion at 0 (five running sums). It is refreshed on a refit
+and when S1 has moved past ``STEP`` of the nearest bucket's scale in S1 (``1/a + age``),
+so per update it is scalar math, and the refresh's numpy cost is amortized.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import numpy as np
 MAXB = 40          # buckets kept
 ETA_TOL = 0.05     # ln eta spread of a bucket as it fills
 SPAN_TOL = 0.01    # S1 span of a bucket as it fills, relative to S1
-STEP = 0.2         # Taylor step allowed, as a fraction of the nearest bucket's S1 scale
+STEP = 0.2         # Taylor step allowed, as a fraction of the nearest bucket's S1 scale,
+STEP_MAX = 0.5     # ... or this when the third-order terms stay below ``tol`` even so
+TOL_NOISE = 0.01   # the detector's ``tol``: this fraction of the residual noise
 PEND_MAX, PEND_TOL = 32, 0.01   # the detector gathers up to 32 small changes within 1% of LR
 
 # bucket: [D (signed sum of changes), W (sum of |change|), sum |c| ln eta, sum |c| s,
@@ -102,11 +107,15 @@ def exact(etas: list, s1: float, p: list, start: int = 1) -> float:
 
 
 # cache layout
-S_A, LD, L1, L2, DMAX, V0, V1, V2, CLL, DPREV, Q1, Q1S, Q2, Q2S, Q2SS = range(15)
+S_A, LD, L1, L2, DMAX, V0, V1, V2, CLL, DPREV, Q1, Q1S, Q2, Q2S, Q2SS, TOL = range(16)
 
 
-def anchor(bk: list, p: list, cov: list, prev: list | None, s1: float) -> list:
-    """A fresh cache at ``S1 = s1`` for parameters ``p`` (and the previous fit's ``prev``)."""
+def anchor(bk: list, p: list, cov: list, prev: list | None, s1: float, tol: float) -> list:
+    """A fresh cache at ``S1 = s1`` for parameters ``p`` (and the previous fit's ``prev``).
+
+    Its reach: ``STEP`` x the nearest bucket's S1 scale, or ``STEP_MAX`` x when the
+    Taylor step's third-order terms, at most ``B sum|D| beta (beta+1) (beta+2) / 6 r^3``
+    for a step of ``r`` scales, stay below ``tol`` (loss units) even so."""
     B, lc, beta, gam = p[3], p[4], p[5], p[6]
     ld = l1 = l2 = gb = gc = gbe = gg = dprev = 0.0
     dmax = 0.1 * s1
@@ -136,14 +145,16 @@ def anchor(bk: list, p: list, cov: list, prev: list | None, s1: float) -> list:
         gc, gbe, gg = B * r[3], B * r[4], -B * r[5]
         if prev is not None:
             dprev = prev[3] * r[6] - ld
-        dmax = min(dmax, STEP * float((1.0 / a + age).min()))
+        c3 = B * beta * (beta + 1.0) * (beta + 2.0) / 6.0 * float(np.abs(D).sum())
+        r = STEP_MAX if c3 * STEP_MAX ** 3 < tol else STEP
+        dmax = min(dmax, r * float((1.0 / a + age).min()))
     g0, g1, g2, g3 = -gb, -gc, -gbe, -gg                # d pred / d (B, ln C, beta, gamma)
     v = [c[3] * g0 + c[4] * g1 + c[5] * g2 + c[6] * g3 for c in cov[:3]]
     c3, c4, c5, c6 = cov[3], cov[4], cov[5], cov[6]
     cll = (g0 * g0 * c3[3] + g1 * g1 * c4[4] + g2 * g2 * c5[5] + g3 * g3 * c6[6]
            + 2.0 * (g0 * (g1 * c3[4] + g2 * c3[5] + g3 * c3[6])
                     + g1 * (g2 * c4[5] + g3 * c4[6]) + g2 * g3 * c5[6]))
-    return [s1, ld, l1, l2, dmax, v[0], v[1], v[2], cll, dprev, 0.0, 0.0, 0.0, 0.0, 0.0]
+    return [s1, ld, l1, l2, dmax, v[0], v[1], v[2], cll, dprev, 0.0, 0.0, 0.0, 0.0, 0.0, tol]
 
 
 def note(c: list, p: list, delta: float, le: float, s: float) -> None:
@@ -157,7 +168,8 @@ def note(c: list, p: list, delta: float, le: float, s: float) -> None:
     c[Q2] += da
     c[Q2S] += da * sp
     c[Q2SS] += da * sp * sp
-    lim = STEP / a
+    c3 = abs(p[3] * delta) * p[5] * (p[5] + 1.0) * (p[5] + 2.0) / 6.0
+    lim = (STEP_MAX if c3 * STEP_MAX ** 3 < c[TOL] / PEND_MAX else STEP) / a
     if lim < c[DMAX]:
         c[DMAX] = lim
 
