@@ -94,6 +94,8 @@ class RiseDetector(Detector):
             h = 0.25 * (step - self._first) + 1.0
             if h > self.noise_halflife:
                 h = self.noise_halflife
+            elif h < 1.0:      # steps resumed before the first one: no negative half-life
+                h = 1.0
             g = self._c_noise if (dt == 1 and h == self.noise_halflife) else decay(dt, h)
             noise = self._noise = g * noise + (1 - g) * d if noise > 0 else d
         sd = 0.8862 * noise                      # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
