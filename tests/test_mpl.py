@@ -147,3 +147,18 @@ def test_law_argument():
     ForecastDetector(law="mpl")
     with pytest.raises(ConfigError, match="'mpl'"):
         ForecastDetector(law="multi")
+
+
+def test_lr_to_exactly_zero_then_a_restart_stays_finite():
+    """A WSD decay to lr = 0 held for 2000 steps, then a restart to the peak: every
+    forecast is finite and the clean curve raises no alarm."""
+    n = 12000
+    eta = np.array([lc.PEAK * min(1.0, t / 200) if t < 6000 else
+                    max(0.0, lc.PEAK * (8000 - t) / 2000) if t < 10000 else lc.PEAK
+                    for t in range(1, n + 1)])
+    y = lc.mpl_loss(np.maximum(eta, 1e-12)) + np.random.default_rng(4).normal(0, 0.03, n)
+    det = ForecastDetector(law="mpl")
+    for t in range(1, n + 1):
+        s = det.update(t, float(y[t - 1]), float(eta[t - 1]))
+        assert s.l_pred is None or (math.isfinite(s.l_pred) and math.isfinite(s.band_hi))
+        assert not s.alert, t
