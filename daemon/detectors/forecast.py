@@ -51,8 +51,11 @@ class ForecastState(NamedTuple):
     alert: bool = False
 
 
-# bin layout: [index, count, sum of x0, sum of x1, sum of y, last step]
+# mpl: the drop's shape is fitted once the fitted bins have seen LR decreases of this x the peak
 SHAPE_AFTER = 0.2
+
+
+# bin layout: [index, count, sum of x0, sum of x1, sum of y, last step]
 @register
 class ForecastDetector(Detector):
     name = "forecast"
