@@ -74,8 +74,8 @@ class Receiver:
         starve the HTTP server, the tick or alert delivery: the rest is picked up on the
         next turn. 2 ms: an alert's delivery takes several loop turns (outbox read, the
         HTTP exchange, the outcome write), and with 10 ms slices a saturated daemon sent
-        one webhook message in a 3 s burst; with 2 ms it sent 122, at no measurable cost
-        to ingest (the loop turn costs tens of microseconds; docs/BENCHMARKS.md).
+        one webhook message in a 3 s burst; with 2 ms it sent 38-122, at no measurable
+        cost to ingest (a loop turn costs tens of microseconds; docs/BENCHMARKS.md).
         """
         sock, handler, n = self.sock, self.handler, 0
         recv = sock.recv_multipart

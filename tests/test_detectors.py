@@ -8,6 +8,8 @@ import random
 import msgpack
 import pytest
 
+import lr_curves
+
 from wtwin.daemon.detectors import REGISTRY, RunMonitor, WTwinMonitor
 from wtwin.daemon.detectors.forecast import ForecastDetector
 from wtwin.daemon.detectors.plateau import PlateauDetector
@@ -80,27 +82,12 @@ class TestForecast:
             ForecastDetector(**kw)
 
 
-def schedule(kind, t, n, peak=1e-3, warm=200):
-    if t < warm:
-        return peak * t / warm
-    if kind == "wsd":
-        return peak if t < 0.75 * n else peak * max(0.0, (n - t) / (0.25 * n)) + 1e-6
-    if kind == "restart":
-        period = n // 3
-        return peak * 0.5 * (1 + math.cos(math.pi * ((t - warm) % period) / period)) + 1e-5
-    if kind == "constant":
-        return peak
-    return peak * 0.5 * (1 + math.cos(math.pi * (t - warm) / (n - warm))) + 1e-5
-
-
 def first_page_lr(kind, n=12000, drift_at=None, seed=5):
-    """A loss that follows Tissue et al.'s law under ``kind``, fed with its lr."""
-    mon, rng, s1, s2, mom, prev = RunMonitor(), random.Random(seed), 0.0, 0.0, 0.0, None
-    for t in range(1, n + 1):
-        lr = schedule(kind, t, n)
-        mom = mom * 0.999 + ((prev if prev is not None else lr) - lr)
-        s1, s2, prev = s1 + lr, s2 + mom, lr
-        loss = 2.8 + (s1 + 0.05) ** -0.4 - 0.5 * s2 + rng.gauss(0, 0.03)
+    """A loss that follows Tissue et al.'s law under ``kind`` (`lr_curves`), fed with its lr."""
+    eta = lr_curves.etas(kind, n)
+    mon, rng = RunMonitor(), random.Random(seed)
+    for t, (lr, clean) in enumerate(zip(eta.tolist(), lr_curves.tissue_loss(eta).tolist()), 1):
+        loss = clean + rng.gauss(0, 0.03)
         if drift_at is not None and t > drift_at:
             loss += 1e-4 * (t - drift_at)
         for f in mon.update_loss(t, loss, lr).findings:

@@ -13,13 +13,13 @@ import copy
 import inspect
 import math
 import operator
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from wtwin.daemon.errors import ConfigError
 
 REGISTRY: dict[str, type["Detector"]] = {}
-_STATE_NAMES: dict[type, tuple[str, ...]] = {}
-_STATE_GETTERS: dict[type, Any] = {}   # class -> obj -> tuple of its state values
+# class -> (names of its learned state, obj -> tuple of their values)
+_STATE: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple]]] = {}
 
 
 def register(cls: type["Detector"]) -> type["Detector"]:
@@ -72,28 +72,26 @@ class Detector:
 
         ``copy=False`` hands out the live values, for a caller that serializes them at
         once on the same thread (the store does): no copy of the summary is made."""
-        names = self._state_names()
+        names, values = self._state()
         if copy:
-            return {k: _copy(getattr(self, k)) for k in names}
-        get = _STATE_GETTERS.get(type(self))
-        if get is None:   # one C call for every value (the store snapshots every busy run)
-            one = operator.attrgetter(*names)
-            get = _STATE_GETTERS[type(self)] = one if len(names) > 1 else (lambda o: (one(o),))
-        return dict(zip(names, get(self)))
+            return {k: _copy(v) for k, v in zip(names, values(self))}
+        return dict(zip(names, values(self)))
 
-    def _state_names(self) -> tuple[str, ...]:
-        """Names of the learned state, read off a fresh instance once per class.
+    def _state(self) -> tuple[tuple[str, ...], Callable[[Any], tuple]]:
+        """Names of the learned state, read off a fresh instance once per class, and a
+        getter of their values (one C call: the store snapshots every busy run).
 
         Not ``vars(self)``: on CPython 3.11 that materializes the instance's ``__dict__``
         and every attribute access of this detector gets slower for the rest of its life
         (~15% on ``update()``), which a periodic snapshot would do to every live run."""
         cls = type(self)
-        names = _STATE_NAMES.get(cls)
-        if names is None:
+        state = _STATE.get(cls)
+        if state is None:
             names = tuple(k for k in vars(self.clone())
                           if k.startswith("_") and not k.startswith("_c_"))
-            _STATE_NAMES[cls] = names
-        return names
+            one = operator.attrgetter(*names)
+            state = _STATE[cls] = (names, one if len(names) > 1 else (lambda o: (one(o),)))
+        return state
 
     def restore(self, snap: dict[str, Any]) -> None:
         for k, v in snap.items():

@@ -228,10 +228,7 @@ class ForecastDetector(Detector):
         warm = self._p if law == self._law else None
         if law == "mpl" and self._bk and not freeze and not self._shaped:
             warm = None                        # the first fit of the drop's shape: cold
-        if law == "mpl":
-            out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None)
-        else:
-            out = laws.fit(law, X[f], y[f], n[f], scale, warm)
+        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None)
         if out is None:
             return
         p, cov, misfit, resid_sd = out

@@ -276,10 +276,8 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
     resid_sd = 1.4826 * _median(np.abs(r - _median(r))) + 1e-12
     try:
         JtJ = J.T @ J
-        try:
-            if frozen:
-                raise np.linalg.LinAlgError
-            inv = np.linalg.inv(JtJ)
+        try:   # frozen parameters leave zero columns: singular by construction
+            inv = np.linalg.pinv(JtJ) if frozen else np.linalg.inv(JtJ)
         except np.linalg.LinAlgError:
             inv = np.linalg.pinv(JtJ)
         cov = inv * resid_sd ** 2 * len(y) / max(len(y) - k, 1)

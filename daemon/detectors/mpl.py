@@ -85,25 +85,9 @@ def _merge(bk: list, s_ref: float) -> None:
 
 def arrays(bk: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(D, ln eta, s)`` of the buckets, the ``aux`` of ``laws.fit("mpl", ...)``."""
-    if not bk:
-        e = np.empty(0)
-        return e, e, e
-    a = np.array(bk, dtype=float)
+    m = len(bk)
+    a = np.fromiter(chain.from_iterable(bk), float, 7 * m).reshape(m, 7)
     return a[:, 0], a[:, 2] / a[:, 1], a[:, 3] / a[:, 1]
-
-
-def exact(etas: list, s1: float, p: list, start: int = 1) -> float:
-    """Reference O(t) loss drop at ``S1 = s1`` from the full LR history ``etas`` (eta_0 ..
-    eta_t), counting changes from index ``start`` (after warm-up). Tests only."""
-    B, lc, beta, gam = p[3], p[4], p[5], p[6]
-    ld, S = 0.0, sum(etas[1:start])
-    for k in range(start, len(etas)):
-        d = etas[k - 1] - etas[k]
-        if d:
-            x = math.exp(lc - gam * math.log(etas[k])) * max(s1 - S, 0.0)
-            ld += d * (1.0 - (1.0 + x) ** -beta)
-        S += etas[k]
-    return B * ld
 
 
 # cache layout
@@ -120,9 +104,8 @@ def anchor(bk: list, p: list, cov: list, prev: list | None, s1: float, tol: floa
     ld = l1 = l2 = gb = gc = gbe = gg = dprev = 0.0
     dmax = 0.1 * s1
     if bk:
-        m = len(bk)
-        A = np.fromiter(chain.from_iterable(bk), float, 7 * m).reshape(m, 7)
-        D, le, s = A[:, 0], A[:, 2] / A[:, 1], A[:, 3] / A[:, 1]
+        D, le, s = arrays(bk)
+        m = len(D)
         a = np.exp(lc - gam * le)
         age = np.maximum(s1 - s, 0.0)
         u = 1.0 + a * age

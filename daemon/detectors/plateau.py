@@ -179,7 +179,7 @@ class PlateauDetector(Detector):
 
     def _arm(self, u: float) -> None:
         """Reference slope ``slow_ratio`` x back, if no steepening in the span before it."""
-        lr = math.log(self.slow_ratio)
+        lr = self._c_lr
         ring, span = self._slopes, lr * self.slow_span
         while len(ring) > 2 and u - ring[1][0] >= span:
             ring.pop(0)
