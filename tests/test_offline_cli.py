@@ -50,6 +50,21 @@ class TestMonitorCommand:
         r = wtwin("monitor", str(p), "--preset", "pretraining")
         assert r.returncode == 0 and r.stdout.strip().splitlines()[-1].startswith("verdict: no warning")
 
+    def test_resumed_log_is_clean(self, tmp_path):
+        """A log of a run resumed from a checkpoint (steps 5001..7000 twice, with lr)
+        is no alert: one info line says the detectors were rewound."""
+        import lr_curves
+        eta, _, noisy = lr_curves.curve("tissue", "cosine", 12000, noise=0.02, seed=1)
+        steps = list(range(1, 7001)) + list(range(5001, 12001))
+        p = tmp_path / "resumed.csv"
+        p.write_text("step,loss,lr\n" + "".join(f"{t},{noisy[t - 1]:.5f},{eta[t - 1]:.6g}\n"
+                                                 for t in steps))
+        r = wtwin("monitor", str(p), "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["alerts"] == []
+        r = wtwin("monitor", str(p), "--all")
+        assert "step went back from 7000 to 5001" in r.stdout and "rewound to step" in r.stdout
+
     def test_plot_png(self, tmp_path):
         p, png = tmp_path / "run.csv", tmp_path / "out.png"
         write_run(p)

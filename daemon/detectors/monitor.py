@@ -13,6 +13,10 @@ flat where the forecast falls is reported as ``plateau``; a ``plateau`` slowdown
 decline collapsing) gives way to a drift or a divergence while one is active (a loss that
 rises is a drift); benign recovered spikes are ``info``. Findings are emitted when a kind's (active, severity) changes.
 
+Resumes: when the step goes back, the detectors are rewound to their state at the newest
+rewind point before it (`rewind`), or started over when there is none, and a
+``resume_jump`` finding says which.
+
 Pure: no I/O, no clock, no logging.
 """
 
@@ -25,6 +29,7 @@ from wtwin.daemon.errors import ConfigError
 from .base import REGISTRY
 from .finding import Finding, MonitorState
 from .presets import PRESET_PARAMS, PRESETS
+from .rewind import RewindPoints
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning"}
@@ -64,6 +69,7 @@ class RunMonitor:
         self._main = "finetuning" if "finetuning" in self._d else "forecast"
         self._emitted: dict[str, list] = {}
         self._alert = False        # any warning/critical kind active (follows _emitted)
+        self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
 
     @property
     def detectors(self) -> dict:
@@ -85,11 +91,20 @@ class RunMonitor:
                     grad_norm: float | None = None) -> MonitorState:
         d, out = self._d, []
         loss = float(loss)
-        rj = d["resume_jump"].update(step, loss)
+        last = d["resume_jump"].last_step
+        if last is not None and step < last:
+            at = self._rewind(step)
+            d = self._d
+            rj = d["resume_jump"].resumed(step, loss, last)
+            where = (f"detectors rewound to step {at}" if at is not None
+                     else "detectors started over")
+        else:
+            rj, where = d["resume_jump"].update(step, loss), ""
         nf = d["nonfinite"].update(step, loss)
         if rj.active:
             self._emit(out, "resume_jump", True, rj.severity, step, lambda: (
-                f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g}"))
+                f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g} "
+                f"({where})"))
         elif "resume_jump" in self._emitted:
             self._emit(out, "resume_jump", False, "info", step, str)
         if nf.active or "nonfinite" in self._emitted:
@@ -106,8 +121,22 @@ class RunMonitor:
         if ri.active and d[self._main]._lr is not None:   # lr known: a rise the schedule
             ri = ri if fc.band_hi is None or ri.level > fc.band_hi else None  # explains is no drift
         self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
+        if step >= self._points.next_at:
+            self._points.take(step, d)
         return MonitorState(step, loss, fc.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
                             self._alert, tuple(out) if out else ())
+
+    def _rewind(self, step: int) -> int | None:
+        """Detectors as they stood at the newest rewind point before ``step`` (fresh ones
+        when there is none); returns that point's step. The emitted kinds are kept, so a
+        kind active before the resume and not at the point is resolved by the next update."""
+        point = self._points.before(step)
+        self._d = _build(self.preset, self.overrides)
+        if point is None:
+            return None
+        for k, snap in point[1].items():
+            self._d[k].restore(snap)
+        return point[0]
 
     def _arbitrate(self, out, step, loss, fc, sp, dv, pl, ri) -> None:
         emitted, emit = self._emitted, self._emit
