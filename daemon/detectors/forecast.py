@@ -93,7 +93,7 @@ class ForecastDetector(Detector):
         self.anneal_decay, self.law = anneal_decay, law
         self._c_d = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
         self._c_noise = 0.5 ** (1.0 / noise_halflife)
-        self._c_mpl = law == "mpl" or (law == "auto" and self.lr_law == "mpl")  # keep buckets
+        self._c_mpl = law in ("mpl", "auto")      # keep the mpl buckets (auto: for a restart)
         self._lb = math.log(bin_ratio)
         self._bins: list[list[float]] = []
         self._edge = 0.0           # step + 1 at which the current bin ends
@@ -104,6 +104,8 @@ class ForecastDetector(Detector):
         self._lr = None            # last learning rate
         self._warm = True          # in the first rising LR phase (warm-up): no mpl buckets
         self._lrmax = 0.0          # largest learning rate seen
+        self._lrlow = math.inf     # lowest learning rate since the warm-up
+        self._restart = False      # a warm restart seen: law="auto" fits mpl from then on
         self._bk: list[list[float]] = []   # mpl: buckets of LR changes (see `mpl`)
         self._pend = None          # mpl: pending small changes [sum, sum |.|, |.|-weighted
         #                            sums of lr and of s, first lr, first s, count]
@@ -162,6 +164,13 @@ class ForecastDetector(Detector):
             self._p = None
         if lr > self._lrmax:
             self._lrmax = lr
+        if not self._warm:
+            if lr < self._lrlow:
+                self._lrlow = lr
+            elif not self._restart and lr > 2.0 * self._lrlow and lr > 0.1 * self._lrmax:
+                self._restart = True           # the LR came back up after decaying
+                if self.law == "auto":
+                    self._next = min(self._next, step)   # refit now, with mpl
         if lr != prev and self._c_mpl and not (self._warm and lr > prev):
             # after warm-up (whose area stays in S1): small changes of one sign gather in
             # a pending group (a few sums, no log) that joins the buckets every PEND_MAX
@@ -202,8 +211,8 @@ class ForecastDetector(Detector):
             self._flush()
         self._next = max(step * self.refit_ratio, step + self.refit_min)
         upto = step - max(self.holdout * step, self.holdout_min)
-        law = self.law if self.law != "auto" else (self.lr_law if self._lr is not None
-                                                    else self.default_law)
+        law = self.law if self.law != "auto" else (
+            self.default_law if self._lr is None else "mpl" if self._restart else self.lr_law)
         aux = mpl.arrays(self._bk) if law == "mpl" else None
         a = np.array(self._bins, dtype=float)
         fit_rows = a[:, 5] <= upto
@@ -237,6 +246,8 @@ class ForecastDetector(Detector):
             scale = resid_sd
         if self._p is not None and law == self._law:
             self._prev = self._p
+        elif law != self._law:
+            self._prev = None                  # another law's parameters: no fit-to-fit term
         self._p, self._cov, self._misfit = p, cov, misfit
         self._law = law
         self._mc = None

@@ -4,7 +4,8 @@
 
 The ``forecast detector, lr ...`` subjects send a learning rate too (a cosine over the
 run with 200 warm-up steps, the loss from Tissue et al.'s law over it), once per
-schedule-aware law (``schedule``, ``mpl``).
+schedule-aware law (``schedule``, ``mpl``) and for ``auto`` (which fits ``schedule``
+here, no restart, but keeps the multi-power buckets in case of one).
 
 One seeded synthetic run per subject (losses precomputed). Each call is timed with
 ``perf_counter_ns`` (its median is the steady state: preemption by the neighbours of a
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
                 for name in ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump",
                              "nonfinite", "overfit")}
     subjects["RunMonitor.update_loss (all detectors)"] = lambda: RunMonitor("pretraining").update_loss
-    for law in ("schedule", "mpl"):
+    for law in ("schedule", "mpl", "auto"):
         subjects[f"forecast detector, lr cosine, law={law}"] = (lambda law=law: (_lr_run(law), True))
     if a.only:
         keep = a.only.split(",")

@@ -1,5 +1,6 @@
 """The two schedule-aware laws side by side: ``law="schedule"`` (Tissue et al. 2024) and
-``law="mpl"`` (Luo et al. 2025), on synthetic curves with lr sent.
+``law="mpl"`` (Luo et al. 2025), and ``law="auto"`` (``schedule``, ``mpl`` once the LR
+has come back up: a warm restart), on synthetic curves with lr sent.
 
     .venv/bin/python tests/bench/schedule_laws.py [--seeds 5] [--n 12000]
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import lr_curves as lc  # noqa: E402
 from wtwin.daemon.detectors.forecast import ForecastDetector  # noqa: E402
 
-LAWS = ("schedule", "mpl")
+LAWS = ("schedule", "mpl", "auto")
 
 
 def run(law, eta, clean, y, onset=None):
