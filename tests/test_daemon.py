@@ -1,5 +1,7 @@
 """wtwind end to end: malformed input, metrics, alerts back to the trainer, lifecycle."""
 
+import json
+import math
 import signal
 import threading
 
@@ -94,6 +96,32 @@ class TestAlerts:
         counted = {dict(labels)["kind"] for (name, labels), v in fired.items()
                    if name == "wtwind_alerts_total" and v >= 1}
         assert {a["kind"] for a in got} <= counted
+
+    def test_a_resumed_run_is_not_an_alert(self, daemon):
+        """A trainer crashes at step 3000 and its successor resumes from the step-2000
+        checkpoint (a new emitter, cosine lr): the replayed steps page nothing, and the
+        run page gets the resume as an info marker."""
+        def lr(t):
+            return 1e-3 * min(1.0, t / 200) * (0.5 + 0.5 * math.cos(math.pi * t / 6000))
+
+        def loss(t):
+            return 2.0 + 5.0 / t ** 0.5 + 0.01 * ((t * 7919) % 13 - 6) / 6
+
+        with connect(daemon.ipc, run="resumed") as first:
+            for t in range(1, 3001):
+                first.loss(t, loss(t), lr=lr(t))
+        with connect(daemon.ipc, run="resumed") as second:
+            for t in range(2001, 6001):
+                second.loss(t, loss(t), lr=lr(t))
+        def page():
+            status, body = http_get(daemon.url + "/api/runs/resumed")
+            doc = json.loads(body) if status == 200 else {}
+            return doc if doc.get("step") == 6000 else None
+
+        markers = wait_for(page, timeout=30, what="the resumed run at step 6000")["markers"]
+        assert [m for m in markers if m["severity"] != "info"] == []
+        (m,) = [m for m in markers if m["kind"] == "resume_jump" and m["status"] == "firing"]
+        assert m["step"] == 2001 and "rewound to step" in m["message"]
 
     def test_nonfinite_loss_is_critical_at_once(self, daemon):
         with connect(daemon.ipc, run="nan") as emit:
