@@ -196,6 +196,44 @@ class TestCompanions:
         assert st.alert and st.findings[0].kind == "nonfinite" and st.findings[0].step == 101
 
 
+class TestGaps:
+    """One point after a gap in a dense stream (a pause, a resume's rewind) must not
+    replace a level or a noise scale on its own; a sparse log keeps its weights."""
+
+    def test_gap_counts_as_at_most_four_usual_gaps(self):
+        from wtwin.daemon.detectors.base import GAP, decay, gap_decay
+        assert gap_decay(1000, 1.0, 100) == decay(GAP, 100)
+        assert gap_decay(500, 500.0, 100) == decay(500, 100)   # a sparse log: unchanged
+        assert gap_decay(1, 1.0, 100) == decay(1, 100)
+
+    def test_rise_level_after_a_gap(self):
+        det = REGISTRY["rise"]()
+        for t, v in curve(5000):
+            det.update(t, v)
+        before = det._level
+        det.update(6000, before + 0.1)            # 2 sd above, after a 1000-step gap
+        assert 0 < det._level - before < 0.004    # the weight of 4 steps, not of 1000
+
+    def test_spike_scale_after_a_gap(self):
+        det = SpikeDetector()
+        for t, v in curve(5000):
+            det.update(t, v)
+        scale = det._scale
+        det.update(6000, det._level)              # a change of 0: the scale must not collapse
+        assert det._scale > 0.9 * scale
+
+    def test_plateau_no_slope_across_a_gap(self):
+        det = PlateauDetector()
+        for t, v in curve(6000):
+            det.update(t, v)
+        det.update(9000, 2.6 + 9.0 * 9000 ** -0.35)
+        lo, hi = det._hole
+        assert lo == pytest.approx(math.log(6001)) and hi == pytest.approx(math.log(9001 * 1.3))
+        for t, v in curve(20000, start=9001):
+            assert not det.update(t, v).active
+        assert not any(lo < u < hi for u, _, _ in det._slopes)
+
+
 class TestMonitor:
     def test_snapshot_half_restore_identical(self):
         """Half a run, snapshot through msgpack, restore in a new monitor: same states."""

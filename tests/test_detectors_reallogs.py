@@ -50,3 +50,29 @@ def test_anomalous_logs_caught(name):
     elif "diverged" in name:
         kinds = {k for _, k in found}
         assert "plateau" in kinds and "divergence" in kinds
+
+
+# The cases that paged before the detectors handled gaps (docs/DETECTION.md, "Resumes"):
+# a noisy modded-nanogpt run (rise: one point after the rewind's gap became the level),
+# a 1B run (spike: the noise scale collapsed onto one point), and the two BERT runs
+# (plateau: a slope straddling the gap became the slowdown rule's reference).
+RESUMES = [("mng__2024-06-06_AdamW_baseline_f66d43d7.csv", 6427, 5052),
+           ("mng__2024-10-20_ScaleUp1B_c0078066.csv", 11132, 9954),
+           ("mlperf07__bert_dgxa100_result6_success.csv", 7732, 5930),
+           ("mlperf07__bert_dgx1_result0_success.csv", 8108, 5010)]
+
+
+@pytest.mark.parametrize("name,crash,resume", RESUMES)
+def test_clean_log_resumed_from_a_checkpoint_raises_no_page(name, crash, resume):
+    """The run crashes at ``crash`` and resumes from its checkpoint at ``resume``,
+    replaying the losses it had: no warning or critical alert, one resume_jump."""
+    pts = [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
+           if kind == "loss" and math.isfinite(v)]
+    replay = [p for p in pts if p[0] <= crash] + [p for p in pts if p[0] >= resume]
+    mon, out, resumes = RunMonitor("pretraining"), [], 0
+    for s, v in replay:
+        for f in mon.update_loss(s, v).findings:
+            resumes += f.kind == "resume_jump" and f.active
+            if f.active and f.severity in PAGE:
+                out.append((f.step, f.kind))
+    assert out == [] and resumes == 1

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .base import Detector, check, decay, fraction, positive, register
+from .base import GAP, Detector, check, decay, fraction, positive, register
 
 _GRID = 0.05     # ln-step spacing of the slope ring
 
@@ -92,6 +92,7 @@ class PlateauDetector(Detector):
         self._best = math.inf
         self._n = 0
         self._ring = []        # [step, level, l_pred] every window/8 steps, 9 at most
+        self._dt = 1.0         # EWMA of the gap between points in the line (steps)
         self._reset_slope()
 
     def _reset_slope(self) -> None:
@@ -102,6 +103,8 @@ class PlateauDetector(Detector):
         self._slopes = []        # [ln step, slope, se] every _GRID, slow_span intervals back
         self._armed = None       # [slope, se] of the reference, when armed
         self._slow = False
+        self._hole = None        # [ln step before, ln step after] a gap: slopes straddling
+        #                          it are not kept, nor is a reference taken from inside it
 
     def update(self, step: int, loss: float, l_pred: float | None = None,
                deviating: bool = False) -> PlateauState:
@@ -139,6 +142,11 @@ class PlateauDetector(Detector):
         W, Wu, Wuu, Wy, Wuy, V, Vu, Vuu = self._sums
         g = 1.0
         if self._u is not None:   # re-centre on u (older points get u' = u_old - u), then decay
+            gap = t - self._t
+            if gap > GAP * self._dt:   # a pause or a resume's rewind: the slopes straddle it
+                # until the points before it weigh a quarter (two half-lives of the weights)
+                self._hole = [self._u, math.log(t * (1.0 + 2.0 * self.slow_halflife))]
+            self._dt += 0.05 * (gap - self._dt)
             d = u - self._u
             g = 0.5 ** ((t - self._t) / (self.slow_halflife * t))
             g2 = g * g
@@ -158,7 +166,9 @@ class PlateauDetector(Detector):
         self._sums = [W + 1.0, Wu, Wuu, Wy + loss, Wuy, V + 1.0, Vu, Vuu]
         W, Wy = W + 1.0, Wy + loss
         V += 1.0
-        if step < self.slow_warmup or W < self.slow_points or self._noise <= 0.0:
+        hole = self._hole
+        if step < self.slow_warmup or W < self.slow_points or self._noise <= 0.0 or (
+                hole is not None and u < hole[1]):
             return -math.inf
         sxx = Wuu - Wu * Wu / W
         if sxx <= 0.0:
@@ -186,6 +196,9 @@ class PlateauDetector(Detector):
         self._armed = None
         if u - ring[0][0] < 0.98 * span:
             return
+        hole = self._hole
+        if hole is not None and hole[0] < u - lr < hole[1]:
+            return                # the reference would be a slope from before a gap
         flat = None               # the least steep slope so far, oldest first
         for e in ring:
             if u - e[0] < lr:

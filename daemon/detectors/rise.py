@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .base import Detector, check, decay, positive, register
+from .base import Detector, check, decay, gap_decay, positive, register
 
 
 class RiseState(NamedTuple):
@@ -82,6 +82,7 @@ class RiseDetector(Detector):
             return RiseState(step, False, 0.0, loss, self._best)
         dt = step - self._last
         self._last = step
+        usual = self._dt
         self._dt += 0.05 * (dt - self._dt)
         d = abs(loss - self._prev)             # one-step change: trend-free noise
         self._prev = loss
@@ -96,14 +97,14 @@ class RiseDetector(Detector):
                 h = self.noise_halflife
             elif h < 1.0:      # steps resumed before the first one: no negative half-life
                 h = 1.0
-            g = self._c_noise if (dt == 1 and h == self.noise_halflife) else decay(dt, h)
+            g = self._c_noise if (dt == 1 and h == self.noise_halflife) else gap_decay(dt, usual, h)
             noise = self._noise = g * noise + (1 - g) * d if noise > 0 else d
         sd = 0.8862 * noise                      # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
         r = loss - self._level
         c = self.clip * sd
         if sd > 0 and r > c:                     # upward outliers (spikes) are clipped
             r = c
-        g = self._c_level if dt == 1 else decay(dt, self.halflife)
+        g = self._c_level if dt == 1 else gap_decay(dt, usual, self.halflife)
         level = self._level = self._level + (1 - g) * r
         if step - self._first < self.warmup or noise <= 0:
             return RiseState(step, False, 0.0, level, self._best)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .base import Detector, check, decay, positive, register
+from .base import Detector, check, gap_decay, positive, register
 
 
 class SpikeState(NamedTuple):
@@ -60,6 +60,7 @@ class SpikeDetector(Detector):
         self._height = 0.0
         self._later = 0          # points seen since it opened
         self._sustained = False
+        self._dt = 1.0           # EWMA of the gap between points (steps)
 
     def update(self, step: int, loss: float) -> SpikeState:
         if not math.isfinite(loss):
@@ -69,6 +70,8 @@ class SpikeDetector(Detector):
             return SpikeState(step, 0.0, False, None)
         dt = max(step - self._last, 1)
         self._last = step
+        usual = self._dt
+        self._dt += 0.05 * (dt - usual)
         sc = max(self._scale, 1e-12)
         z = (loss - self._level) / sc
         if self._open is not None:
@@ -76,7 +79,7 @@ class SpikeDetector(Detector):
         if z >= self.z and step - self._first >= self.warmup and self._scale > 0:
             self._open, self._height, self._later = step, loss - self._level, 0
             return SpikeState(step, z, False, None, step, self._height)
-        self._learn(loss, dt, z)
+        self._learn(loss, dt, z, usual)
         return SpikeState(step, z, False, None)
 
     def _follow(self, step: int, loss: float, z: float) -> SpikeState:
@@ -85,7 +88,7 @@ class SpikeDetector(Detector):
         if z < self.recover_z:
             sustained = self._sustained
             self._open, self._later, self._sustained = None, 0, False
-            self._learn(loss, 1.0, z)
+            self._learn(loss, 1.0, z, 1.0)
             if not sustained and step - since <= self.recover:
                 return SpikeState(step, z, False, "info", since, height)
             return SpikeState(step, z, False, None, since, height)
@@ -95,12 +98,12 @@ class SpikeDetector(Detector):
             return SpikeState(step, z, True, "warning", since, height)
         return SpikeState(step, z, False, None, since, height)
 
-    def _learn(self, loss: float, dt: float, z: float) -> None:
+    def _learn(self, loss: float, dt: float, z: float, usual: float) -> None:
         d = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
-        g = self._c_scale if dt == 1 else decay(dt, self.scale_halflife)
+        g = self._c_scale if dt == 1 else gap_decay(dt, usual, self.scale_halflife)
         cap = 4 * self._scale + 1e-12
         self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
-        g = self._c_level if dt == 1 else decay(dt, self.level_halflife)
+        g = self._c_level if dt == 1 else gap_decay(dt, usual, self.level_halflife)
         self._level = g * self._level + (1 - g) * loss

@@ -229,6 +229,31 @@ def bench_log(args):
     return out
 
 
+def bench_resumes(args):
+    """Benign resumes: the clean run crashes at a point drawn in [40%, 90%] of its steps and
+    resumes from a checkpoint 1-25% of its steps earlier, replaying them with the losses
+    they had (as a resumed trainer does). Any warning/critical alert from the crash on is
+    a false alarm."""
+    name, seeds, salt = args
+    steps, x = loss_points(read_log(DATA / name))
+    fin = np.isfinite(x)
+    steps, x = steps[fin], x[fin]
+    span = steps[-1] - steps[0]
+    rng = np.random.default_rng(sum(map(ord, name)) + 7_000_003 * (salt + 1))
+    out = []
+    for s in range(seeds):
+        crash = int(np.searchsorted(steps, steps[0] + rng.uniform(0.4, 0.9) * span))
+        back = int(np.searchsorted(steps, steps[crash] - rng.uniform(0.01, 0.25) * span))
+        back = min(max(back, 1), crash)
+        mon = RunMonitor("pretraining")
+        for i in range(crash + 1):
+            mon.update_loss(int(steps[i]), float(x[i]))
+        hit, kind = first_page(mon, steps, x, back)
+        out.append({"log": name, "seed": s, "crash": int(steps[crash]), "resume": int(steps[back]),
+                    "page": hit, "kind": kind})
+    return out
+
+
 def tune(clean_names) -> tuple[dict, dict]:
     """Per baseline: the smallest threshold with no alarm on any clean real log."""
     thr, where = {}, {}
@@ -289,6 +314,7 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--logs", type=int, default=0, help="only the first N clean logs (quick runs)")
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated injected kinds")
+    ap.add_argument("--no-resumes", action="store_true", help="skip the benign-resume runs")
     ap.add_argument("--salt", type=int, default=0,
                     help="draw other onsets (0: the in-sample cases; e.g. 1: held-out ones)")
     a = ap.parse_args(argv)
@@ -306,14 +332,24 @@ def main(argv=None):
     with mp.Pool(min(a.workers, 2)) as pool:
         recs = [r for rs in pool.imap_unordered(bench_log, [(n, a.seeds, thr, a.kinds.split(","), a.salt) for n in clean_train])
                 for r in rs]
+        resumes = [] if a.no_resumes else [
+            r for rs in pool.imap_unordered(bench_resumes, [(n, a.seeds, a.salt) for n in clean_train])
+            for r in rs]
     methods = ("ours",) + BASELINES
     table = summarize(recs, methods)
     clean_steps = sum(r["steps"] for r in A if r["label"] != "anomalous")
     fa = sum(r["n_pages"] for r in A if r["label"] != "anomalous")
     report(A, table, recs, thr, where, fa, clean_steps, time.time() - t0, a)
+    if resumes:
+        paged = sorted((r for r in resumes if r["page"] is not None), key=lambda r: r["log"])
+        print(f"\nBenign resumes (a crash at 40-90% of a clean run, resumed 1-25% of it earlier): "
+              f"{len(paged)} of {len(resumes)} paged" + "".join(
+                  f"\n  {r['log'][:50]}: crash {r['crash']}, resume {r['resume']}: {r['kind']} at {r['page']}"
+                  for r in paged))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({"real": A, "injected": recs, "table": table,
-                                                    "thresholds": thr}, indent=1, default=str))
+                                                    "thresholds": thr, "resumes": resumes},
+                                                   indent=1, default=str))
     return 0
 
 
