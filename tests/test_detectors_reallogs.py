@@ -76,3 +76,22 @@ def test_clean_log_resumed_from_a_checkpoint_raises_no_page(name, crash, resume)
             if f.active and f.severity in PAGE:
                 out.append((f.step, f.kind))
     assert out == [] and resumes == 1
+
+
+# Stretches that never arrived (a logging pause, an emitter's drops), cases of the
+# harness's "benign gaps" that paged before the gap handling.
+GAPS = [("mng__2024-06-06_AdamW_baseline_f66d43d7.csv", 2949, 3787),      # was drift
+        ("mng__2024-10-29_Optimizers_Adam_95a9fd44.csv", 2103, 3128),     # was spike
+        ("mlperf07__bert_dgxa100_result6_success.csv", 4170, 4338),       # was plateau
+        ("mlperf07__gnmt_dgx1_result0.csv", 2408, 4166)]                  # was drift
+
+
+@pytest.mark.parametrize("name,start,end", GAPS)
+def test_clean_log_with_a_gap_raises_no_page(name, start, end):
+    pts = [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
+           if kind == "loss" and math.isfinite(v) and not start <= s < end]
+    mon, out = RunMonitor("pretraining"), []
+    for s, v in pts:
+        out += [(f.step, f.kind) for f in mon.update_loss(s, v).findings
+                if f.active and f.severity in PAGE]
+    assert out == []

@@ -229,11 +229,15 @@ def bench_log(args):
     return out
 
 
-def bench_resumes(args):
-    """Benign resumes: the clean run crashes at a point drawn in [40%, 90%] of its steps and
-    resumes from a checkpoint 1-25% of its steps earlier, replaying them with the losses
-    they had (as a resumed trainer does). Any warning/critical alert from the crash on is
-    a false alarm."""
+def bench_benign(args):
+    """Benign disturbances of each clean run, ``seeds`` of each; any warning/critical alert
+    from the disturbance on is a false alarm.
+
+    - ``resume``: the run crashes at a step drawn in [40%, 90%] of its steps and resumes
+      from a checkpoint 1-25% of its steps earlier, replaying the losses it had (as a
+      resumed trainer does);
+    - ``gap``: a stretch of 1-25% of its steps, starting in [30%, 80%], never arrives (a
+      logging pause, an emitter's drops)."""
     name, seeds, salt = args
     steps, x = loss_points(read_log(DATA / name))
     fin = np.isfinite(x)
@@ -249,8 +253,18 @@ def bench_resumes(args):
         for i in range(crash + 1):
             mon.update_loss(int(steps[i]), float(x[i]))
         hit, kind = first_page(mon, steps, x, back)
-        out.append({"log": name, "seed": s, "crash": int(steps[crash]), "resume": int(steps[back]),
-                    "page": hit, "kind": kind})
+        out.append({"log": name, "scenario": "resume", "seed": s, "at": int(steps[crash]),
+                    "to": int(steps[back]), "page": hit, "kind": kind})
+    for s in range(seeds):
+        a = int(np.searchsorted(steps, steps[0] + rng.uniform(0.3, 0.8) * span))
+        b = int(np.searchsorted(steps, steps[a] + rng.uniform(0.01, 0.25) * span))
+        keep = np.r_[0:a, b:len(x)]
+        mon = RunMonitor("pretraining")
+        for i in keep[keep < a]:
+            mon.update_loss(int(steps[i]), float(x[i]))
+        hit, kind = first_page(mon, steps, x, b) if b < len(x) else (None, None)
+        out.append({"log": name, "scenario": "gap", "seed": s, "at": int(steps[a]),
+                    "to": int(steps[min(b, len(x) - 1)]), "page": hit, "kind": kind})
     return out
 
 
@@ -314,7 +328,7 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--logs", type=int, default=0, help="only the first N clean logs (quick runs)")
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated injected kinds")
-    ap.add_argument("--no-resumes", action="store_true", help="skip the benign-resume runs")
+    ap.add_argument("--no-benign", action="store_true", help="skip the benign resumes and gaps")
     ap.add_argument("--salt", type=int, default=0,
                     help="draw other onsets (0: the in-sample cases; e.g. 1: held-out ones)")
     a = ap.parse_args(argv)
@@ -332,23 +346,26 @@ def main(argv=None):
     with mp.Pool(min(a.workers, 2)) as pool:
         recs = [r for rs in pool.imap_unordered(bench_log, [(n, a.seeds, thr, a.kinds.split(","), a.salt) for n in clean_train])
                 for r in rs]
-        resumes = [] if a.no_resumes else [
-            r for rs in pool.imap_unordered(bench_resumes, [(n, a.seeds, a.salt) for n in clean_train])
+        benign = [] if a.no_benign else [
+            r for rs in pool.imap_unordered(bench_benign, [(n, a.seeds, a.salt) for n in clean_train])
             for r in rs]
     methods = ("ours",) + BASELINES
     table = summarize(recs, methods)
     clean_steps = sum(r["steps"] for r in A if r["label"] != "anomalous")
     fa = sum(r["n_pages"] for r in A if r["label"] != "anomalous")
     report(A, table, recs, thr, where, fa, clean_steps, time.time() - t0, a)
-    if resumes:
-        paged = sorted((r for r in resumes if r["page"] is not None), key=lambda r: r["log"])
-        print(f"\nBenign resumes (a crash at 40-90% of a clean run, resumed 1-25% of it earlier): "
-              f"{len(paged)} of {len(resumes)} paged" + "".join(
-                  f"\n  {r['log'][:50]}: crash {r['crash']}, resume {r['resume']}: {r['kind']} at {r['page']}"
-                  for r in paged))
+    what = {"resume": "a crash at 40-90% of a clean run, resumed 1-25% of it earlier",
+            "gap": "1-25% of a clean run, from 30-80% of it, never arrives"}
+    for scenario, words in what.items():
+        rs = [r for r in benign if r["scenario"] == scenario]
+        if not rs:
+            continue
+        paged = sorted((r for r in rs if r["page"] is not None), key=lambda r: r["log"])
+        print(f"\nBenign {scenario}s ({words}): {len(paged)} of {len(rs)} paged" + "".join(
+            f"\n  {r['log'][:50]}: {r['at']} -> {r['to']}: {r['kind']} at {r['page']}" for r in paged))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps({"real": A, "injected": recs, "table": table,
-                                                    "thresholds": thr, "resumes": resumes},
+                                                    "thresholds": thr, "benign": benign},
                                                    indent=1, default=str))
     return 0
 
