@@ -95,3 +95,17 @@ def test_clean_log_with_a_gap_raises_no_page(name, start, end):
         out += [(f.step, f.kind) for f in mon.update_loss(s, v).findings
                 if f.active and f.severity in PAGE]
     assert out == []
+
+
+def test_clean_log_that_becomes_denser_raises_no_page():
+    """Every 10th point for the first half, then every point (a log_every changed
+    mid-run): `rise`'s best, set while its level was noisier, starts again."""
+    name = "mlperf07__maskrcnn_dgxa100_result0.csv"
+    pts = [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
+           if kind == "loss" and math.isfinite(v)]
+    half = len(pts) // 2
+    mon, out = RunMonitor("pretraining"), []
+    for s, v in pts[:half:10] + pts[half:]:
+        out += [(f.step, f.kind) for f in mon.update_loss(s, v).findings
+                if f.active and f.severity in PAGE]
+    assert out == []

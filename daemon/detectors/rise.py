@@ -65,6 +65,7 @@ class RiseDetector(Detector):
         self._level = None
         self._noise = 0.0
         self._best = math.inf
+        self._best_w = 0.0        # the level's noise factor when the best was set
         self._first = None
         self._last = None
         self._since = None
@@ -108,13 +109,17 @@ class RiseDetector(Detector):
         level = self._level = self._level + (1 - g) * r
         if step - self._first < self.warmup or noise <= 0:
             return RiseState(step, False, 0.0, level, self._best)
-        best = self._best
-        if level < best:
-            best = self._best = level
         if self._dt != self._c_dt:               # EWMA weight per point, for the mean gap
             a = 1.0 - decay(self._dt, self.halflife)
             self._c_dt, self._c_w = self._dt, max(1.0, self.level_z * math.sqrt(a / (2 - a)))
-        score = (level - best) / (sd * self._c_w)
+        w = self._c_w
+        best = self._best
+        # a log that became denser (the level's noise factor fell by a third): a best set
+        # while the level was noisier is biased low by that noise, so it starts again
+        if level < best or w < 0.67 * self._best_w:
+            best = self._best = level
+            self._best_w = w
+        score = (level - best) / (sd * w)
         jump = (loss - best) / sd
         S = self._S + (jump if jump < self.jump_clip else self.jump_clip) - self.jump_k
         S = self._S = S if S > 0.0 else 0.0
