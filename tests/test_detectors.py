@@ -222,6 +222,17 @@ class TestGaps:
         det.update(6000, det._level)              # a change of 0: the scale must not collapse
         assert det._scale > 0.9 * scale
 
+    def test_forecast_noise_after_a_gap(self):
+        """The forecast's residual noise survives a 10,000-step gap (it fell 400x on one
+        residual before: a band too narrow, and every later residual many noise units)."""
+        rng = random.Random(5)
+        det = ForecastDetector()
+        for t in list(range(1, 60001)) + [70000]:
+            det.update(t, 2.6 + 9.0 * t ** -0.35 + rng.gauss(0, 0.05))
+            if t == 60000:
+                before = det._noise
+        assert det._noise > 0.9 * before
+
     def test_plateau_no_slope_across_a_gap(self):
         det = PlateauDetector()
         for t, v in curve(6000):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .base import Detector, check, decay, positive, register
+from .base import Detector, check, gap_decay, positive, register
 
 
 class DivergenceState(NamedTuple):
@@ -50,6 +50,7 @@ class DivergenceDetector(Detector):
         self._last = None
         self._since = None     # step at which the level went over the margin
         self._points = 0
+        self._dt = 1.0         # EWMA of the gap between points (steps)
 
     def update(self, step: int, loss: float) -> DivergenceState:
         if not math.isfinite(loss):
@@ -60,12 +61,15 @@ class DivergenceDetector(Detector):
             return DivergenceState(step, False, loss, self._best, 0.0)
         dt = step - self._last
         self._last = step
+        usual = self._dt
+        if dt > 0:
+            self._dt += 0.05 * (dt - usual)
         level, scale = self._level, self._scale
         d = abs(loss - level)
-        g = self._c_scale if dt <= 1 else decay(dt, self.scale_halflife)
+        g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self.scale_halflife)
         cap = 4 * scale if scale > 0 else d
         scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
-        g = self._c_level if dt <= 1 else decay(dt, self.halflife)
+        g = self._c_level if dt <= 1 else gap_decay(dt, usual, self.halflife)
         level = self._level = g * level + (1 - g) * loss
         if step - self._first < self.warmup:
             return DivergenceState(step, False, level, self._best, 0.0)

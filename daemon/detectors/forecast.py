@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import laws, mpl
-from .base import Detector, check, fraction, positive, register
+from .base import Detector, check, fraction, gap_decay, positive, register
 
 
 class ForecastState(NamedTuple):
@@ -98,6 +98,7 @@ class ForecastDetector(Detector):
         self._bins: list[list[float]] = []
         self._edge = 0.0           # step + 1 at which the current bin ends
         self._last = None          # last step seen
+        self._dt = 1.0             # EWMA of the gap between points (steps)
         self._s1 = 0.0             # summed learning rate
         self._s2 = 0.0             # annealing area
         self._mom = 0.0            # annealing momentum
@@ -265,6 +266,9 @@ class ForecastDetector(Detector):
             self._schedule(step, lr)
         dt = 1.0 if last is None else step - last
         self._last = step
+        usual = self._dt
+        if dt > 0:
+            self._dt += 0.05 * (dt - usual)
         x = (step + 1.0, 0.0) if self._lr is None else (self._s1 + 1e-12, self._s2)
         p = self._p
         if p is None:
@@ -292,11 +296,11 @@ class ForecastDetector(Detector):
         zc = c if z > c else (-c if z < -c else z)
         S = self._S + zc - self.allowance
         S = self._S = S if S > 0.0 else 0.0
-        D = self._D = self._D + (1.0 - (self._c_d if dt == 1.0 else 0.5 ** (dt / self.d_halflife))) * (zc - self._D)
+        D = self._D = self._D + (1.0 - (self._c_d if dt == 1.0 else gap_decay(dt, usual, self.d_halflife))) * (zc - self._D)
         building = S > self.freeze * self.threshold
         if not building:
             self._since = None
-            g = self._c_noise if dt == 1.0 else 0.5 ** (dt / self.noise_halflife)
+            g = self._c_noise if dt == 1.0 else gap_decay(dt, usual, self.noise_halflife)
             ar = r if r >= 0.0 else -r
             self._noise = g * self._noise + (1.0 - g) * (ar if ar < c * sw else c * sw)
         elif self._since is None:

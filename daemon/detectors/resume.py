@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .base import Detector, decay, positive, register
+from .base import Detector, gap_decay, positive, register
 
 
 class ResumeState(NamedTuple):
@@ -41,6 +41,7 @@ class ResumeDetector(Detector):
         self._last_step = None
         self._last_loss = None
         self._scale = 0.0
+        self._dt = 1.0             # EWMA of the gap between points (steps)
 
     @property
     def last_step(self) -> int | None:
@@ -55,7 +56,9 @@ class ResumeDetector(Detector):
         if math.isfinite(loss):
             if prev is not None:
                 dt = step - prev_step
-                g = self._c_scale if dt <= 1 else decay(dt, self.scale_halflife)
+                usual = self._dt
+                self._dt += 0.05 * (dt - usual)
+                g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self.scale_halflife)
                 d = abs(loss - prev)
                 scale = self._scale
                 cap = 4 * scale if scale > 0 else d

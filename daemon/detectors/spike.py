@@ -79,7 +79,7 @@ class SpikeDetector(Detector):
         if z >= self.z and step - self._first >= self.warmup and self._scale > 0:
             self._open, self._height, self._later = step, loss - self._level, 0
             return SpikeState(step, z, False, None, step, self._height)
-        self._learn(loss, dt, z, usual)
+        self._learn(loss, dt, usual)
         return SpikeState(step, z, False, None)
 
     def _follow(self, step: int, loss: float, z: float) -> SpikeState:
@@ -88,7 +88,7 @@ class SpikeDetector(Detector):
         if z < self.recover_z:
             sustained = self._sustained
             self._open, self._later, self._sustained = None, 0, False
-            self._learn(loss, 1.0, z, 1.0)
+            self._learn(loss, 1.0, 1.0)
             if not sustained and step - since <= self.recover:
                 return SpikeState(step, z, False, "info", since, height)
             return SpikeState(step, z, False, None, since, height)
@@ -98,7 +98,7 @@ class SpikeDetector(Detector):
             return SpikeState(step, z, True, "warning", since, height)
         return SpikeState(step, z, False, None, since, height)
 
-    def _learn(self, loss: float, dt: float, z: float, usual: float) -> None:
+    def _learn(self, loss: float, dt: float, usual: float) -> None:
         d = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
