@@ -52,6 +52,23 @@ def test_anomalous_logs_caught(name):
         assert "plateau" in kinds and "divergence" in kinds
 
 
+def train_points(name):
+    """The log's finite train losses, ``[(step, loss), ...]``."""
+    return [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
+            if kind == "loss" and math.isfinite(v)]
+
+
+def replay(points):
+    """Feed ``points`` to a fresh monitor: the pages (step, kind) and the resumes seen."""
+    mon, out, resumes = RunMonitor("pretraining"), [], 0
+    for s, v in points:
+        for f in mon.update_loss(s, v).findings:
+            resumes += f.kind == "resume_jump" and f.active
+            if f.active and f.severity in PAGE:
+                out.append((f.step, f.kind))
+    return out, resumes
+
+
 # The cases that paged before the detectors handled gaps (docs/DETECTION.md, "Resumes"):
 # a noisy modded-nanogpt run (rise: one point after the rewind's gap became the level),
 # a 1B run (spike: the noise scale collapsed onto one point), and the two BERT runs
@@ -66,15 +83,8 @@ RESUMES = [("mng__2024-06-06_AdamW_baseline_f66d43d7.csv", 6427, 5052),
 def test_clean_log_resumed_from_a_checkpoint_raises_no_page(name, crash, resume):
     """The run crashes at ``crash`` and resumes from its checkpoint at ``resume``,
     replaying the losses it had: no warning or critical alert, one resume_jump."""
-    pts = [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
-           if kind == "loss" and math.isfinite(v)]
-    replay = [p for p in pts if p[0] <= crash] + [p for p in pts if p[0] >= resume]
-    mon, out, resumes = RunMonitor("pretraining"), [], 0
-    for s, v in replay:
-        for f in mon.update_loss(s, v).findings:
-            resumes += f.kind == "resume_jump" and f.active
-            if f.active and f.severity in PAGE:
-                out.append((f.step, f.kind))
+    pts = train_points(name)
+    out, resumes = replay([p for p in pts if p[0] <= crash] + [p for p in pts if p[0] >= resume])
     assert out == [] and resumes == 1
 
 
@@ -88,24 +98,14 @@ GAPS = [("mng__2024-06-06_AdamW_baseline_f66d43d7.csv", 2949, 3787),      # was 
 
 @pytest.mark.parametrize("name,start,end", GAPS)
 def test_clean_log_with_a_gap_raises_no_page(name, start, end):
-    pts = [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
-           if kind == "loss" and math.isfinite(v) and not start <= s < end]
-    mon, out = RunMonitor("pretraining"), []
-    for s, v in pts:
-        out += [(f.step, f.kind) for f in mon.update_loss(s, v).findings
-                if f.active and f.severity in PAGE]
+    out, _ = replay([p for p in train_points(name) if not start <= p[0] < end])
     assert out == []
 
 
 def test_clean_log_that_becomes_denser_raises_no_page():
     """Every 10th point for the first half, then every point (a log_every changed
     mid-run): `rise`'s best, set while its level was noisier, starts again."""
-    name = "mlperf07__maskrcnn_dgxa100_result0.csv"
-    pts = [(s, v) for kind, s, v, _ in read_log(DATA / name).events()
-           if kind == "loss" and math.isfinite(v)]
+    pts = train_points("mlperf07__maskrcnn_dgxa100_result0.csv")
     half = len(pts) // 2
-    mon, out = RunMonitor("pretraining"), []
-    for s, v in pts[:half:10] + pts[half:]:
-        out += [(f.step, f.kind) for f in mon.update_loss(s, v).findings
-                if f.active and f.severity in PAGE]
+    out, _ = replay(pts[:half:10] + pts[half:])
     assert out == []

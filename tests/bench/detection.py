@@ -229,6 +229,14 @@ def bench_log(args):
     return out
 
 
+def _fed(steps, x, idx) -> RunMonitor:
+    """A fresh monitor fed the points at ``idx``."""
+    mon = RunMonitor("pretraining")
+    for i in idx:
+        mon.update_loss(int(steps[i]), float(x[i]))
+    return mon
+
+
 def bench_benign(args):
     """Benign disturbances of each clean run, ``seeds`` of each; any warning/critical alert
     from the disturbance on is a false alarm.
@@ -249,20 +257,13 @@ def bench_benign(args):
         crash = int(np.searchsorted(steps, steps[0] + rng.uniform(0.4, 0.9) * span))
         back = int(np.searchsorted(steps, steps[crash] - rng.uniform(0.01, 0.25) * span))
         back = min(max(back, 1), crash)
-        mon = RunMonitor("pretraining")
-        for i in range(crash + 1):
-            mon.update_loss(int(steps[i]), float(x[i]))
-        hit, kind = first_page(mon, steps, x, back)
+        hit, kind = first_page(_fed(steps, x, range(crash + 1)), steps, x, back)
         out.append({"log": name, "scenario": "resume", "seed": s, "at": int(steps[crash]),
                     "to": int(steps[back]), "page": hit, "kind": kind})
     for s in range(seeds):
         a = int(np.searchsorted(steps, steps[0] + rng.uniform(0.3, 0.8) * span))
         b = int(np.searchsorted(steps, steps[a] + rng.uniform(0.01, 0.25) * span))
-        keep = np.r_[0:a, b:len(x)]
-        mon = RunMonitor("pretraining")
-        for i in keep[keep < a]:
-            mon.update_loss(int(steps[i]), float(x[i]))
-        hit, kind = first_page(mon, steps, x, b) if b < len(x) else (None, None)
+        hit, kind = first_page(_fed(steps, x, range(a)), steps, x, b) if b < len(x) else (None, None)
         out.append({"log": name, "scenario": "gap", "seed": s, "at": int(steps[a]),
                     "to": int(steps[min(b, len(x) - 1)]), "page": hit, "kind": kind})
     return out
