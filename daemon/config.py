@@ -69,7 +69,7 @@ class DetectionConfig:
     cooldown_s: float = 60.0
 
     def __post_init__(self) -> None:
-        from .detectors import PRESETS
+        from wtwin.detect import PRESETS
 
         _require(self.preset in PRESETS, f"preset: {self.preset!r} is not one of {PRESETS}")
         _require(self.stall_after_s > 0, "stall_after_s: must be > 0 seconds")

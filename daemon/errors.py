@@ -1,7 +1,4 @@
 """The daemon's few exception types."""
 
+from wtwin.detect.errors import ConfigError  # noqa: F401  (one ConfigError for daemon and detectors)
 from wtwin.emitters.wire import WireError  # noqa: F401  (re-exported)
-
-
-class ConfigError(ValueError):
-    """A config value that cannot be used; the message names the dotted key and why."""

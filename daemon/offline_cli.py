@@ -15,7 +15,7 @@ import math
 import random
 import sys
 
-from .detectors import PRESETS, RunMonitor
+from wtwin.detect import PRESETS, RunMonitor
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")

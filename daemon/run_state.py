@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterator
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 
-from .alert_policy import AlertPolicy
-from .detectors import Finding, MonitorState, RunMonitor
+from wtwin.detect.policy import AlertPolicy
+from wtwin.detect import Finding, MonitorState, RunMonitor
 from .series import RunSeries
 
 

@@ -19,7 +19,7 @@ import structlog
 
 from wtwin.emitters import wire
 from wtwin.sinks import api as sinks_api
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.metrics import DeliveryCollector
 from wtwin.sinks.outbox import MemoryOutbox

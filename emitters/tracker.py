@@ -148,8 +148,8 @@ class EmbeddedMonitor:
     def __init__(self, preset: str = "pretraining", *, run: str = "local",
                  cooldown_s: float = 60.0, clock: Callable[[], float] = time.time,
                  **overrides) -> None:
-        from wtwin.daemon import detectors
-        from wtwin.daemon.alert_policy import AlertPolicy
+        from wtwin import detect as detectors
+        from wtwin.detect.policy import AlertPolicy
 
         self.preset = preset
         self.run = run

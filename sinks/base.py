@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from .alert import Alert
+from wtwin.detect.alert import Alert
 from .errors import ConfigError, SinkError
 from .retry import parse_retry_after
 

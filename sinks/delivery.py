@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import structlog
 
-from .alert import Alert
+from wtwin.detect.alert import Alert
 from .base import Sink
 from .outbox import Item, Outbox, Outcome, Row
 from .retry import DISABLE, RETRY, RetryPolicy, classify, describe

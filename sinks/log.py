@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import structlog
 
-from .alert import Alert
+from wtwin.detect.alert import Alert
 from .base import check_name, check_positive
 from .errors import ConfigError
 

@@ -39,7 +39,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, Sequence
 
-from .alert import Alert
+from wtwin.detect.alert import Alert
 
 STATES = ("pending", "delivered", "dead")
 

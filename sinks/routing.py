@@ -30,7 +30,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Sequence
 
-from .alert import KINDS, SEVERITIES, Alert
+from wtwin.detect.alert import KINDS, SEVERITIES, Alert
 from .errors import ConfigError
 
 

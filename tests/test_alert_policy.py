@@ -2,8 +2,8 @@
 
 import pytest
 
-from wtwin.daemon.alert_policy import AlertPolicy
-from wtwin.daemon.detectors import Finding
+from wtwin.detect.policy import AlertPolicy
+from wtwin.detect import Finding
 
 
 def F(kind, active, step, severity="warning"):

@@ -10,10 +10,10 @@ import pytest
 
 import lr_curves
 
-from wtwin.daemon.detectors import REGISTRY, RunMonitor, WTwinMonitor
-from wtwin.daemon.detectors.forecast import ForecastDetector
-from wtwin.daemon.detectors.plateau import PlateauDetector
-from wtwin.daemon.detectors.spike import SpikeDetector
+from wtwin.detect import REGISTRY, RunMonitor, WTwinMonitor
+from wtwin.detect.forecast import ForecastDetector
+from wtwin.detect.plateau import PlateauDetector
+from wtwin.detect.spike import SpikeDetector
 from wtwin.daemon.errors import ConfigError
 
 
@@ -201,7 +201,7 @@ class TestGaps:
     replace a level or a noise scale on its own; a sparse log keeps its weights."""
 
     def test_gap_counts_as_at_most_four_usual_gaps(self):
-        from wtwin.daemon.detectors.base import GAP, decay, gap_decay
+        from wtwin.detect.base import GAP, decay, gap_decay
         assert gap_decay(1000, 1.0, 100) == decay(GAP, 100)
         assert gap_decay(500, 500.0, 100) == decay(500, 100)   # a sparse log: unchanged
         assert gap_decay(1, 1.0, 100) == decay(1, 100)
@@ -274,7 +274,7 @@ class TestMonitor:
 
     def test_seed_compatible_wtwin_monitor(self):
         """WTwinMonitor(preset).update(step, loss) has the seed's fields and catches a drift."""
-        from wtwin.daemon.detectors import WTwinMonitor as W
+        from wtwin.detect import WTwinMonitor as W
         assert W is WTwinMonitor
         mon = WTwinMonitor(preset="pretraining")
         caught = None

@@ -8,7 +8,7 @@ import random
 import msgpack
 import pytest
 
-from wtwin.daemon.detectors import REGISTRY
+from wtwin.detect import REGISTRY
 
 
 def stream(n, seed=0, start=1):

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from wtwin.daemon.detectors import RunMonitor
+from wtwin.detect import RunMonitor
 from wtwin.daemon.logs import read_log
 
 DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real-logs"

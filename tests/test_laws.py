@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from wtwin.daemon.detectors import laws
+from wtwin.detect import laws
 
 CASES = {
     "power": ([2.5, 2.2, 0.4, 1.3], (1500.0, 0.0)),

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import lr_curves as lc
-from wtwin.daemon.detectors import laws, mpl
-from wtwin.daemon.detectors.forecast import ForecastDetector
+from wtwin.detect import laws, mpl
+from wtwin.detect.forecast import ForecastDetector
 from wtwin.daemon.errors import ConfigError
 
 N = 12000

@@ -12,8 +12,8 @@ import pytest
 
 import lr_curves
 
-from wtwin.daemon.detectors import RunMonitor
-from wtwin.daemon.detectors import rewind
+from wtwin.detect import RunMonitor
+from wtwin.detect import rewind
 
 N, CRASH, CHECKPOINT = 12000, 7000, 5000
 RESUMED = list(range(1, CRASH + 1)) + list(range(CHECKPOINT + 1, N + 1))

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.log import LogConfig, LogSink

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.outbox import MemoryOutbox, Outcome
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.routing import RouteConfig, Router
 

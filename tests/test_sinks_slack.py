@@ -8,7 +8,7 @@ import time
 import pytest
 from structlog.testing import capture_logs
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.outbox import MemoryOutbox

@@ -10,7 +10,7 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.outbox import MemoryOutbox

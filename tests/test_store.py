@@ -18,7 +18,7 @@ from wtwin.daemon.store import codec
 from wtwin.daemon.store.db import SCHEMA_VERSION, open_db
 from wtwin.daemon.store.outbox import SqliteOutbox
 from wtwin.daemon.store.writer import Writer
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 
 
 def digest(path) -> str:

@@ -11,7 +11,7 @@ from wtwin.daemon.spectral.health import SpectralWatch
 from wtwin.daemon.spectral.result import LayerResult
 from wtwin.daemon.web.analyze import AnalyzeError, analyze_file, display_name
 from wtwin.daemon.web.views import safe_config, scrub, spectral_view
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 
 
 def feed(s, n, start=0):

@@ -17,7 +17,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from wtwin.emitters import wire
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 
 from ..spectral.health import SpectralSummary, SpectralWatch
 from .config import JobsConfig

@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..detectors import Finding
+from wtwin.detect import Finding
 from .result import LayerResult
 
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.outbox import Item, Outcome, Row
 
 from .db import open_db

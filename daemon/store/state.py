@@ -24,7 +24,7 @@ from typing import Callable
 import structlog
 
 from wtwin.emitters import wire
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 
 from . import codec
 from .config import StateConfig

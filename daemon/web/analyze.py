@@ -17,10 +17,10 @@ import re
 import tempfile
 from typing import Any
 
-from wtwin.sinks.alert import SEVERITIES
+from wtwin.detect.alert import SEVERITIES
 
-from ..alert_policy import AlertPolicy
-from ..detectors import PRESETS, RunMonitor
+from wtwin.detect.policy import AlertPolicy
+from wtwin.detect import PRESETS, RunMonitor
 from ..logs import LogError, read_log
 from ..series import RunSeries
 from .views import alert_view, num

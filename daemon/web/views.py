@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any, Iterable
 
-from wtwin.sinks.alert import SEVERITIES
+from wtwin.detect.alert import SEVERITIES
 
 STATE_FIELDS = ("l_pred", "band_lo", "band_hi", "D", "Q", "T", "W")
 LAYER_FIELDS = ("name", "kind", "alpha", "alpha_weighted", "num_pl_spikes", "status")

@@ -4,7 +4,7 @@ The ingest goal of issue 2 (half the raw pyzmq+msgpack rate) leaves the daemon a
 20 us per event; the detectors alone take 30-40 (tests/bench/ingest.py). This probe
 measures the two ways to compile them without a rewrite, side by side in one run:
 
-- **as is**: every module of ``daemon/detectors`` cythonized unchanged (a copy, in a
+- **as is**: every module of ``detect`` cythonized unchanged (a copy, in a
   temporary folder), timed through ``RunMonitor.update_loss``;
 - **typed**: ``rise`` with an augmenting ``.pxd`` that types its attributes and locals
   (the ones that may hold ``None`` stay objects), timed through ``RiseDetector.update``.
@@ -54,8 +54,8 @@ import sys, time, random
 sys.path.insert(0, {bench!r})
 import msgpack
 from ingest import _frames
-from wtwin.daemon.detectors import RunMonitor
-from wtwin.daemon.detectors.rise import RiseDetector
+from wtwin.detect import RunMonitor
+from wtwin.detect.rise import RiseDetector
 n = {n}
 evs = [msgpack.unpackb(f) for f in _frames("probe", n, 1)]
 rng = random.Random(1)
@@ -80,9 +80,9 @@ def _package(dest: Path) -> Path:
     pkg = dest / "wtwin"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    for src, name in (("daemon", "daemon"), ("emitters", "emitters"), ("sinks", "sinks")):
-        shutil.copytree(ROOT / src, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
-    return pkg / "daemon" / "detectors"
+    for name in ("detect", "daemon", "emitters", "sinks"):
+        shutil.copytree(ROOT / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return pkg / "detect"
 
 
 def _cythonize(folder: Path, modules: list[str], extra: list[str]) -> None:

@@ -30,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "real-logs"
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
-from wtwin.daemon.detectors import RunMonitor  # noqa: E402
+from wtwin.detect import RunMonitor  # noqa: E402
 from wtwin.daemon.logs import read_log  # noqa: E402
 
 PROGRESSIVE = ("linear", "quadratic", "sigmoid", "floor", "lr_blowup", "stagnation")

@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-from wtwin.daemon.detectors import RunMonitor
-from wtwin.daemon.detectors.base import REGISTRY
-from wtwin.daemon.detectors.presets import PRESET_PARAMS
+from wtwin.detect import RunMonitor
+from wtwin.detect.base import REGISTRY
+from wtwin.detect.presets import PRESET_PARAMS
 
 
 def _detector(name: str):

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from scipy.optimize import least_squares
 
-from wtwin.daemon.detectors import forecast, laws
+from wtwin.detect import forecast, laws
 
 
 def scipy_fit(law, X, y, n, scale, p_prev=None):

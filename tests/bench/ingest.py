@@ -117,7 +117,7 @@ def _per_event(fn, items, repeat: int = 1) -> float:
 def breakdown(n: int) -> dict[str, float]:
     """Per-event CPU (us) of each stage, replayed in process over 4 interleaved runs."""
     from wtwin.daemon import config as config_mod
-    from wtwin.daemon.detectors import RunMonitor
+    from wtwin.detect import RunMonitor
     from wtwin.daemon.server import Server
 
     per_run = [_frames(f"replay-{i}", n, 1) for i in range(PRODUCERS)]

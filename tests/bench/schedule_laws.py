@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lr_curves as lc  # noqa: E402
-from wtwin.daemon.detectors.forecast import ForecastDetector  # noqa: E402
+from wtwin.detect.forecast import ForecastDetector  # noqa: E402
 
 LAWS = ("schedule", "mpl", "auto")
 

@@ -12,9 +12,9 @@ After a resolve, the same kind cannot fire again until ``cooldown_s`` has passed
 
 from __future__ import annotations
 
-from wtwin.sinks.alert import SEVERITIES, Alert
+from .alert import SEVERITIES, Alert
 
-from .detectors import Finding
+from .finding import Finding
 
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 

@@ -15,7 +15,7 @@ import math
 import operator
 from typing import Any, Callable, ClassVar
 
-from wtwin.daemon.errors import ConfigError
+from .errors import ConfigError
 
 REGISTRY: dict[str, type["Detector"]] = {}
 # class -> (names of its learned state, obj -> tuple of their values)

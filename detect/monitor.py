@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from wtwin.daemon.errors import ConfigError
+from .errors import ConfigError
 
 from .base import REGISTRY
 from .finding import Finding, MonitorState
