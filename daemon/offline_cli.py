@@ -16,6 +16,8 @@ import random
 import sys
 
 from wtwin.detect import PRESETS, RunMonitor
+from wtwin.detect.replay import replay
+
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
@@ -23,21 +25,20 @@ PAGE = ("warning", "critical")
 
 def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
                 include_info: bool = False) -> dict:
-    """Run a `RunMonitor` over ``log``; the result is what ``--json`` prints."""
-    mon = RunMonitor(preset)
+    """Replay ``log`` through the detection library (`wtwin.detect.replay`: the daemon's
+    detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
+    the firing transitions, as the daemon would page them."""
     alerts, series, n = [], [], 0
-    for kind, step, value, lr in log.events():
-        if kind == "loss":
+    for r in replay(log.events(), run="offline", preset=preset):
+        if r.kind == "loss":
             n += 1
-            st = mon.update_loss(step, value, lr)
             if keep_series:
-                series.append((step, value, st.l_pred, st.band_lo, st.band_hi, st.W))
-        else:
-            st = mon.update_eval(step, {"val_loss": value})
-        for f in (st.findings if st is not None else ()):
-            if f.active and (include_info or f.severity in PAGE):
-                alerts.append({"step": int(f.step), "kind": f.kind, "severity": f.severity,
-                               "message": f.message})
+                st = r.state
+                series.append((r.step, r.value, st.l_pred, st.band_lo, st.band_hi, st.W))
+        for a in r.alerts:
+            if a.status == "firing" and (include_info or a.severity in PAGE):
+                alerts.append({"step": int(a.step), "kind": a.kind, "severity": a.severity,
+                               "message": a.message})
     pages = [a["step"] for a in alerts if a["severity"] in PAGE]
     out = {"alerts": alerts, "steps": n, "first_alert_step": min(pages) if pages else None,
            "preset": preset}

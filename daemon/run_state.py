@@ -12,8 +12,9 @@ from typing import Any, Callable, Iterator
 
 from wtwin.detect.alert import Alert
 
-from wtwin.detect.policy import AlertPolicy
 from wtwin.detect import Finding, MonitorState, RunMonitor
+from wtwin.detect.policy import AlertPolicy
+from wtwin.detect.replay import observe_eval, observe_loss
 from .series import RunSeries
 
 
@@ -91,11 +92,10 @@ class RunState:
         self.step = ev["step"]
         self.loss = float(ev["loss"])
         self.lr = ev.get("lr", self.lr)
-        state = self.monitor.update_loss(ev["step"], self.loss, ev.get("lr"), ev.get("grad_norm"))
+        state, out = observe_loss(self.monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
+                                  ev.get("grad_norm"), now)
         self.last_state = state
         self.series.add_loss(self.step, self.loss, state, self.lr)
-        out = self._apply(state.findings, now, state) if state.findings else []
-        out += self.policy.advance(self.step, now, loss=state.l_obs, forecast=state.l_pred, W=state.W)
         if self.stalled:
             out += self.check_stall(now, math.inf)
         return out
@@ -104,10 +104,7 @@ class RunState:
         self.last_progress = now
         self.last_eval = dict(ev["metrics"])
         self.series.add_eval(ev["step"], self.last_eval)
-        state = self.monitor.update_eval(ev["step"], ev["metrics"])
-        if state is None or not state.findings:
-            return []
-        return self._apply(state.findings, now, state)
+        return observe_eval(self.monitor, self.policy, ev["step"], ev["metrics"], now)[1]
 
     def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
         self.config = dict(ev.get("config") or {})
@@ -131,14 +128,6 @@ class RunState:
 
     def _on_checkpoint(self, ev: dict, now: float) -> list[Alert]:
         return []  # the server hands checkpoints to the job runner
-
-    def _apply(self, findings: tuple[Finding, ...], now: float, state: MonitorState) -> list[Alert]:
-        out = []
-        for f in findings:
-            a = self.policy.apply(f, now, loss=state.l_obs, forecast=state.l_pred, W=state.W)
-            if a is not None:
-                out.append(a)
-        return out
 
     def check_stall(self, now: float, stall_after_s: float) -> list[Alert]:
         """Called on the daemon's tick: a running run with no progress is stalled."""

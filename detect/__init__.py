@@ -5,7 +5,7 @@ One detector a module, each registered by name in `REGISTRY`: ``forecast``,
 ``resume_jump``.
 """
 
-from . import divergence, forecast, nonfinite, overfit, plateau, resume, rise, spike  # noqa: F401
+from . import divergence, effect, forecast, nonfinite, overfit, plateau, resume, rise, spike  # noqa: F401
 from .base import REGISTRY, Detector
 from .finding import Finding, MonitorState
 from .monitor import RunMonitor, WTwinMonitor

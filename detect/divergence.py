@@ -4,7 +4,11 @@
 since ``warmup`` steps. Active once ``level - best`` has exceeded
 ``max(ratio * |best|, z * scale)`` for ``patience`` steps (and at least two points),
 ``scale`` being an EWMA of absolute one-step changes; it resolves when the level comes
-back under that margin.
+back under half that margin. The scale is frozen while the level is over half the
+margin: a run that diverged is noisy, and letting its noise widen the margin resolved
+a critical alert while the loss sat at 2.7, up from 0.03. The margin's ``ratio`` is of
+the run's progress (its first level minus its best), not of the loss itself, so an
+offset changes nothing and a loss that fell to 1e-4 does not "run away" at 2e-4.
 
 >>> det = DivergenceDetector()
 >>> hit = next(t for t in range(1, 2000)
@@ -33,7 +37,7 @@ class DivergenceState(NamedTuple):
 class DivergenceDetector(Detector):
     name = "divergence"
 
-    def __init__(self, *, ratio: float = 0.3, z: float = 30.0, patience: int = 20,
+    def __init__(self, *, ratio: float = 0.1, z: float = 30.0, patience: int = 20,
                  halflife: float = 10.0, scale_halflife: float = 200.0, warmup: int = 100) -> None:
         for n in ("ratio", "z", "halflife", "scale_halflife"):
             positive(n, locals()[n])
@@ -51,13 +55,15 @@ class DivergenceDetector(Detector):
         self._since = None     # step at which the level went over the margin
         self._points = 0
         self._dt = 1.0         # EWMA of the gap between points (steps)
+        self._start = None     # the first level: progress is start - best
+        self._excess = 0.0
 
     def update(self, step: int, loss: float) -> DivergenceState:
         if not math.isfinite(loss):
             return DivergenceState(step, self._since is not None and self._points >= 2,
                                    self._level or 0.0, self._best, 0.0)
         if self._level is None:
-            self._level, self._first, self._last = loss, step, step
+            self._level, self._first, self._last, self._start = loss, step, step, loss
             return DivergenceState(step, False, loss, self._best, 0.0)
         dt = step - self._last
         self._last = step
@@ -66,9 +72,10 @@ class DivergenceDetector(Detector):
             self._dt += 0.05 * (dt - usual)
         level, scale = self._level, self._scale
         d = abs(loss - level)
-        g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self.scale_halflife)
-        cap = 4 * scale if scale > 0 else d
-        scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
+        if self._excess < 0.5:
+            g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self.scale_halflife)
+            cap = 4 * scale if scale > 0 else d
+            scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
         g = self._c_level if dt <= 1 else gap_decay(dt, usual, self.halflife)
         level = self._level = g * level + (1 - g) * loss
         if step - self._first < self.warmup:
@@ -76,14 +83,14 @@ class DivergenceDetector(Detector):
         best = self._best
         if level < best:
             best = self._best = level
-        margin = self.ratio * abs(best)
+        margin = self.ratio * max(self._start - best, 0.0)
         zs = self.z * scale
         if zs > margin:
             margin = zs
         if margin < 1e-12:
             margin = 1e-12
-        excess = (level - best) / margin
-        if excess > 1.0:
+        excess = self._excess = (level - best) / margin
+        if excess > 1.0 or (self._since is not None and excess > 0.5):
             if self._since is None:
                 self._since, self._points = step, 0
             self._points += 1

@@ -31,6 +31,12 @@ from .finding import Finding, MonitorState
 from .presets import PRESET_PARAMS, PRESETS
 from .rewind import RewindPoints
 
+# a critical divergence has run away by at least this fraction of the run's progress
+DIVERGENCE_OF_PROGRESS = 0.1
+
+JUMPS = ("spike", "resume_jump")   # one point's jump, judged against `effect.jump_gate`
+_RANK = {"info": 0, "warning": 1, "critical": 2}
+
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning"}
 
@@ -53,6 +59,9 @@ def _build(preset: str, overrides: dict) -> dict:
 
 
 def _plateau_msg(pl, fc) -> str:
+    if pl.rule == "frozen":
+        return (f"loss frozen at exactly {pl.level:.6g} for many points: the logged loss stopped "
+                "updating (often a NaN the logger hides)")
     if pl.rule == "no_learning":
         return f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the start"
     if pl.rule == "slowdown":
@@ -70,6 +79,7 @@ class RunMonitor:
         self._emitted: dict[str, list] = {}
         self._alert = False        # any warning/critical kind active (follows _emitted)
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
+        self.peak_scores: dict[str, float] = {}   # diagnostics, not state: see ``_big``
 
     @property
     def detectors(self) -> dict:
@@ -81,6 +91,8 @@ class RunMonitor:
         prev = self._emitted.get(kind)
         if prev is None and not active:
             return
+        if active and prev is not None and prev[0] and _RANK[severity] < _RANK[prev[1]]:
+            return          # a kind that pages keeps paging until its detector is quiet
         if prev is not None and prev[0] == active and (prev[1] == severity or not active):
             return
         self._emitted[kind] = [active, severity]
@@ -102,7 +114,8 @@ class RunMonitor:
             rj, where = d["resume_jump"].update(step, loss), ""
         nf = d["nonfinite"].update(step, loss)
         if rj.active:
-            self._emit(out, "resume_jump", True, rj.severity, step, lambda: (
+            sev = rj.severity if rj.severity == "info" or self._big("resume_jump", abs(rj.jump)) else "info"
+            self._emit(out, "resume_jump", True, sev, step, lambda: (
                 f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g} "
                 f"({where})"))
         elif "resume_jump" in self._emitted:
@@ -120,11 +133,31 @@ class RunMonitor:
         d["overfit"].update_train(step, loss)
         if ri.active and d[self._main]._lr is not None:   # lr known: a rise the schedule
             ri = ri if fc.band_hi is None or ri.level > fc.band_hi else None  # explains is no drift
+        judging = (fc.alert or dv.active or sp.active or (ri is not None and ri.active)
+                   or (pl.active and pl.rule not in ("no_learning", "frozen")))
+        d["effect"].update(step, loss, judging)
         self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
         if step >= self._points.next_at:
             self._points.take(step, d)
         return MonitorState(step, loss, fc.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
                             self._alert, tuple(out) if out else ())
+
+    def _big(self, kind: str, effect: float) -> bool:
+        """Is a deviation of ``effect`` loss units large enough to page (`effect`)? Also
+        keeps, per kind, the largest score seen while its detector was active
+        (``peak_scores``: what the harness calibrates the gate on)."""
+        ef = self._d["effect"]
+        score = ef.score(effect)
+        if score > self.peak_scores.get(kind, -math.inf):
+            self.peak_scores[kind] = score
+        return score > (ef.jump_gate if kind in JUMPS else ef.gate)
+
+    def _rise(self, l_pred) -> float:
+        """The deviation of a drift or a plateau in loss units: the level above its best,
+        or above the forecast when there is one, whichever is larger."""
+        ef = self._d["effect"]
+        up = ef.level - ef.best
+        return up if l_pred is None else max(up, ef.level - l_pred)
 
     def _rewind(self, step: int) -> int | None:
         """Detectors as they stood at the newest rewind point before ``step`` (fresh ones
@@ -139,23 +172,37 @@ class RunMonitor:
         return point[0]
 
     def _arbitrate(self, out, step, loss, fc, sp, dv, pl, ri) -> None:
-        emitted, emit = self._emitted, self._emit
+        """Which kinds are active, at which severity. A detector's verdict pages only when
+        its deviation is large enough (`effect`); below that it is ``info``."""
+        emitted, emit, big = self._emitted, self._emit, self._big
+        ef = self._d["effect"]
+        dv_sev, up = "critical", dv.level - dv.best
+        if dv.active and not (big("divergence", up)
+                              and up > DIVERGENCE_OF_PROGRESS * ef.state(step).progress):
+            dv_sev = "info"     # a small run-away is at most a drift
         if dv.active or "divergence" in emitted:
-            emit(out, "divergence", dv.active, "critical", step,
+            emit(out, "divergence", dv.active, dv_sev, step,
                  lambda: f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
+        dv_page = dv.active and dv_sev == "critical"
         if sp.severity == "info":
             emit(out, "spike", True, "info", step,
                  lambda: f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
         elif sp.active or "spike" in emitted:
-            emit(out, "spike", sp.active and not dv.active, "warning", step, lambda: (
+            sev = "warning" if not sp.active or big("spike", sp.height) else "info"
+            emit(out, "spike", sp.active and not dv_page, sev, step, lambda: (
                 f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered"))
         stagnation = pl.active and pl.rule == "stagnation"
-        drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv.active or sp.active)
-        plateau = pl.active and not (pl.rule == "slowdown" and (drift or dv.active))  # a rise is a drift
+        drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv_page or sp.active)
+        plateau = pl.active and not (pl.rule == "slowdown" and (drift or dv_page))  # a rise is a drift
         if plateau or "plateau" in emitted:
-            emit(out, "plateau", plateau, "warning", step, lambda: _plateau_msg(pl, fc))
+            sev = "warning"
+            effect = max(self._rise(fc.l_pred), pl.shortfall)
+            if plateau and pl.rule not in ("no_learning", "frozen") and not big("plateau", effect):
+                sev = "info"
+            emit(out, "plateau", plateau, sev, step, lambda: _plateau_msg(pl, fc))
         if drift or "drift" in emitted:
-            emit(out, "drift", drift, "warning", step, lambda: (
+            sev = "warning" if not drift or big("drift", self._rise(fc.l_pred if fc.alert else None)) else "info"
+            emit(out, "drift", drift, sev, step, lambda: (
                 f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
                 f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
                 if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} rose above its best "

@@ -2,9 +2,14 @@
 
 ``update_train`` keeps ``train``, an EWMA of the training loss (half-life ``halflife``
 steps). ``update`` takes each validation loss: once ``min_evals`` evals are in, the
-finding is active when the last ``patience`` evals are all more than ``rise`` (a
-fraction) above the best validation loss, while ``train`` is more than ``train_drop``
-(a fraction) below its value at that best eval.
+finding is active when the last ``patience`` evals are all above the best validation
+loss by more than a margin, while ``train`` has fallen since that best eval by more
+than ``train_drop`` of the training loss's own progress. The margin is the larger of
+``rise`` x the validation loss's progress (first eval minus best) and ``noise_z`` x its
+own eval-to-eval scatter (an EWMA of absolute second differences, so that a steady
+trend is not counted as scatter, as a standard deviation): differences of losses only, so
+an offset or a scale of the loss changes nothing, and an eval loss that only wobbles
+(a Whisper fine-tune's 0.21-0.27 with no trend) is no overfit.
 
 >>> det = OverfitDetector()
 >>> hit = None
@@ -36,10 +41,16 @@ class OverfitState(NamedTuple):
 class OverfitDetector(Detector):
     name = "overfit"
 
-    def __init__(self, *, rise: float = 0.01, train_drop: float = 0.005, patience: int = 2,
-                 min_evals: int = 3, halflife: float = 50.0) -> None:
+    def __init__(self, *, rise: float = 0.05, train_drop: float = 0.005, patience: int = 2,
+                 min_evals: int = 3, halflife: float = 50.0, noise_z: float = 3.0) -> None:
         fraction("rise", rise)
         fraction("train_drop", train_drop)
+        positive("noise_z", noise_z)
+        self.noise_z = noise_z
+        self._vfirst = None      # the first validation loss
+        self._vprev = []         # the last two validation losses
+        self._vnoise = 0.0       # EWMA of |second difference| between evals
+        self._tfirst = None      # the first training level
         for n in ("patience", "min_evals"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1 (evals)")
         positive("halflife", halflife)
@@ -57,7 +68,7 @@ class OverfitDetector(Detector):
         if not math.isfinite(loss):
             return
         if self._train is None:
-            self._train, self._tstep = loss, step
+            self._train, self._tstep, self._tfirst = loss, step, loss
         dt = step - self._tstep
         g = self._c_train if dt == 1 else decay(dt, self.halflife)
         self._tstep = step
@@ -67,13 +78,21 @@ class OverfitDetector(Detector):
         if not math.isfinite(val):
             return OverfitState(step, False, val, self._best, self._train)
         self._evals += 1
+        if self._vfirst is None:
+            self._vfirst = val
+        if len(self._vprev) == 2:
+            d = abs(val - 2 * self._vprev[1] + self._vprev[0]) * 0.5117   # -> sd (1.2533/sqrt 6)
+            self._vnoise = d if self._vnoise == 0.0 else self._vnoise + 0.3 * (d - self._vnoise)
+        self._vprev = self._vprev[-1:] + [val]
+        margin = max(self.rise * max(self._vfirst - self._best, 0.0), self.noise_z * self._vnoise)
         if val < self._best:
             self._best, self._train_at_best, self._above = val, self._train, 0
-        elif val > self._best + self.rise * abs(self._best):
+        elif val > self._best + margin:
             self._above += 1
         else:
             self._above = 0
-        t0, t = self._train_at_best, self._train
-        falling = t0 is not None and t is not None and t < t0 - self.train_drop * abs(t0)
+        t0, t, tf = self._train_at_best, self._train, self._tfirst
+        falling = (t0 is not None and t is not None
+                   and t0 - t > self.train_drop * max(tf - t0, 0.0) and t < t0)
         active = self._evals >= self.min_evals and self._above >= self.patience and falling
         return OverfitState(step, active, val, self._best, t)

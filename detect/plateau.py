@@ -1,7 +1,12 @@
 """`plateau`: learning stopped: no progress since the start, a slope that collapsed, or
 flat where the forecast falls.
 
-Three rules:
+Four rules:
+
+- *frozen*: the loss has repeated one exact value for ``frozen_points`` points in a
+  row (at increasing steps): the logger stopped updating (two MLPerf Mask R-CNN runs
+  printed one value for 36,000 iterations after a NaN their meters hid, while the lr
+  moved on). A healthy loss does not repeat itself to the last digit 20 times.
 
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
   ``grace`` steps after the first point (and at least ``min_points`` points), the best
@@ -52,10 +57,11 @@ _GRID = 0.05     # ln-step spacing of the slope ring
 class PlateauState(NamedTuple):
     step: int
     active: bool
-    rule: str | None       # "no_learning", "slowdown" or "stagnation"
+    rule: str | None       # "frozen", "no_learning", "slowdown" or "stagnation"
     progress: float        # fraction fallen from the starting level
     level: float
     slow_z: float = 0.0    # the slowdown statistic (standard errors; -inf while disarmed)
+    shortfall: float = 0.0  # loss units: the level above where half its earlier pace would be
 
 
 @register
@@ -67,8 +73,8 @@ class PlateauDetector(Detector):
                  slow_halflife: float = 0.15, slow_ratio: float = 1.6, slow_span: int = 3,
                  slow_keep: float = 0.5, slow_z: float = 3.0, accel_z: float = 3.0,
                  slow_warmup: int = 100, slow_points: float = 50.0, slow_effect: float = 0.6,
-                 clip: float = 4.0, slowdown: bool = True) -> None:
-        for n in ("grace", "window", "min_points", "slow_span", "slow_warmup"):
+                 clip: float = 4.0, slowdown: bool = True, frozen_points: int = 20) -> None:
+        for n in ("grace", "window", "min_points", "slow_span", "slow_warmup", "frozen_points"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1")
         for n in ("min_progress", "flat", "slow_halflife", "slow_keep"):
             fraction(n, locals()[n])
@@ -82,7 +88,9 @@ class PlateauDetector(Detector):
         self.slow_halflife, self.slow_ratio, self.slow_span = slow_halflife, slow_ratio, slow_span
         self.slow_keep, self.slow_z, self.accel_z = slow_keep, slow_z, accel_z
         self.slow_warmup, self.slow_points, self.clip = slow_warmup, slow_points, clip
-        self.slow_effect, self.slowdown = slow_effect, slowdown
+        self.slow_effect, self.slowdown, self.frozen_points = slow_effect, slowdown, frozen_points
+        self._same = 0         # points in a row equal to the one before, to the last digit
+        self._prev = None
         self._c_lr = math.log(slow_ratio)
         self._c_level = 0.5 ** (1.0 / halflife)     # per-step EWMA weight (a constant)
         self._level = None
@@ -103,6 +111,7 @@ class PlateauDetector(Detector):
         self._slopes = []        # [ln step, slope, se] every _GRID, slow_span intervals back
         self._armed = None       # [slope, se] of the reference, when armed
         self._slow = False
+        self._onset = None       # [ln step, level, reference slope] where a slowdown began
         self._hole = None        # [ln step before, ln step after] a gap: slopes straddling
         #                          it are not kept, nor is a reference taken from inside it
 
@@ -115,6 +124,9 @@ class PlateauDetector(Detector):
             self._level, self._first, self._last = loss, step, step
         if step < self._last:
             self._reset_slope()
+        if step > self._last:
+            self._same = self._same + 1 if loss == self._prev else 0
+            self._prev = loss
         z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -math.inf
         dt = step - self._last
         g = self._c_level if dt == 1 else decay(dt, self.halflife)
@@ -127,11 +139,19 @@ class PlateauDetector(Detector):
             self._best = level
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
+        if self._same + 1 >= self.frozen_points:
+            return PlateauState(step, True, "frozen", progress, level, z)
         if age >= self.grace and self._n >= self.min_points and progress < self.min_progress:
             return PlateauState(step, True, "no_learning", progress, level, z)
-        self._slow = z > self.slow_z or (self._slow and z > 0.0)
+        short = self._shortfall(step, level)
+        slow = z > self.slow_z or (self._slow and (z > 0.0 or short > 0.0))
+        if slow and not self._slow and self._armed is not None:
+            self._onset = [math.log(step + 1.0), level, self._armed[0], self._armed[2]]
+        self._slow = slow
+        if not slow:
+            self._onset = None
         if self._slow:
-            return PlateauState(step, True, "slowdown", progress, level, z)
+            return PlateauState(step, True, "slowdown", progress, level, z, short)
         if self._stagnant(step, l_pred) and deviating:
             return PlateauState(step, True, "stagnation", progress, level, z)
         return PlateauState(step, False, None, progress, level, z)
@@ -187,6 +207,20 @@ class PlateauDetector(Detector):
             return -math.inf      # no reference, or the decline it withholds is immaterial
         return (b - k * ref[0]) / math.sqrt(se * se + k * k * ref[1] * ref[1])
 
+    def _shortfall(self, step: int, level: float) -> float:
+        """Loss units the level stands above where the reference pace would have taken it
+        from the slowdown's onset, decelerating as it did before (by ``r`` per interval,
+        measured between the reference and the slope one interval before it): the size
+        of a stagnation. A curve that was already flattening fast withholds little."""
+        if self._onset is None:
+            return 0.0
+        u0, level0, slope, r = self._onset
+        slope *= r                # the reference is one interval back: its pace at the onset
+        x = math.log(step + 1.0) - u0
+        lr = self._c_lr
+        pace = x if r >= 0.999 else (lr / math.log(max(r, 1e-6))) * (r ** (x / lr) - 1.0)
+        return level - (level0 + slope * pace)
+
     def _arm(self, u: float) -> None:
         """Reference slope ``slow_ratio`` x back, if no steepening in the span before it."""
         lr = self._c_lr
@@ -200,6 +234,7 @@ class PlateauDetector(Detector):
         if hole is not None and hole[0] < u - lr < hole[1]:
             return                # the reference would be a slope from before a gap
         flat = None               # the least steep slope so far, oldest first
+        back2 = None              # the slope about two intervals back
         for e in ring:
             if u - e[0] < lr:
                 break
@@ -208,7 +243,12 @@ class PlateauDetector(Detector):
                 return            # the slope steepened: not a decelerating regime
             if flat is None or e[1] > flat[1]:
                 flat = e
+            if back2 is None and u - e[0] < 2.05 * lr:
+                back2 = e
             self._armed = [e[1], e[2]]
+        if self._armed is not None:   # its deceleration per interval, from two back
+            r = self._armed[0] / back2[1] if back2 is not None and back2[1] < 0.0 else 1.0
+            self._armed.append(min(max(r, 0.0), 1.0))
 
     def _stagnant(self, step: int, l_pred: float | None) -> bool:
         ring = self._ring

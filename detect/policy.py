@@ -7,7 +7,17 @@ Alertmanager's ``keep_firing_for``: a score hovering at its threshold does not f
 Detectors report a kind only when it changes, so the run state calls ``advance(step)``
 on every loss event to let a held resolve come due.
 Kinds in ``immediate_kinds`` (``stalled``: its step does not advance) resolve at once.
-After a resolve, the same kind cannot fire again until ``cooldown_s`` has passed.
+
+A cooldown delays, never swallows: a firing of a kind within ``cooldown_s`` of its last
+resolve is held (``pending``) and fires once the cooldown has passed (at the next
+``apply`` or ``advance``), even if it went quiet meanwhile, so a new episode is never
+lost; an escalation (a severity above the one that resolved) fires at once. ``delayed``
+counts the firings held back. Detectors report a kind only when it changes, so before
+this a firing inside the cooldown was gone for good (a small MLP's LR x100 at step 800
+raised no alert at all).
+
+A critical alert resolves only on the detector's evidence that the condition ended:
+``resolve_all`` (the run ended) keeps critical alerts firing.
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ class AlertPolicy:
         self._resolved_at: dict[str, float] = {}
         self._quiet_since: dict[str, int] = {}   # kind -> first step of the inactive streak
         self._quiet_msg: dict[str, str] = {}
+        self._resolved_sev: dict[str, str] = {}
+        self._pending: dict[str, dict] = {}      # kind -> a firing held by the cooldown
+        self.delayed = 0                         # firings held back by the cooldown
 
     @property
     def firing(self) -> dict[str, Alert]:
@@ -49,14 +62,14 @@ class AlertPolicy:
             if current is not None:
                 if _RANK[finding.severity] <= _RANK[current.severity]:
                     return None
-            elif now - self._resolved_at.get(finding.kind, -1e18) < self.cooldown_s:
+            elif self._cooling(finding, now):
+                if finding.kind not in self._pending:
+                    self.delayed += 1
+                self._pending[finding.kind] = {"finding": list(finding), "loss": _f(loss),
+                                               "forecast": _f(forecast), "W": _f(W)}
                 return None
-            alert = Alert(run=self.run, kind=finding.kind, severity=finding.severity,
-                          status="firing", step=finding.step,
-                          started_at=current.started_at if current else now,
-                          message=finding.message, loss=_f(loss), forecast=_f(forecast), W=_f(W))
-            self._firing[finding.kind] = alert
-            return alert
+            self._pending.pop(finding.kind, None)
+            return self._fire(finding, now, current, loss, forecast, W)
         if current is None:
             return None
         if not force and finding.kind not in self.immediate_kinds and self.resolve_after_steps:
@@ -65,12 +78,37 @@ class AlertPolicy:
             return self._due(finding.kind, finding.step, now, loss, forecast, W)
         return self._resolve(finding.kind, finding.step, now, finding.message, loss, forecast, W)
 
+    def _cooling(self, finding: Finding, now: float) -> bool:
+        """Within the cooldown of the kind's last resolve, and no escalation over it."""
+        if now - self._resolved_at.get(finding.kind, -1e18) >= self.cooldown_s:
+            return False
+        return _RANK[finding.severity] <= _RANK[self._resolved_sev.get(finding.kind, "critical")]
+
+    def _fire(self, finding, now, current, loss, forecast, W) -> Alert:
+        alert = Alert(run=self.run, kind=finding.kind, severity=finding.severity,
+                      status="firing", step=finding.step,
+                      started_at=current.started_at if current else now,
+                      message=finding.message, loss=_f(loss), forecast=_f(forecast), W=_f(W))
+        self._firing[finding.kind] = alert
+        return alert
+
+    def _release(self, now: float) -> list[Alert]:
+        """Fire the held firings whose cooldown has passed."""
+        out = []
+        for kind in [k for k in self._pending if now - self._resolved_at.get(k, -1e18) >= self.cooldown_s]:
+            p = self._pending.pop(kind)
+            f = Finding(*p["finding"])
+            out.append(self._fire(f, now, None, p["loss"], p["forecast"], p["W"]))
+        return out
+
     def advance(self, step: int, now: float, *, loss=None, forecast=None, W=None) -> list[Alert]:
-        """Resolve the held kinds whose quiet streak has lasted long enough by ``step``."""
+        """Resolve the held kinds whose quiet streak has lasted long enough by ``step``, and
+        fire the firings held by a cooldown that has passed."""
+        out = self._release(now) if self._pending else []
         if not self._quiet_since:
-            return []
-        return [a for kind in list(self._quiet_since)
-                if (a := self._due(kind, step, now, loss, forecast, W)) is not None]
+            return out
+        return out + [a for kind in list(self._quiet_since)
+                      if (a := self._due(kind, step, now, loss, forecast, W)) is not None]
 
     def _due(self, kind, step, now, loss, forecast, W) -> Alert | None:
         if step - self._quiet_since[kind] < self.resolve_after_steps:
@@ -82,25 +120,34 @@ class AlertPolicy:
         self._quiet_since.pop(kind, None)
         self._quiet_msg.pop(kind, None)
         self._resolved_at[kind] = now
+        self._resolved_sev[kind] = current.severity
         return Alert(run=self.run, kind=current.kind, severity=current.severity,
                      status="resolved", step=step, started_at=current.started_at,
                      ended_at=now, message=message or current.message,
                      loss=_f(loss), forecast=_f(forecast), W=_f(W))
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
-        return [a for kind in list(self._firing)
-                if (a := self.apply(Finding(kind, "info", False, step, message), now, force=True))]
+        """The run ended: resolve what fires, except critical alerts, which stay firing (a
+        run that ends while failing has not recovered); held firings are dropped."""
+        self._pending.clear()
+        return [a for kind, cur in list(self._firing.items()) if cur.severity != "critical"
+                and (a := self.apply(Finding(kind, "info", False, step, message), now, force=True))]
 
     def snapshot(self) -> dict:
         return {"firing": {k: a.to_dict() for k, a in self._firing.items()},
                 "resolved_at": dict(self._resolved_at), "quiet_since": dict(self._quiet_since),
-                "quiet_msg": dict(self._quiet_msg)}
+                "quiet_msg": dict(self._quiet_msg), "resolved_sev": dict(self._resolved_sev),
+                "pending": {k: dict(v, finding=list(v["finding"])) for k, v in self._pending.items()},
+                "delayed": self.delayed}
 
     def restore(self, snap: dict) -> None:
         self._firing = {k: Alert.from_dict(d) for k, d in snap["firing"].items()}
         self._resolved_at = dict(snap["resolved_at"])
         self._quiet_since = dict(snap.get("quiet_since", {}))
         self._quiet_msg = dict(snap.get("quiet_msg", {}))
+        self._resolved_sev = dict(snap.get("resolved_sev", {}))
+        self._pending = {k: dict(v, finding=list(v["finding"])) for k, v in snap.get("pending", {}).items()}
+        self.delayed = int(snap.get("delayed", 0))
 
 
 def _f(x):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 PRETRAINING = {
+    "effect": {},
     "forecast": {},
     "rise": {},
     "spike": {},
@@ -20,20 +21,22 @@ PRESET_PARAMS = {
     "pretraining": PRETRAINING,
     # continued pre-training from a checkpoint: starts low, falls slowly, warm-up short
     "adaptive_pretraining": {
+        "effect": {},
         "forecast": {"warmup": 200, "refit_min": 25},
         "rise": {},
         "spike": {},
-        "divergence": {"ratio": 0.2},
+        "divergence": {},
         "plateau": {"min_progress": 0.005, "grace": 2000},
         "overfit": {},
         "resume_jump": {},
     },
     # fine-tuning: exponential-to-floor forecast, short runs, few hundred steps
     "finetuning": {
+        "effect": {"halflife": 30.0},
         "finetuning": {"warmup": 50, "holdout_min": 20, "refit_min": 10},
         "rise": {"warmup": 50, "halflife": 30.0, "noise_halflife": 300.0},
         "spike": {"warmup": 10},
-        "divergence": {"ratio": 0.5, "warmup": 20},
+        "divergence": {"warmup": 20},
         # an exponential approach to a floor is the expected shape, not a collapse of the slope
         "plateau": {"min_progress": 0.01, "grace": 300, "window": 200, "slowdown": False},
         "overfit": {"patience": 2},

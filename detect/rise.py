@@ -31,6 +31,10 @@ from typing import NamedTuple
 from .base import Detector, check, decay, gap_decay, positive, register
 
 
+MIN_POINTS = 20   # the noise's half-life spans at least this many of the usual gaps
+LEVEL_POINTS = 8  # the level's, this many: its lowest value (the best) is not one low point
+
+
 class RiseState(NamedTuple):
     step: int
     active: bool
@@ -94,8 +98,9 @@ class RiseDetector(Detector):
                 d = cn
         if self._score < 0.5 * self.threshold and self._S < 0.5 * self.jump_h:
             h = 0.25 * (step - self._first) + 1.0
-            if h > self.noise_halflife:
-                h = self.noise_halflife
+            hn = self.noise_halflife if self.noise_halflife > MIN_POINTS * usual else MIN_POINTS * usual
+            if h > hn:          # a half-life of at least MIN_POINTS points: in a log with a
+                h = hn          # point every 500 steps, 500 steps is one point's change
             elif h < 1.0:      # steps resumed before the first one: no negative half-life
                 h = 1.0
             g = self._c_noise if (dt == 1 and h == self.noise_halflife) else gap_decay(dt, usual, h)
@@ -105,12 +110,13 @@ class RiseDetector(Detector):
         c = self.clip * sd
         if sd > 0 and r > c:                     # upward outliers (spikes) are clipped
             r = c
-        g = self._c_level if dt == 1 else gap_decay(dt, usual, self.halflife)
+        hl = self.halflife if self.halflife > LEVEL_POINTS * usual else LEVEL_POINTS * usual
+        g = self._c_level if dt == 1 and hl == self.halflife else gap_decay(dt, usual, hl)
         level = self._level = self._level + (1 - g) * r
         if step - self._first < self.warmup or noise <= 0:
             return RiseState(step, False, 0.0, level, self._best)
         if self._dt != self._c_dt:               # EWMA weight per point, for the mean gap
-            a = 1.0 - decay(self._dt, self.halflife)
+            a = 1.0 - decay(self._dt, max(self.halflife, LEVEL_POINTS * self._dt))
             self._c_dt, self._c_w = self._dt, max(1.0, self.level_z * math.sqrt(a / (2 - a)))
         w = self._c_w
         best = self._best

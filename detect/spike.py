@@ -6,6 +6,10 @@ The robust z of the change is ``(loss - level) / scale``: ``level`` an EWMA of t
 z >= ``z`` opens a spike. If the loss is back under ``level + recover_z * scale`` within
 ``recover`` steps the spike was a benign one-batch outlier: state ``severity="info"``.
 Otherwise it is a sustained spike (``severity="warning"``, active until it recovers).
+Every half-life spans at least ``min_points`` of the stream's usual gaps: in a log with
+a point every 500 steps, a 200-step half-life would make the scale one point's change,
+and every ordinary point after a quiet one a "spike". ``height`` in the state is the
+highest jump above the level since the spike opened.
 
 >>> import random
 >>> rng = random.Random(3)
@@ -43,11 +47,13 @@ class SpikeDetector(Detector):
 
     def __init__(self, *, z: float = 8.0, recover: int = 10, recover_z: float = 3.0,
                  level_halflife: float = 10.0, scale_halflife: float = 200.0,
-                 warmup: int = 50) -> None:
+                 warmup: int = 50, min_points: int = 20) -> None:
         for n in ("z", "recover_z", "level_halflife", "scale_halflife"):
             positive(n, locals()[n])
         check(isinstance(recover, int) and recover >= 1, "recover", recover, "an int >= 1 (steps)")
         check(isinstance(warmup, int) and warmup >= 0, "warmup", warmup, "an int >= 0 (steps)")
+        check(isinstance(min_points, int) and min_points >= 1, "min_points", min_points, "an int >= 1")
+        self.min_points = min_points
         self.z, self.recover, self.recover_z = z, recover, recover_z
         self.level_halflife, self.scale_halflife, self.warmup = level_halflife, scale_halflife, warmup
         self._c_level = 0.5 ** (1.0 / level_halflife)   # per-step EWMA weights (constants)
@@ -84,7 +90,10 @@ class SpikeDetector(Detector):
 
     def _follow(self, step: int, loss: float, z: float) -> SpikeState:
         self._later += 1
-        since, height = self._open, loss - self._level   # height now, above the level
+        since = self._open
+        if loss - self._level > self._height:
+            self._height = loss - self._level
+        height = self._height
         if z < self.recover_z:
             sustained = self._sustained
             self._open, self._later, self._sustained = None, 0, False
@@ -102,8 +111,11 @@ class SpikeDetector(Detector):
         d = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
-        g = self._c_scale if dt == 1 else gap_decay(dt, usual, self.scale_halflife)
+        few = self.min_points * self._dt            # a half-life spans at least min_points
+        g = (self._c_scale if dt == 1 and few <= self.scale_halflife
+             else gap_decay(dt, usual, max(self.scale_halflife, few)))
         cap = 4 * self._scale + 1e-12
         self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
-        g = self._c_level if dt == 1 else gap_decay(dt, usual, self.level_halflife)
+        g = (self._c_level if dt == 1 and few <= 4 * self.level_halflife
+             else gap_decay(dt, usual, max(self.level_halflife, 0.25 * few)))
         self._level = g * self._level + (1 - g) * loss

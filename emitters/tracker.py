@@ -17,7 +17,6 @@ imports no framework; the embedded monitor imports the detectors (numpy) when bu
 from __future__ import annotations
 
 import collections
-import math
 import os
 import time
 from typing import Any, Callable
@@ -140,59 +139,36 @@ class Tracker:
 class EmbeddedMonitor:
     """The daemon's detector and alert policy, in the trainer's process.
 
-    Uses ``WTwinMonitor(preset=...)`` when the detectors provide it, else the daemon's
-    ``RunMonitor``. Alerts go through the same `AlertPolicy` as in the daemon (firing,
+    A `wtwin.detect.replay.Session`: the daemon's ``RunMonitor`` and `AlertPolicy` (firing,
     dedup, resolved, cooldown), so an embedded alert dict looks exactly like a daemon one.
     """
 
     def __init__(self, preset: str = "pretraining", *, run: str = "local",
                  cooldown_s: float = 60.0, clock: Callable[[], float] = time.time,
                  **overrides) -> None:
-        from wtwin import detect as detectors
-        from wtwin.detect.policy import AlertPolicy
+        from wtwin.detect.replay import Session
 
         self.preset = preset
         self.run = run
         self.clock = clock
-        wtwin_cls = getattr(detectors, "WTwinMonitor", None)
-        if wtwin_cls is not None:
-            self._det = wtwin_cls(preset=preset, **overrides)
-            self._update = self._det.update
-        else:
-            self._det = detectors.RunMonitor(preset, **overrides)
-            self._update = self._det.update_loss
-        self._Finding = detectors.Finding
-        self._policy = AlertPolicy(run, cooldown_s=cooldown_s)
+        self._session = Session(run, preset, cooldown_s=cooldown_s, **overrides)
+        self._det, self._policy = self._session.monitor, self._session.policy
 
     def update(self, step: int, loss: float, lr: float | None = None):
-        state = self._update(step, loss) if lr is None else self._update(step, loss, lr)
-        return state, self._alerts(state, step, loss)
+        state, due = self._session.loss(step, loss, lr, now=self.clock())
+        return state, self._dicts(due)
 
     def update_eval(self, step: int, metrics: dict) -> list[dict]:
-        update_eval = getattr(self._det, "update_eval", None)
-        state = update_eval(step, metrics) if update_eval is not None else None
-        return [] if state is None else self._alerts(state, step, state.l_obs)
+        return self._dicts(self._session.eval(step, metrics, now=self.clock())[1])
 
-    def _alerts(self, state, step: int, loss: float) -> list[dict]:
-        alerts, now = [], self.clock()
-        kw = dict(loss=_fin(state.l_obs), forecast=_fin(getattr(state, "l_pred", None)),
-                  W=_fin(getattr(state, "W", None)))
-        due = [self._policy.apply(f, now, **kw) for f in self._findings(state, step, loss)]
-        for a in due + self._policy.advance(step, now, **kw):
-            if a is not None:
-                d = a.to_dict()
-                d["source"] = "embedded"
-                alerts.append(d)
-        return alerts
-
-    def _findings(self, state, step: int, loss: float):
-        found = getattr(state, "findings", None)
-        if found is not None:
-            return found
-        F = self._Finding  # a monitor without findings: its alert flag is the drift alert
-        return (F("nonfinite", "critical", not math.isfinite(loss), step, f"loss is {loss}"),
-                F("drift", "warning", bool(state.alert), step,
-                  f"W={getattr(state, 'W', None)} at step {step}"))
+    @staticmethod
+    def _dicts(due) -> list[dict]:
+        out = []
+        for a in due:
+            d = a.to_dict()
+            d["source"] = "embedded"
+            out.append(d)
+        return out
 
     def snapshot(self) -> dict:
         return {"detector": self._det.snapshot(), "policy": self._policy.snapshot()}
@@ -200,7 +176,3 @@ class EmbeddedMonitor:
     def restore(self, snap: dict) -> None:
         self._det.restore(snap["detector"])
         self._policy.restore(snap["policy"])
-
-
-def _fin(x):
-    return None if x is None else float(x)

@@ -37,19 +37,38 @@ class TestAlertPolicy:
         p.apply(F("stalled", True, 7), 0.0)
         assert p.apply(F("stalled", False, 7), 1.0).status == "resolved"
 
-    def test_cooldown_blocks_refiring(self):
+    def test_cooldown_delays_refiring(self):
         p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
         p.apply(F("spike", True, 1), 0.0)
         p.apply(F("spike", False, 2), 1.0)
         assert p.apply(F("spike", True, 3), 30.0) is None
+        assert p.delayed == 1
         assert p.apply(F("spike", True, 4), 62.0).status == "firing"
 
-    def test_run_end_resolves_everything_without_the_hold(self):
+    def test_cooldown_never_swallows_an_episode(self):
+        """Detectors report a kind only when it changes: a firing held by the cooldown fires
+        once it has passed, at the next loss event (``advance``), with no new finding."""
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+        p.apply(F("drift", True, 1), 0.0)
+        p.apply(F("drift", False, 2), 1.0)
+        assert p.apply(F("drift", True, 800), 20.0) is None
+        assert p.advance(810, 40.0) == []
+        (late,) = p.advance(820, 61.5)
+        assert late.status == "firing" and late.step == 800 and late.kind == "drift"
+
+    def test_cooldown_never_delays_an_escalation(self):
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+        p.apply(F("divergence", True, 1), 0.0)
+        p.apply(F("divergence", False, 2), 1.0)
+        a = p.apply(F("divergence", True, 3, "critical"), 2.0)
+        assert a is not None and a.severity == "critical"
+
+    def test_run_end_resolves_warnings_and_keeps_critical_firing(self):
         p = AlertPolicy("r", resolve_after_steps=1000)
         p.apply(F("drift", True, 1), 0.0)
         p.apply(F("nonfinite", True, 2, "critical"), 0.0)
-        assert {a.kind for a in p.resolve_all(3, 1.0, "run ended")} == {"drift", "nonfinite"}
-        assert p.firing == {}
+        assert {a.kind for a in p.resolve_all(3, 1.0, "run ended")} == {"drift"}
+        assert set(p.firing) == {"nonfinite"}
 
     def test_snapshot_round_trips(self):
         p = AlertPolicy("r", resolve_after_steps=50)

@@ -19,8 +19,8 @@ from typing import Any
 
 from wtwin.detect.alert import SEVERITIES
 
-from wtwin.detect.policy import AlertPolicy
-from wtwin.detect import PRESETS, RunMonitor
+from wtwin.detect import PRESETS
+from wtwin.detect.replay import Session
 from ..logs import LogError, read_log
 from ..series import RunSeries
 from .views import alert_view, num
@@ -51,34 +51,24 @@ def analyze_file(path: str, name: str, preset: str) -> dict[str, Any]:
 
 
 def replay(tlog, name: str, preset: str) -> dict[str, Any]:
-    monitor = RunMonitor(preset)
-    policy = AlertPolicy(name, cooldown_s=0.0)
     series = RunSeries(recent=4096, past=1024, markers=MAX_TRANSITIONS)
     transitions: list[dict[str, Any]] = []
     dropped = 0
-    state = None
+    session = Session(name, preset)
     for i, (kind, step, value, lr) in enumerate(tlog.events()):
         if kind == "loss":
-            state = monitor.update_loss(step, value, lr)
+            state, due = session.loss(step, value, lr, now=float(i))
             series.add_loss(step, value, state, lr)
         else:
             series.add_eval(step, {"val_loss": value})
-            st = monitor.update_eval(step, {"val_loss": value})
-            if st is None:
-                continue
-            state = st
-        due = [policy.apply(f, float(i), loss=state.l_obs, forecast=state.l_pred, W=state.W)
-               for f in state.findings]
-        due += policy.advance(step, float(i), loss=state.l_obs, forecast=state.l_pred, W=state.W)
+            state, due = session.eval(step, {"val_loss": value}, now=float(i))
         for a in due:
-            if a is None:
-                continue
             series.mark(a)
             if len(transitions) < MAX_TRANSITIONS:
                 transitions.append(alert_view(a))
             else:
                 dropped += 1
-    return _result(tlog, name, preset, series, policy, transitions, dropped)
+    return _result(tlog, name, preset, series, session.policy, transitions, dropped)
 
 
 def _result(tlog, name, preset, series, policy, transitions, dropped) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""`effect`: how large a deviation must be, in loss units, before it may page.
+
+The other detectors decide whether a deviation is *there* (statistically); this one says
+whether it is *large enough to matter to a person*. It measures, at the time scale of
+the statistics that page (levels over about a hundred steps, not single steps):
+
+- ``level``: an EWMA of the loss (half-life ``halflife`` steps, at least ``min_points``
+  points), upward outliers winsorized;
+- ``progress``: how far the run has come, ``start - best``: ``start`` the highest level
+  of the first ``start_points`` points, ``best`` the lowest level after them;
+- ``wobble``: how much that level wanders in this run when nothing is wrong, at its own
+  time scale: every ``tau`` = twice the level's half-life (so that neighbouring samples
+  share little of their weights), the second difference of the level
+  ``L(t) - 2 L(t - tau) + L(t - 2 tau)`` (a trend, even a curving one, cancels; a wobble
+  does not), the median of its absolute value over the last ``wobble_samples`` of them
+  (robust: the fast early phase of a run, whose second differences are large, drops
+  out as soon as it is a minority), as a standard deviation of the level (/0.6745 for a
+  normal's median absolute value, /sqrt 6 for a second difference). Frozen while a deviation is being judged
+  (``judging=True``), so a building failure does not raise its own bar.
+
+A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
+deviation: drift, plateau, divergence) or ``effect > jump_gate * unit`` (one point's
+jump: a sustained spike, a resume's jump), with
+``unit = max(rho * progress, wobble)``: it must be a material fraction of the run's own
+progress *and* several times its own low-frequency wobble. Both are differences of
+losses, so an offset changes nothing and a scale changes both sides alike; a loss that
+fell from 1 to 1e-4 has a progress of ~1, so a change of 1e-4 is never a page.
+``gate`` and ``jump_gate`` are chosen by a written procedure from clean real runs of
+other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). Nothing
+pages before the wobble has been measured (two second differences of the level).
+
+>>> import random
+>>> rng, det = random.Random(0), EffectDetector()
+>>> for t in range(1, 3001):
+...     st = det.update(t, 3 + 8 * t ** -0.5 + rng.gauss(0, 0.05))
+>>> round(st.progress, 1), st.wobble < 0.05, det.pages(0.5 * st.progress), det.pages(0.001)
+(7.9, True, True, False)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from .base import Detector, check, gap_decay, positive, register
+
+
+class EffectState(NamedTuple):
+    step: int
+    level: float
+    progress: float
+    wobble: float
+    unit: float          # max(rho * progress, wobble): effects are judged in this unit
+
+
+@register
+class EffectDetector(Detector):
+    name = "effect"
+
+    def __init__(self, *, gate: float = 4.0, jump_gate: float = 4.0, rho: float = 0.0025,
+                 halflife: float = 100.0,
+                 min_points: int = 8, wobble_samples: int = 16, start_points: int = 10,
+                 clip: float = 4.0) -> None:
+        for n in ("gate", "jump_gate", "rho", "halflife", "clip"):
+            positive(n, locals()[n])
+        for n in ("min_points", "wobble_samples", "start_points"):
+            check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1")
+        self.gate, self.jump_gate, self.rho = gate, jump_gate, rho
+        self.halflife, self.min_points = halflife, min_points
+        self.wobble_samples, self.start_points, self.clip = wobble_samples, start_points, clip
+        self._n = 0
+        self._first = None
+        self._last = None
+        self._dt = 1.0            # EWMA of the gap between points (steps)
+        self._noise = 0.0         # EWMA of |one-step change|: winsorizing scale
+        self._prev = None
+        self._level = 0.0         # EWMA of the loss
+        self._start = -math.inf
+        self._best = math.inf
+        self._lags = [0.0, 0.0]   # the level tau and 2 tau ago
+        self._next = 0.0          # step of the next sample of the level
+        self._k = 0               # samples taken
+        self._kw = 0              # of them, in the wobble
+        self._devs = []           # the last wobble_samples |second differences|
+        self._wob = 0.0           # their median
+
+    def update(self, step: int, loss: float, judging: bool = False) -> EffectState:
+        if not math.isfinite(loss) or (self._last is not None and step <= self._last):
+            return self.state(step)
+        if self._first is None:
+            self._first, self._last, self._prev, self._n = step, step, loss, 1
+            self._level = self._start = loss
+            return self.state(step)
+        dt = step - self._last
+        self._last = step
+        usual = self._dt
+        self._dt += 0.05 * (dt - usual)
+        self._n += 1
+        d = abs(loss - self._prev)
+        self._prev = loss
+        self._noise = d if self._noise == 0.0 else self._noise + 0.02 * (min(d, 4 * self._noise) - self._noise)
+        x, cap = loss, self._level + self.clip * self._noise
+        if self._noise > 0 and x > cap:
+            x = cap                                # one-batch outliers do not move the level
+        tau = max(self.halflife, self.min_points * self._dt)
+        g = gap_decay(dt, usual, tau)
+        level = self._level = g * self._level + (1 - g) * x
+        if self._n <= self.start_points:
+            self._start = max(self._start, level)
+        elif level < self._best:
+            self._best = level
+        if step >= self._next:
+            self._sample(level, judging)
+            self._next = step + 2.0 * tau
+        return self.state(step)
+
+    def _sample(self, level: float, judging: bool) -> None:
+        l1, l2 = self._lags
+        self._lags = [level, l1]
+        self._k += 1
+        if self._k < 3 or judging:
+            return
+        self._kw += 1
+        devs = self._devs
+        devs.append(abs(level - 2.0 * l1 + l2))
+        if len(devs) > self.wobble_samples:
+            del devs[0]
+        srt = sorted(devs)
+        n = len(srt)
+        self._wob = 0.5 * (srt[(n - 1) // 2] + srt[n // 2])
+
+    def state(self, step: int) -> EffectState:
+        """The current level, progress, wobble (sd) and unit, without updating."""
+        if self._first is None:
+            return EffectState(step, 0.0, 0.0, 0.0, 0.0)
+        progress = max(self._start - self._best, 0.0) if self._best < math.inf else 0.0
+        wobble = self._wob / (0.6745 * 2.4495)     # sd of the level, from median |2nd difference|
+        unit = max(self.rho * progress, wobble) if self._kw >= 2 else math.inf
+        return EffectState(step, self._level, progress, wobble, unit)
+
+    @property
+    def level(self) -> float:
+        return self._level
+
+    @property
+    def best(self) -> float:
+        return self._best
+
+    def score(self, effect: float) -> float:
+        """``effect`` (loss units) in units of ``unit`` (0 before the wobble is measured)."""
+        unit = self.state(self._last or 0).unit
+        if unit == math.inf:
+            return 0.0
+        return effect / unit if unit > 0 else (math.inf if effect > 0 else 0.0)
+
+    def pages(self, effect: float, jump: bool = False) -> bool:
+        """May a deviation of ``effect`` loss units page (``jump``: one point's jump)?"""
+        return self.score(effect) > (self.jump_gate if jump else self.gate)

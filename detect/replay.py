@@ -1,0 +1,102 @@
+"""One path from events to alerts: `RunMonitor` then `AlertPolicy`, for every caller.
+
+The daemon (one event at a time, `observe_loss` / `observe_eval`), the offline CLI,
+the web page's analysis and the in-process tracker (`Session`, `replay`) all go
+through these functions, so a log gives the same alerts wherever it is replayed.
+
+``now`` is the caller's clock (the daemon's wall clock); a replay without one passes
+the event's index and a ``cooldown_s`` of 0 (no clock: no cooldown).
+
+>>> import random
+>>> rng = random.Random(0)
+>>> events = [("loss", t, 2.6 + 9 * t ** -0.35 + rng.gauss(0, 0.05)
+...            + (1e-3 * (t - 5000) if t > 5000 else 0.0), None) for t in range(1, 8001)]
+>>> [(a.kind, a.severity, a.status, a.step) for a in alerts(events)]
+[('drift', 'info', 'firing', 5113), ('drift', 'warning', 'firing', 5188), ('divergence', 'critical', 'firing', 6377), ('drift', 'warning', 'resolved', 6477)]
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, NamedTuple
+
+from .alert import Alert
+from .finding import MonitorState
+from .monitor import RunMonitor
+from .policy import AlertPolicy
+
+
+def _apply(policy: AlertPolicy, state: MonitorState, step: int, now: float,
+           advance: bool) -> list[Alert]:
+    kw = dict(loss=state.l_obs, forecast=state.l_pred, W=state.W)
+    out = [a for f in state.findings if (a := policy.apply(f, now, **kw)) is not None]
+    return out + policy.advance(step, now, **kw) if advance else out
+
+
+def observe_loss(monitor: RunMonitor, policy: AlertPolicy, step: int, loss: float,
+                 lr: float | None = None, grad_norm: float | None = None,
+                 now: float = 0.0) -> tuple[MonitorState, list[Alert]]:
+    """One loss event: the monitor's state and the alert transitions it caused (held
+    resolves and cooled-down firings come due on every loss event)."""
+    state = monitor.update_loss(step, loss, lr, grad_norm)
+    return state, _apply(policy, state, step, now, advance=True)
+
+
+def observe_eval(monitor: RunMonitor, policy: AlertPolicy, step: int, metrics: dict,
+                 now: float = 0.0) -> tuple[MonitorState | None, list[Alert]]:
+    state = monitor.update_eval(step, metrics)
+    if state is None:
+        return None, []
+    return state, _apply(policy, state, step, now, advance=False)
+
+
+class Session:
+    """One run's detection, event by event: ``loss``, ``eval``, ``end``."""
+
+    def __init__(self, run: str = "run", preset: str = "pretraining", *,
+                 cooldown_s: float = 0.0, **overrides) -> None:
+        self.monitor = RunMonitor(preset, **overrides)
+        self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
+
+    def loss(self, step: int, loss: float, lr: float | None = None,
+             grad_norm: float | None = None, now: float = 0.0) -> tuple[MonitorState, list[Alert]]:
+        return observe_loss(self.monitor, self.policy, step, loss, lr, grad_norm, now)
+
+    def eval(self, step: int, metrics: dict, now: float = 0.0) -> tuple[MonitorState | None, list[Alert]]:
+        return observe_eval(self.monitor, self.policy, step, metrics, now)
+
+    def end(self, step: int, now: float, status: str = "completed") -> list[Alert]:
+        return self.policy.resolve_all(step, now, f"run ended ({status})")
+
+    def snapshot(self) -> dict:
+        return {"monitor": self.monitor.snapshot(), "policy": self.policy.snapshot()}
+
+    def restore(self, snap: dict) -> None:
+        self.monitor.restore(snap["monitor"])
+        self.policy.restore(snap["policy"])
+
+
+class Replayed(NamedTuple):
+    kind: str                 # "loss" or "eval"
+    step: int
+    value: float
+    lr: float | None
+    state: MonitorState | None
+    alerts: list
+
+
+def replay(events: Iterable[tuple], *, run: str = "log", preset: str = "pretraining",
+           **overrides) -> Iterator[Replayed]:
+    """Replay ``(kind, step, value, lr)`` events (``kind`` "loss" or "eval", as
+    `wtwin.daemon.logs.TrainingLog.events` gives them) through one `Session`."""
+    s = Session(run, preset, **overrides)
+    for i, (kind, step, value, lr) in enumerate(events):
+        if kind == "loss":
+            state, out = s.loss(step, value, lr, now=float(i))
+        else:
+            state, out = s.eval(step, {"val_loss": value}, now=float(i))
+        yield Replayed(kind, step, value, lr, state, out)
+
+
+def alerts(events: Iterable[tuple], **kw) -> list[Alert]:
+    """Every alert transition of a replay."""
+    return [a for r in replay(events, **kw) for a in r.alerts]

@@ -1,0 +1,67 @@
+"""The real-log corpus as the harness and the tests see it: files, labels, sources, presets.
+
+Both folders of ``../shared/data`` (``real-logs``, ``real-logs-lr``) and our own small
+runs (`own_runs`). Each log belongs to one *group*, its source: the repository, except
+in the MLPerf repositories, where it is the submitter's system named in the file, and
+``modded-nanogpt`` is one group. Leave-one-source-out calibration holds out one group
+at a time. A fine-tune (``kind`` "finetuning" in the manifest) runs under the
+``finetuning`` preset, as a user would run it (``wtwin monitor --preset finetuning``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import pathlib
+import re
+from dataclasses import dataclass
+
+import pytest
+
+SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
+FOLDERS = ("real-logs", "real-logs-lr")
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    path: pathlib.Path | None     # None: one of our own runs (built by `own_runs`)
+    label: str                    # clean, unknown or anomalous
+    group: str
+    preset: str
+
+
+def _group(name: str, repo: str) -> str:
+    m = re.match(r"mlperf\d+_+[a-z0-9]+_(.+?)_r(?:esult)?\d", name)
+    if m:                                        # MLPerf: the submitter's system
+        return "mlperf:" + m.group(1)
+    return repo or name
+
+
+def entries(own: bool = True) -> list[Entry]:
+    """Every log of the corpus (and our own runs); empty when ../shared is absent."""
+    out = []
+    for folder in FOLDERS:
+        man = SHARED / folder / "manifest.csv"
+        if not man.exists():
+            continue
+        with open(man) as fh:
+            for r in csv.DictReader(fh):
+                path = SHARED / folder / r["file"]
+                if not path.exists():
+                    continue
+                preset = "finetuning" if r.get("kind") == "finetuning" else "pretraining"
+                out.append(Entry(r["file"], path, r["label"], _group(r["file"], r["repo"]), preset))
+    if own:
+        from own_runs import RUNS
+        out += [Entry(n, None, "clean", "own:load_digits", p) for n, p in RUNS.items()]
+    return sorted(out, key=lambda e: e.name)
+
+
+def require_data() -> None:
+    """Skip without ../shared/data, except under CI, where its absence is a failure."""
+    if all((SHARED / f).is_dir() for f in FOLDERS):
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and the real logs are missing at {SHARED}")
+    pytest.skip(f"no real logs at {SHARED}")
