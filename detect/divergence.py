@@ -25,6 +25,9 @@ from typing import NamedTuple
 from .base import Detector, check, gap_decay, positive, register
 
 
+MIN_POINTS = 10   # the scale's half-life and the warm-up span at least this many points
+
+
 class DivergenceState(NamedTuple):
     step: int
     active: bool
@@ -57,6 +60,7 @@ class DivergenceDetector(Detector):
         self._dt = 1.0         # EWMA of the gap between points (steps)
         self._start = None     # the first level: progress is start - best
         self._excess = 0.0
+        self._n = 0            # points seen
 
     def update(self, step: int, loss: float) -> DivergenceState:
         if not math.isfinite(loss):
@@ -72,13 +76,16 @@ class DivergenceDetector(Detector):
             self._dt += 0.05 * (dt - usual)
         level, scale = self._level, self._scale
         d = abs(loss - level)
+        self._n += 1
+        few = MIN_POINTS * self._dt    # half-lives and warm-up span at least MIN_POINTS points
         if self._excess < 0.5:
-            g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self.scale_halflife)
+            hs = self.scale_halflife if self.scale_halflife > few else few
+            g = self._c_scale if dt <= 1 and hs == self.scale_halflife else gap_decay(dt, usual, hs)
             cap = 4 * scale if scale > 0 else d
             scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
         g = self._c_level if dt <= 1 else gap_decay(dt, usual, self.halflife)
         level = self._level = g * level + (1 - g) * loss
-        if step - self._first < self.warmup:
+        if step - self._first < self.warmup or self._n < MIN_POINTS:
             return DivergenceState(step, False, level, self._best, 0.0)
         best = self._best
         if level < best:

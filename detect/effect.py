@@ -10,12 +10,13 @@ the statistics that page (levels over about a hundred steps, not single steps):
   of the first ``start_points`` points, ``best`` the lowest level after them;
 - ``wobble``: how much that level wanders in this run when nothing is wrong, at its own
   time scale: every ``tau`` = twice the level's half-life (so that neighbouring samples
-  share little of their weights), the second difference of the level
-  ``L(t) - 2 L(t - tau) + L(t - 2 tau)`` (a trend, even a curving one, cancels; a wobble
-  does not), the median of its absolute value over the last ``wobble_samples`` of them
-  (robust: the fast early phase of a run, whose second differences are large, drops
-  out as soon as it is a minority), as a standard deviation of the level (/0.6745 for a
-  normal's median absolute value, /sqrt 6 for a second difference). Frozen while a deviation is being judged
+  share little of their weights), the third difference of the level
+  ``L(t) - 3 L(t - tau) + 3 L(t - 2 tau) - L(t - 3 tau)`` (a trend cancels, and so does a
+  steady curvature, which a second difference would count: a short fine-tune that falls
+  from 3.5 to 0.5 bends all the way; a wobble does not cancel), the median of its
+  absolute value over the last ``wobble_samples`` of them (robust: the fast early phase
+  drops out as soon as it is a minority), as a standard deviation of the level (/0.6745
+  for a normal's median absolute value, /sqrt 20 for a third difference). Frozen while a deviation is being judged
   (``judging=True``), so a building failure does not raise its own bar.
 
 A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
@@ -26,8 +27,10 @@ progress *and* several times its own low-frequency wobble. Both are differences 
 losses, so an offset changes nothing and a scale changes both sides alike; a loss that
 fell from 1 to 1e-4 has a progress of ~1, so a change of 1e-4 is never a page.
 ``gate`` and ``jump_gate`` are chosen by a written procedure from clean real runs of
-other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). Nothing
-pages before the wobble has been measured (two second differences of the level).
+other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). One
+point's jump is also judged against one point's scatter (``noise``, from the absolute
+one-step changes), and so is everything until the wobble has been measured (two second
+differences of the level): a young run's level is judged as conservatively as a point.
 
 >>> import random
 >>> rng, det = random.Random(0), EffectDetector()
@@ -50,7 +53,8 @@ class EffectState(NamedTuple):
     level: float
     progress: float
     wobble: float
-    unit: float          # max(rho * progress, wobble): effects are judged in this unit
+    unit: float          # max(rho * progress, wobble): a level's deviation is judged in it
+    noise: float = 0.0   # one point's scatter (sd): a jump is judged in max(unit, noise)
 
 
 @register
@@ -77,16 +81,20 @@ class EffectDetector(Detector):
         self._level = 0.0         # EWMA of the loss
         self._start = -math.inf
         self._best = math.inf
-        self._lags = [0.0, 0.0]   # the level tau and 2 tau ago
+        self._lags = [0.0, 0.0, 0.0]   # the level tau, 2 tau and 3 tau ago
         self._next = 0.0          # step of the next sample of the level
         self._k = 0               # samples taken
         self._kw = 0              # of them, in the wobble
-        self._devs = []           # the last wobble_samples |second differences|
+        self._pred_best = math.inf   # the lowest forecast seen (monitor: a rise the schedule explains)
+        self._devs = []           # the last wobble_samples |third differences|
         self._wob = 0.0           # their median
 
-    def update(self, step: int, loss: float, judging: bool = False) -> EffectState:
+    def update(self, step: int, loss: float, judging: bool = False,
+               l_pred: float | None = None) -> EffectState:
         if not math.isfinite(loss) or (self._last is not None and step <= self._last):
             return self.state(step)
+        if l_pred is not None and l_pred < self._pred_best:
+            self._pred_best = l_pred
         if self._first is None:
             self._first, self._last, self._prev, self._n = step, step, loss, 1
             self._level = self._start = loss
@@ -98,7 +106,8 @@ class EffectDetector(Detector):
         self._n += 1
         d = abs(loss - self._prev)
         self._prev = loss
-        self._noise = d if self._noise == 0.0 else self._noise + 0.02 * (min(d, 4 * self._noise) - self._noise)
+        a = 1.0 / self._n if self._n < 50 else 0.02       # a mean, then an EWMA
+        self._noise = d if self._noise == 0.0 else self._noise + a * (min(d, 4 * self._noise) - self._noise)
         x, cap = loss, self._level + self.clip * self._noise
         if self._noise > 0 and x > cap:
             x = cap                                # one-batch outliers do not move the level
@@ -115,14 +124,14 @@ class EffectDetector(Detector):
         return self.state(step)
 
     def _sample(self, level: float, judging: bool) -> None:
-        l1, l2 = self._lags
-        self._lags = [level, l1]
+        l1, l2, l3 = self._lags
+        self._lags = [level, l1, l2]
         self._k += 1
-        if self._k < 3 or judging:
+        if self._k < 4 or judging:
             return
         self._kw += 1
         devs = self._devs
-        devs.append(abs(level - 2.0 * l1 + l2))
+        devs.append(abs(level - 3.0 * l1 + 3.0 * l2 - l3))
         if len(devs) > self.wobble_samples:
             del devs[0]
         srt = sorted(devs)
@@ -132,11 +141,12 @@ class EffectDetector(Detector):
     def state(self, step: int) -> EffectState:
         """The current level, progress, wobble (sd) and unit, without updating."""
         if self._first is None:
-            return EffectState(step, 0.0, 0.0, 0.0, 0.0)
+            return EffectState(step, 0.0, 0.0, 0.0, math.inf, math.inf)
         progress = max(self._start - self._best, 0.0) if self._best < math.inf else 0.0
-        wobble = self._wob / (0.6745 * 2.4495)     # sd of the level, from median |2nd difference|
-        unit = max(self.rho * progress, wobble) if self._kw >= 2 else math.inf
-        return EffectState(step, self._level, progress, wobble, unit)
+        wobble = self._wob / (0.6745 * 4.4721)     # sd of the level, from median |3rd difference|
+        noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
+        unit = max(self.rho * progress, wobble if self._kw >= 2 else noise)
+        return EffectState(step, self._level, progress, wobble, unit, noise)
 
     @property
     def level(self) -> float:
@@ -146,13 +156,21 @@ class EffectDetector(Detector):
     def best(self) -> float:
         return self._best
 
-    def score(self, effect: float) -> float:
-        """``effect`` (loss units) in units of ``unit`` (0 before the wobble is measured)."""
-        unit = self.state(self._last or 0).unit
-        if unit == math.inf:
+    def forecast_rise(self, l_pred: float | None) -> float:
+        """How far the forecast now stands above its lowest value (0 without one): the
+        part of a rise that the learning-rate schedule explains (a warm restart)."""
+        if l_pred is None or self._pred_best == math.inf:
+            return 0.0
+        return max(l_pred - self._pred_best, 0.0)
+
+    def score(self, effect: float, jump: bool = False) -> float:
+        """``effect`` (loss units) in units of ``unit`` (``jump``: of max(unit, noise))."""
+        st = self.state(self._last or 0)
+        unit = max(st.unit, st.noise) if jump else st.unit
+        if unit == math.inf or self._n < 3:
             return 0.0
         return effect / unit if unit > 0 else (math.inf if effect > 0 else 0.0)
 
     def pages(self, effect: float, jump: bool = False) -> bool:
         """May a deviation of ``effect`` loss units page (``jump``: one point's jump)?"""
-        return self.score(effect) > (self.jump_gate if jump else self.gate)
+        return self.score(effect, jump) > (self.jump_gate if jump else self.gate)

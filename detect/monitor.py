@@ -63,7 +63,8 @@ def _plateau_msg(pl, fc) -> str:
         return (f"loss frozen at exactly {pl.level:.6g} for many points: the logged loss stopped "
                 "updating (often a NaN the logger hides)")
     if pl.rule == "no_learning":
-        return f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the start"
+        return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the "
+                f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
     if pl.rule == "slowdown":
         return (f"loss stopped improving at {pl.level:.4g}: its decline per log-step fell below "
                 f"half its earlier pace ({pl.slow_z:.1f} standard errors)")
@@ -131,11 +132,17 @@ class RunMonitor:
         ri = d["rise"].update(step, loss)
         pl = d["plateau"].update(step, loss, fc.l_pred, fc.alert)
         d["overfit"].update_train(step, loss)
-        if ri.active and d[self._main]._lr is not None:   # lr known: a rise the schedule
-            ri = ri if fc.band_hi is None or ri.level > fc.band_hi else None  # explains is no drift
+        if ri.active and d[self._main]._lr is not None and fc.band_hi is not None:
+            # lr known: a rise the schedule explains (the forecast rose by a quarter of
+            # it, and the level is within the band) is no drift; a wide band alone is not
+            # an explanation (it silenced every rise of a young forecast)
+            if (ri.level <= fc.band_hi
+                    and d["effect"].forecast_rise(fc.l_pred) >= 0.25 * (ri.level - ri.best)):
+                d["rise"].rebase()    # the schedule moved the loss: a new best from here
+                ri = None
         judging = (fc.alert or dv.active or sp.active or (ri is not None and ri.active)
                    or (pl.active and pl.rule not in ("no_learning", "frozen")))
-        d["effect"].update(step, loss, judging)
+        d["effect"].update(step, loss, judging, fc.l_pred)
         self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
         if step >= self._points.next_at:
             self._points.take(step, d)
@@ -146,11 +153,11 @@ class RunMonitor:
         """Is a deviation of ``effect`` loss units large enough to page (`effect`)? Also
         keeps, per kind, the largest score seen while its detector was active
         (``peak_scores``: what the harness calibrates the gate on)."""
-        ef = self._d["effect"]
-        score = ef.score(effect)
+        ef, jump = self._d["effect"], kind in JUMPS
+        score = ef.score(effect, jump)
         if score > self.peak_scores.get(kind, -math.inf):
             self.peak_scores[kind] = score
-        return score > (ef.jump_gate if kind in JUMPS else ef.gate)
+        return score > (ef.jump_gate if jump else ef.gate)
 
     def _rise(self, l_pred) -> float:
         """The deviation of a drift or a plateau in loss units: the level above its best,

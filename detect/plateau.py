@@ -10,7 +10,10 @@ Four rules:
 
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
   ``grace`` steps after the first point (and at least ``min_points`` points), the best
-  level is less than ``min_progress`` (a fraction) below the starting level (the highest
+  level is less than ``min_progress`` (a fraction) below the starting level *and* less
+  than ``min_progress_z`` noise units below it (the level's own point-to-point scatter,
+  an EWMA of its absolute changes: a run that moved by many times its noise is learning,
+  whatever its offset, so a loss + 1000 is not "no learning"; the highest
   level of the first 10% of ``grace``). This is what catches a run that never learns,
   even from a few eval points.
 - *slowdown* (rule ``"slowdown"``): the loss's slope in log-step, ``b`` (a weighted
@@ -61,7 +64,8 @@ class PlateauState(NamedTuple):
     progress: float        # fraction fallen from the starting level
     level: float
     slow_z: float = 0.0    # the slowdown statistic (standard errors; -inf while disarmed)
-    shortfall: float = 0.0  # loss units: the level above where half its earlier pace would be
+    shortfall: float = 0.0  # loss units: the level above where its earlier pace would be
+    progress_z: float = 0.0  # the progress in units of the level's point-to-point scatter
 
 
 @register
@@ -73,27 +77,32 @@ class PlateauDetector(Detector):
                  slow_halflife: float = 0.15, slow_ratio: float = 1.6, slow_span: int = 3,
                  slow_keep: float = 0.5, slow_z: float = 3.0, accel_z: float = 3.0,
                  slow_warmup: int = 100, slow_points: float = 50.0, slow_effect: float = 0.6,
-                 clip: float = 4.0, slowdown: bool = True, frozen_points: int = 20) -> None:
+                 clip: float = 4.0, slowdown: bool = True, frozen_points: int = 20,
+                 min_progress_z: float = 20.0) -> None:
         for n in ("grace", "window", "min_points", "slow_span", "slow_warmup", "frozen_points"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1")
         for n in ("min_progress", "flat", "slow_halflife", "slow_keep"):
             fraction(n, locals()[n])
-        for n in ("halflife", "slow_z", "accel_z", "slow_points", "slow_effect", "clip"):
+        for n in ("halflife", "slow_z", "accel_z", "slow_points", "slow_effect", "clip",
+                  "min_progress_z"):
             positive(n, locals()[n])
         check(isinstance(slowdown, bool), "slowdown", slowdown, "a bool")
         check(isinstance(slow_ratio, float) and 1.0 < slow_ratio <= 4.0, "slow_ratio", slow_ratio,
               "a float in (1, 4]")
         self.grace, self.min_progress, self.min_points = grace, min_progress, min_points
+        self.min_progress_z = min_progress_z
         self.window, self.flat, self.halflife = window, flat, halflife
         self.slow_halflife, self.slow_ratio, self.slow_span = slow_halflife, slow_ratio, slow_span
         self.slow_keep, self.slow_z, self.accel_z = slow_keep, slow_z, accel_z
         self.slow_warmup, self.slow_points, self.clip = slow_warmup, slow_points, clip
         self.slow_effect, self.slowdown, self.frozen_points = slow_effect, slowdown, frozen_points
+        self._lnoise = 0.0     # EWMA of |change of the level| between points
         self._same = 0         # points in a row equal to the one before, to the last digit
         self._prev = None
         self._c_lr = math.log(slow_ratio)
         self._c_level = 0.5 ** (1.0 / halflife)     # per-step EWMA weight (a constant)
         self._level = None
+        self._last_n = -math.inf   # step of the last point in the level's noise
         self._first = None
         self._last = None
         self._ref = -math.inf
@@ -131,7 +140,12 @@ class PlateauDetector(Detector):
         dt = step - self._last
         g = self._c_level if dt == 1 else decay(dt, self.halflife)
         self._last = step
+        prev = self._level
         level = self._level = g * self._level + (1 - g) * loss
+        if step > self._last_n:
+            a = 1.0 / self._n if self._n < 20 else 0.05
+            self._lnoise += a * (abs(level - prev) - self._lnoise)
+            self._last_n = step
         age = step - self._first
         if age <= 0.1 * self.grace and level > self._ref:
             self._ref = level
@@ -139,10 +153,13 @@ class PlateauDetector(Detector):
             self._best = level
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
+        sd = 0.8862 * self._lnoise
+        pz = (ref - self._best) / sd if sd > 0.0 else (math.inf if ref > self._best else 0.0)
         if self._same + 1 >= self.frozen_points:
             return PlateauState(step, True, "frozen", progress, level, z)
-        if age >= self.grace and self._n >= self.min_points and progress < self.min_progress:
-            return PlateauState(step, True, "no_learning", progress, level, z)
+        if (age >= self.grace and self._n >= self.min_points and progress < self.min_progress
+                and pz < self.min_progress_z):
+            return PlateauState(step, True, "no_learning", progress, level, z, 0.0, pz)
         short = self._shortfall(step, level)
         slow = z > self.slow_z or (self._slow and (z > 0.0 or short > 0.0))
         if slow and not self._slow and self._armed is not None:

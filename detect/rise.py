@@ -76,6 +76,12 @@ class RiseDetector(Detector):
         self._points = 0
         self._prev = None
 
+    def rebase(self) -> None:
+        """Start the best again from the current level (the monitor calls it when the
+        learning-rate schedule explains a rise: a warm restart is a new baseline)."""
+        if self._level is not None:
+            self._best, self._S, self._since, self._score = self._level, 0.0, None, 0.0
+
     def update(self, step: int, loss: float) -> RiseState:
         if not math.isfinite(loss) or (self._last is not None and step <= self._last):
             lvl = self._level if self._level is not None else 0.0

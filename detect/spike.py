@@ -67,6 +67,7 @@ class SpikeDetector(Detector):
         self._later = 0          # points seen since it opened
         self._sustained = False
         self._dt = 1.0           # EWMA of the gap between points (steps)
+        self._n = 0              # points seen (the warm-up also needs 10)
 
     def update(self, step: int, loss: float) -> SpikeState:
         if not math.isfinite(loss):
@@ -82,7 +83,8 @@ class SpikeDetector(Detector):
         z = (loss - self._level) / sc
         if self._open is not None:
             return self._follow(step, loss, z)
-        if z >= self.z and step - self._first >= self.warmup and self._scale > 0:
+        self._n += 1
+        if z >= self.z and step - self._first >= self.warmup and self._scale > 0 and self._n >= 10:
             self._open, self._height, self._later = step, loss - self._level, 0
             return SpikeState(step, z, False, None, step, self._height)
         self._learn(loss, dt, usual)

@@ -14,7 +14,8 @@ group is scored with it:
    drawn in [30%, 70%] of the run, at the magnitudes a user wants paged: ramps reaching
    max(3% of the loss level, 4 sigma) and max(8%, 8 sigma) over H steps (H drawn in
    [1000, 3000], at least 20 points, at most half of what is left of the run), a rising
-   floor, a divergence (the loss doubling over H), an LR blow-up, a sustained shift and a
+   floor, a divergence (exponential growth through the 8% size at 0.2 H), an LR blow-up
+   (noisy exponential growth from 1 sigma), a sustained shift and a
    50-step spike; stagnations (the trend frozen) only where the clean run still had at
    least 3 sigma to fall. Sub-percent injections (3 sigma ramps on smooth logs) are
    reported apart (``small_*``). Delays are exact; a page before the onset is a false
@@ -199,8 +200,8 @@ def inject(kind, steps, x, i0, sigma, H, rng):
         y += on * a8 * u
     elif kind == "floor3":
         y += on * a3 * (1 - np.exp(-2 * t / H))
-    elif kind == "divergence":
-        y += on * abs(level) * (np.exp(np.minimum(t / H, 20) * math.log(2)) - 1)
+    elif kind == "divergence":      # explosive: reaches the 8% ramp's size at 0.2 H, then grows
+        y += on * a8 * (np.exp(np.minimum(t / (0.3 * H), 50)) - 1)
     elif kind == "lr_blowup":
         g = np.exp(np.minimum(t / (0.3 * H), 50)) - 1
         y += on * sigma * (g + rng.standard_normal(len(x)) * np.minimum(g, 20) * 0.5)
