@@ -78,10 +78,12 @@ class DivergenceDetector(Detector):
         d = abs(loss - level)
         self._n += 1
         few = MIN_POINTS * self._dt    # half-lives and warm-up span at least MIN_POINTS points
-        if self._excess < 0.5:
+        if self._excess < 0.5 or self._n < 2 * MIN_POINTS:   # frozen once established
             hs = self.scale_halflife if self.scale_halflife > few else few
             g = self._c_scale if dt <= 1 and hs == self.scale_halflife else gap_decay(dt, usual, hs)
-            cap = 4 * scale if scale > 0 else d
+            if 1.0 - g < 1.0 / self._n:
+                g = 1.0 - 1.0 / self._n        # a plain mean while the points are few
+            cap = 4 * scale if scale > 0 and self._n > MIN_POINTS else math.inf
             scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
         g = self._c_level if dt <= 1 else gap_decay(dt, usual, self.halflife)
         level = self._level = g * level + (1 - g) * loss

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
+TRANSFORMS = ("x0.01", "x100", "+1000", "every10th", "twice", "gap20", "resume")
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
 FOLDERS = ("real-logs", "real-logs-lr")
 
@@ -65,3 +66,27 @@ def require_data() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and the real logs are missing at {SHARED}")
     pytest.skip(f"no real logs at {SHARED}")
+
+
+def transform(events: list, how: str) -> list:
+    """A clean log as it might also arrive: scaled, offset, thinned, logged twice, with a
+    20% gap, or crashed at 70% and resumed from a checkpoint at 50%."""
+    loss = [ev for ev in events if ev[0] == "loss"]
+    steps = [ev[1] for ev in loss]
+    if how in ("x0.01", "x100", "+1000"):
+        f = {"x0.01": lambda v: v * 0.01, "x100": lambda v: v * 100, "+1000": lambda v: v + 1000}[how]
+        return [(k, s, f(v), lr) for k, s, v, lr in events]
+    if how == "every10th":
+        keep = set(steps[::10])
+        return [ev for ev in events if ev[0] != "loss" or ev[1] in keep]
+    if how == "twice":
+        return [x for ev in events for x in ((ev, ev) if ev[0] == "loss" else (ev,))]
+    lo, hi = steps[0], steps[-1]
+    if how == "gap20":
+        a, b = lo + 0.4 * (hi - lo), lo + 0.6 * (hi - lo)
+        return [ev for ev in events if not (ev[0] == "loss" and a <= ev[1] < b)]
+    if how == "resume":       # crash at 70%, resume from a checkpoint at 50%, replay
+        c, r = lo + 0.7 * (hi - lo), lo + 0.5 * (hi - lo)
+        head = [ev for ev in events if ev[1] <= c]
+        return head + [ev for ev in events if ev[1] >= r]
+    raise ValueError(how)

@@ -44,7 +44,7 @@ sys.path[:0] = [str(ROOT / "tests" / "bench"), str(ROOT / "tests")]
 
 import calibrate  # noqa: E402
 from baselines import STATS, WARM, first_cross  # noqa: E402
-from corpus import entries  # noqa: E402
+from corpus import TRANSFORMS, entries, transform  # noqa: E402
 
 from wtwin.detect import RunMonitor  # noqa: E402
 
@@ -56,7 +56,6 @@ SMALL = ("small_linear", "small_shift")
 KINDS = USER + SMALL
 PROGRESSIVE = ("ramp3_linear", "ramp3_quadratic", "ramp3_sigmoid", "ramp8_linear", "floor3",
                "divergence", "lr_blowup")
-TRANSFORMS = ("x0.01", "x100", "+1000", "every10th", "twice", "gap20", "resume")
 
 
 def load(e):
@@ -133,28 +132,6 @@ def _score_real(args) -> dict:
     pages = [f for f in found if f[2] in PAGE]
     return {"log": e.name, "group": e.group, "label": e.label, "steps": log.n_loss,
             "pages": pages[:6], "n_pages": len(pages), "n_info": sum(f[2] == "info" for f in found)}
-
-
-def transform(events: list, how: str) -> list:
-    loss = [ev for ev in events if ev[0] == "loss"]
-    steps = [ev[1] for ev in loss]
-    if how in ("x0.01", "x100", "+1000"):
-        f = {"x0.01": lambda v: v * 0.01, "x100": lambda v: v * 100, "+1000": lambda v: v + 1000}[how]
-        return [(k, s, f(v), lr) for k, s, v, lr in events]
-    if how == "every10th":
-        keep = set(steps[::10])
-        return [ev for ev in events if ev[0] != "loss" or ev[1] in keep]
-    if how == "twice":
-        return [x for ev in events for x in ((ev, ev) if ev[0] == "loss" else (ev,))]
-    lo, hi = steps[0], steps[-1]
-    if how == "gap20":
-        a, b = lo + 0.4 * (hi - lo), lo + 0.6 * (hi - lo)
-        return [ev for ev in events if not (ev[0] == "loss" and a <= ev[1] < b)]
-    if how == "resume":       # crash at 70%, resume from a checkpoint at 50%, replay
-        c, r = lo + 0.7 * (hi - lo), lo + 0.5 * (hi - lo)
-        head = [ev for ev in events if ev[1] <= c]
-        return head + [ev for ev in events if ev[1] >= r]
-    raise ValueError(how)
 
 
 def _score_robust(args) -> list[dict]:
