@@ -86,13 +86,20 @@ class EffectDetector(Detector):
         self._k = 0               # samples taken
         self._kw = 0              # of them, in the wobble
         self._pred_best = math.inf   # the lowest forecast seen (monitor: a rise the schedule explains)
+        self._lr_peak = 0.0          # the highest lr seen, and the lowest once it fell
+        self._lr_low = math.inf
         self._devs = []           # the last wobble_samples |third differences|
         self._wob = 0.0           # their median
 
     def update(self, step: int, loss: float, judging: bool = False,
-               l_pred: float | None = None) -> EffectState:
+               l_pred: float | None = None, lr: float | None = None) -> EffectState:
         if not math.isfinite(loss) or (self._last is not None and step <= self._last):
             return self.state(step)
+        if lr is not None and math.isfinite(lr):   # the lowest lr since the warm-up's peak
+            if lr >= self._lr_peak:
+                self._lr_peak = lr
+            elif lr < self._lr_low:
+                self._lr_low = lr
         if l_pred is not None and l_pred < self._pred_best:
             self._pred_best = l_pred
         if self._first is None:
@@ -156,10 +163,14 @@ class EffectDetector(Detector):
     def best(self) -> float:
         return self._best
 
-    def forecast_rise(self, l_pred: float | None) -> float:
-        """How far the forecast now stands above its lowest value (0 without one): the
-        part of a rise that the learning-rate schedule explains (a warm restart)."""
-        if l_pred is None or self._pred_best == math.inf:
+    def forecast_rise(self, l_pred: float | None, lr: float | None) -> float:
+        """How far the forecast now stands above its lowest value, while the lr is back
+        above twice its lowest value since its peak (a warm restart); else 0: the part
+        of a rise that the learning-rate schedule explains. A refit that absorbed a
+        drift also raises the forecast; without an lr going back up, it explains nothing."""
+        if l_pred is None or self._pred_best == math.inf or lr is None:
+            return 0.0
+        if not lr > 2.0 * self._lr_low:
             return 0.0
         return max(l_pred - self._pred_best, 0.0)
 

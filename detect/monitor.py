@@ -137,12 +137,12 @@ class RunMonitor:
             # it, and the level is within the band) is no drift; a wide band alone is not
             # an explanation (it silenced every rise of a young forecast)
             if (ri.level <= fc.band_hi
-                    and d["effect"].forecast_rise(fc.l_pred) >= 0.25 * (ri.level - ri.best)):
+                    and d["effect"].forecast_rise(fc.l_pred, lr) >= 0.25 * (ri.level - ri.best)):
                 d["rise"].rebase()    # the schedule moved the loss: a new best from here
                 ri = None
         judging = (fc.alert or dv.active or sp.active or (ri is not None and ri.active)
                    or (pl.active and pl.rule not in ("no_learning", "frozen")))
-        d["effect"].update(step, loss, judging, fc.l_pred)
+        d["effect"].update(step, loss, judging, fc.l_pred, lr)
         self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
         if step >= self._points.next_at:
             self._points.take(step, d)
