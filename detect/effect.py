@@ -13,10 +13,12 @@ the statistics that page (levels over about a hundred steps, not single steps):
   share little of their weights), the third difference of the level
   ``L(t) - 3 L(t - tau) + 3 L(t - 2 tau) - L(t - 3 tau)`` (a trend cancels, and so does a
   steady curvature, which a second difference would count: a short fine-tune that falls
-  from 3.5 to 0.5 bends all the way; a wobble does not cancel), the median of its
-  absolute value over the last ``wobble_samples`` of them (robust: the fast early phase
-  drops out as soon as it is a minority), as a standard deviation of the level (/0.6745
-  for a normal's median absolute value, /sqrt 20 for a third difference). Frozen while a deviation is being judged
+  from 3.5 to 0.5 bends all the way; a wobble does not cancel), the lower quartile of
+  its absolute value over the last ``wobble_samples`` of them (robust: the fast early
+  phase, whose differences are large, is ignored as soon as a quarter of the samples
+  come after it; a 1,750-step run has only eight samples), as a standard deviation of
+  the level (/0.3186 for a normal's lower quartile of absolute values, /sqrt 20 for a
+  third difference). Frozen while a deviation is being judged
   (``judging=True``), so a building failure does not raise its own bar.
 
 A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
@@ -89,7 +91,7 @@ class EffectDetector(Detector):
         self._lr_peak = 0.0          # the highest lr seen, and the lowest once it fell
         self._lr_low = math.inf
         self._devs = []           # the last wobble_samples |third differences|
-        self._wob = 0.0           # their median
+        self._wob = 0.0           # their lower quartile
 
     def update(self, step: int, loss: float, judging: bool = False,
                l_pred: float | None = None, lr: float | None = None) -> EffectState:
@@ -142,15 +144,16 @@ class EffectDetector(Detector):
         if len(devs) > self.wobble_samples:
             del devs[0]
         srt = sorted(devs)
-        n = len(srt)
-        self._wob = 0.5 * (srt[(n - 1) // 2] + srt[n // 2])
+        q = 0.25 * (len(srt) - 1)              # the lower quartile, interpolated
+        i = int(q)
+        self._wob = srt[i] + (q - i) * (srt[min(i + 1, len(srt) - 1)] - srt[i])
 
     def state(self, step: int) -> EffectState:
         """The current level, progress, wobble (sd) and unit, without updating."""
         if self._first is None:
             return EffectState(step, 0.0, 0.0, 0.0, math.inf, math.inf)
         progress = max(self._start - self._best, 0.0) if self._best < math.inf else 0.0
-        wobble = self._wob / (0.6745 * 4.4721)     # sd of the level, from median |3rd difference|
+        wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
         noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
         unit = max(self.rho * progress, wobble if self._kw >= 2 else noise)
         return EffectState(step, self._level, progress, wobble, unit, noise)
