@@ -161,10 +161,15 @@ class RunMonitor:
 
     def _rise(self, l_pred) -> float:
         """The deviation of a drift or a plateau in loss units: the level above its best,
-        or above the forecast when there is one, whichever is larger."""
+        or above the forecast when there is one, whichever is larger. A forecast below
+        ``best - progress`` (the run falling further than it has come so far: an
+        extrapolation gone wrong, like an exponential law refitted across a 43,000-step
+        gap that predicted 0.37 for a t5 loss at 1.8) counts for nothing."""
         ef = self._d["effect"]
         up = ef.level - ef.best
-        return up if l_pred is None else max(up, ef.level - l_pred)
+        if l_pred is None or l_pred < ef.best - ef.state(0).progress:
+            return up
+        return max(up, ef.level - l_pred)
 
     def _rewind(self, step: int) -> int | None:
         """Detectors as they stood at the newest rewind point before ``step`` (fresh ones

@@ -9,6 +9,25 @@ from corpus import TRANSFORMS, entries, require_data, transform
 from wtwin.detect.replay import alerts
 
 QUIET = [e for e in entries(own=False) if e.label != "anomalous"]
+# Known false pages, measured and left (docs/DETECTION.md, "What is left"). Each must
+# still page: a fix makes the test fail until the entry goes.
+ALL = ("x0.01", "x100", "+1000", "resume")      # the RNN-T page is in the log itself
+KNOWN = {
+    # MLPerf RNN-T (Dell) stalls from step 8200 to 11000 (level 19.5 -> 19.1 where its
+    # earlier, decelerating pace would have taken it to ~17), then falls again with its
+    # exponential lr decay; `plateau` pages at 9773.
+    **{("mlperf10_rnnt_dell_dss8440_r0.csv", how): "a real 3000-step stall" for how in ALL},
+    # The "unknown" BERT run that missed its target rises 0.09 (1.35 -> 1.44) between
+    # 9500 and 11000; at full resolution nothing fires, logged every 10th step the
+    # slowdown rule pages at 11580.
+    ("mlperf07__bert_dgx1_result9_aborted.csv", "every10th"): "a 0.09 rise, thinned",
+}
+
+
+def _no_learning_under_offset(how, page):
+    """"No learning" is judged on the fraction the loss fell, which an offset of +1000
+    destroys (docs/DETECTION.md): the one rule exempt from the offset transform."""
+    return how == "+1000" and page[1] == "plateau" and page[3].startswith("no learning")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -24,13 +43,19 @@ def _events(e):
 @pytest.mark.parametrize("e", QUIET, ids=[e.name for e in QUIET])
 def test_clean_log_stays_silent_under_every_transform(e):
     events = _events(e)
-    paged = {}
-    for how in TRANSFORMS:
-        pages = [(a.step, a.kind, a.severity) for a in alerts(transform(events, how), preset=e.preset)
+    paged, known = {}, {}
+    for how in TRANSFORMS + ("as logged",):
+        stream = events if how == "as logged" else transform(events, how)
+        pages = [(a.step, a.kind, a.severity, a.message) for a in alerts(stream, preset=e.preset)
                  if a.status == "firing" and a.severity != "info"]
-        if pages:
+        pages = [p[:3] for p in pages if not _no_learning_under_offset(how, p)]
+        key = (e.name, "x0.01" if how == "as logged" else how)
+        if key in KNOWN:
+            known[how] = bool(pages)
+        elif pages:
             paged[how] = pages[:3]
     assert paged == {}
+    assert all(known.values()), f"a known false page is gone, remove it from KNOWN: {known}"
 
 
 def test_the_transforms_change_what_they_say():
