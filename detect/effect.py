@@ -74,6 +74,7 @@ class EffectDetector(Detector):
         self.gate, self.jump_gate, self.rho = gate, jump_gate, rho
         self.halflife, self.min_points = halflife, min_points
         self.wobble_samples, self.start_points, self.clip = wobble_samples, start_points, clip
+        self._c_tau, self._c_g = None, 1.0   # cache: the per-step weight at half-life _c_tau
         self._n = 0
         self._first = None
         self._last = None
@@ -95,42 +96,62 @@ class EffectDetector(Detector):
 
     def update(self, step: int, loss: float, judging: bool = False,
                l_pred: float | None = None, lr: float | None = None) -> EffectState:
-        if not math.isfinite(loss) or (self._last is not None and step <= self._last):
-            return self.state(step)
-        if lr is not None and math.isfinite(lr):   # the lowest lr since the warm-up's peak
+        self.feed(step, loss, judging, l_pred, lr)
+        return self.state(step)
+
+    def feed(self, step: int, loss: float, judging: bool = False,
+             l_pred: float | None = None, lr: float | None = None) -> None:
+        """`update` without building a state (the monitor's per-event path)."""
+        last = self._last
+        if last is not None and step <= last or not -math.inf < loss < math.inf:
+            return
+        if lr is not None and lr == lr:            # the lowest lr since the warm-up's peak
             if lr >= self._lr_peak:
                 self._lr_peak = lr
             elif lr < self._lr_low:
                 self._lr_low = lr
         if l_pred is not None and l_pred < self._pred_best:
             self._pred_best = l_pred
-        if self._first is None:
+        if last is None:
             self._first, self._last, self._prev, self._n = step, step, loss, 1
             self._level = self._start = loss
-            return self.state(step)
-        dt = step - self._last
+            return
+        dt = step - last
         self._last = step
         usual = self._dt
-        self._dt += 0.05 * (dt - usual)
-        self._n += 1
-        d = abs(loss - self._prev)
+        self._dt = usual + 0.05 * (dt - usual)
+        n = self._n = self._n + 1
+        d = loss - self._prev
+        if d < 0.0:
+            d = -d
         self._prev = loss
-        a = 1.0 / self._n if self._n < 50 else 0.02       # a mean, then an EWMA
-        self._noise = d if self._noise == 0.0 else self._noise + a * (min(d, 4 * self._noise) - self._noise)
-        x, cap = loss, self._level + self.clip * self._noise
-        if self._noise > 0 and x > cap:
+        noise = self._noise
+        if noise == 0.0:
+            noise = d
+        else:                                      # a mean, then an EWMA
+            noise += (1.0 / n if n < 50 else 0.02) * ((d if d < 4 * noise else 4 * noise) - noise)
+        self._noise = noise
+        x, cap = loss, self._level + self.clip * noise
+        if noise > 0.0 and x > cap:
             x = cap                                # one-batch outliers do not move the level
-        tau = max(self.halflife, self.min_points * self._dt)
-        g = gap_decay(dt, usual, tau)
+        tau = self.min_points * self._dt
+        if tau < self.halflife:
+            tau = self.halflife
+        if dt == 1 and tau == self._c_tau:
+            g = self._c_g                          # the per-step weight, cached
+        else:
+            g = gap_decay(dt, usual, tau)
+            if dt == 1:
+                self._c_tau, self._c_g = tau, g
         level = self._level = g * self._level + (1 - g) * x
-        if self._n <= self.start_points:
-            self._start = max(self._start, level)
+        if n <= self.start_points:
+            if level > self._start:
+                self._start = level
         elif level < self._best:
             self._best = level
         if step >= self._next:
             self._sample(level, judging)
             self._next = step + 2.0 * tau
-        return self.state(step)
 
     def _sample(self, level: float, judging: bool) -> None:
         l1, l2, l3 = self._lags

@@ -142,7 +142,7 @@ class RunMonitor:
                 ri = None
         judging = (fc.alert or dv.active or sp.active or (ri is not None and ri.active)
                    or (pl.active and pl.rule not in ("no_learning", "frozen")))
-        d["effect"].update(step, loss, judging, fc.l_pred, lr)
+        d["effect"].feed(step, loss, judging, fc.l_pred, lr)
         self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
         if step >= self._points.next_at:
             self._points.take(step, d)
