@@ -167,12 +167,12 @@ class PlateauDetector(Detector):
         if (age >= self.grace and self._n >= self.min_points and progress < self.min_progress
                 and pz < self.min_progress_z):
             return PlateauState(step, True, "no_learning", progress, level, z, 0.0, pz)
-        short = self._shortfall(step, level)
+        short = self._shortfall(step, level) if self._onset is not None else 0.0
         slow = z > self.slow_z or (self._slow and (z > 0.0 or short > 0.0))
         if slow and not self._slow and self._armed is not None:
             self._onset = [math.log(step + 1.0), level, self._armed[0], self._armed[2]]
         self._slow = slow
-        if not slow:
+        if not slow and self._onset is not None:
             self._onset = None
         if self._slow:
             return PlateauState(step, True, "slowdown", progress, level, z, short)
