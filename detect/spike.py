@@ -2,7 +2,9 @@
 
 The robust z of the change is ``(loss - level) / scale``: ``level`` an EWMA of the loss
 (half-life ``level_halflife`` steps) and ``scale`` an EWMA of absolute one-step changes
-(half-life ``scale_halflife`` steps), both fed only with non-spike points. A jump with
+(half-life ``scale_halflife`` steps); the level is fed only with non-spike points, the
+scale with every point, winsorized at 4 scales (fed only with the quiet ones, a
+heavy-tailed mini-batch loss collapsed it: every other batch became a "spike"). A jump with
 z >= ``z`` opens a spike. If the loss is back under ``level + recover_z * scale`` within
 ``recover`` steps the spike was a benign one-batch outlier: state ``severity="info"``.
 Otherwise it is a sustained spike (``severity="warning"``, active until it recovers).
@@ -92,6 +94,7 @@ class SpikeDetector(Detector):
 
     def _follow(self, step: int, loss: float, z: float) -> SpikeState:
         self._later += 1
+        self._learn(loss, 1.0, 1.0, level=False)   # the scale keeps learning, winsorized
         since = self._open
         if loss - self._level > self._height:
             self._height = loss - self._level
@@ -109,7 +112,7 @@ class SpikeDetector(Detector):
             return SpikeState(step, z, True, "warning", since, height)
         return SpikeState(step, z, False, None, since, height)
 
-    def _learn(self, loss: float, dt: float, usual: float) -> None:
+    def _learn(self, loss: float, dt: float, usual: float, level: bool = True) -> None:
         d = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
@@ -118,6 +121,8 @@ class SpikeDetector(Detector):
              else gap_decay(dt, usual, max(self.scale_halflife, few)))
         cap = 4 * self._scale + 1e-12
         self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
+        if not level:
+            return
         g = (self._c_level if dt == 1 and few <= 4 * self.level_halflife
              else gap_decay(dt, usual, max(self.level_halflife, 0.25 * few)))
         self._level = g * self._level + (1 - g) * loss

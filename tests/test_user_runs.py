@@ -1,0 +1,84 @@
+"""Small real training runs against a live wtwind, as a user would meet it: a healthy MLP
+on scikit-learn's digits stays silent on six seeds; the same run with its LR x100 from
+step 800 pages, the alert reaches the trainer and stays firing; a NaN pages critical at
+its step and is still firing after the run ends."""
+
+import json
+import math
+
+import pytest
+
+from helpers import http_get, wait_for
+
+from wtwin.emitters import connect
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+
+def train(emit, seed, steps=1400, blowup_at=None, nan_at=None):
+    from sklearn.datasets import load_digits
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    X, y = load_digits(return_X_y=True)
+    X, y = torch.tensor(X / 16.0, dtype=torch.float32), torch.tensor(y)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(seed)
+    for step in range(1, steps + 1):
+        lr = 0.05 * (100 if blowup_at and step >= blowup_at else 1)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        idx = torch.randint(0, len(X), (32,), generator=g)
+        loss = torch.nn.functional.cross_entropy(model(X[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        value = float("nan") if nan_at and step >= nan_at else loss.item()
+        emit.loss(step, value, lr=lr)
+        if not math.isfinite(value):
+            break
+    return step
+
+
+def run_page(daemon, run, last):
+    def page():
+        status, body = http_get(f"{daemon.url}/api/runs/{run}")
+        doc = json.loads(body) if status == 200 else {}
+        return doc if doc.get("step") == last else None
+    return wait_for(page, timeout=60, what=f"{run} at step {last}")
+
+
+def pages(doc):
+    return [(m["step"], m["kind"], m["severity"]) for m in doc["markers"]
+            if m["status"] == "firing" and m["severity"] != "info"]
+
+
+class TestDigitsMLP:
+    @pytest.mark.parametrize("seed", range(6))
+    def test_healthy_run_pages_nothing(self, daemon, seed):
+        got = []
+        with connect(daemon.ipc, run=f"digits-{seed}", on_alert=got.append) as emit:
+            last = train(emit, seed)
+        assert pages(run_page(daemon, f"digits-{seed}", last)) == []
+        assert [a for a in got if a["severity"] != "info"] == []
+
+    def test_lr_x100_pages_and_reaches_the_trainer(self, daemon):
+        got = []
+        with connect(daemon.ipc, run="digits-blowup", on_alert=got.append) as emit:
+            last = train(emit, 0, blowup_at=800)
+            wait_for(lambda: emit.poll() or any(a["severity"] != "info" for a in got),
+                     timeout=30, what="the alert back at the trainer")
+        paged = pages(run_page(daemon, "digits-blowup", last))
+        assert paged and all(step >= 800 for step, _, _ in paged), paged
+        assert any(a["status"] == "firing" and a["severity"] != "info" and a["step"] >= 800 for a in got)
+
+    def test_nan_is_critical_at_its_step_and_stays_firing_after_the_run(self, daemon):
+        with connect(daemon.ipc, run="digits-nan") as emit:
+            last = train(emit, 1, nan_at=600)
+        assert last == 600
+        doc = run_page(daemon, "digits-nan", 600)
+        assert (600, "nonfinite", "critical") in pages(doc)
+        resolved = [m for m in doc["markers"] if m["kind"] == "nonfinite" and m["status"] == "resolved"]
+        assert resolved == []
