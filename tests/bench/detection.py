@@ -43,7 +43,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "bench"), str(ROOT / "tests")]
 
 import calibrate  # noqa: E402
-from baselines import STATS, WARM, first_cross  # noqa: E402
+from _baselines import STATS, WARM, first_cross  # noqa: E402
 from corpus import TRANSFORMS, entries, transform  # noqa: E402
 
 from wtwin.detect import RunMonitor  # noqa: E402
