@@ -60,8 +60,8 @@ def _build(preset: str, overrides: dict) -> dict:
 
 def _plateau_msg(pl, fc) -> str:
     if pl.rule == "frozen":
-        return (f"loss frozen at exactly {pl.level:.6g} for many points: the logged loss stopped "
-                "updating (often a NaN the logger hides)")
+        return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
+                "loss stopped updating (often a NaN the logger hides)")
     if pl.rule == "no_learning":
         return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the "
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")

@@ -69,6 +69,7 @@ class PlateauState(NamedTuple):
     level: float
     slow_z: float = 0.0    # the slowdown statistic (standard errors; -inf while disarmed)
     shortfall: float = 0.0  # loss units: the level above where its earlier pace would be
+    repeats: int = 0        # "frozen": points in a row at one exact value
     progress_z: float = 0.0  # the progress in units of the level's point-to-point scatter
 
 
@@ -163,7 +164,7 @@ class PlateauDetector(Detector):
         sd = 0.8862 * self._lnoise
         pz = (ref - self._best) / sd if sd > 0.0 else 0.0    # no scatter at all: the fraction decides
         if self._same + 1 >= self.frozen_points:
-            return PlateauState(step, True, "frozen", progress, level, z)
+            return PlateauState(step, True, "frozen", progress, loss, z, 0.0, self._same + 1)
         if (age >= self.grace and self._n >= self.min_points and progress < self.min_progress
                 and pz < self.min_progress_z):
             return PlateauState(step, True, "no_learning", progress, level, z, 0.0, pz)

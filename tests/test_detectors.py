@@ -301,3 +301,56 @@ class TestMonitor:
     def test_registry_names(self):
         assert set(REGISTRY) == {"forecast", "finetuning", "spike", "nonfinite", "divergence",
                                  "plateau", "overfit", "resume_jump", "rise", "effect"}
+
+
+class TestWhatPages:
+    """The `effect` gate and the rules that page on their own (issue 14's cases)."""
+
+    def test_a_frozen_loss_pages_a_plateau(self):
+        """One exact value repeated 20 times (a NaN the logger hides) is a plateau; 19 are not."""
+        def run(n_frozen):
+            rng, mon = random.Random(4), RunMonitor("pretraining")
+            stream = [(t, 1.0 + 5 * t ** -0.5 + rng.gauss(0, 0.02)) for t in range(50, 2050, 50)]
+            stream += [(2050 + 50 * i, 0.7799) for i in range(n_frozen)]
+            return first_page(mon, iter(stream))
+        assert run(19) == (None, None)
+        hit, kind = run(20)
+        assert kind == "plateau" and hit == 2050 + 50 * 19
+
+    def test_a_tiny_rise_on_a_loss_near_zero_does_not_page(self):
+        """A fine-tune whose loss fell from 1 to 1e-4 and then wobbles to 2e-4 is no
+        divergence (it paged critical at 0.000197 against a best of 0.000118)."""
+        rng, mon = random.Random(2), RunMonitor("finetuning")
+        def loss(t):
+            base = 1e-4 + math.exp(-t / 150)
+            return base * (1 + 0.3 * rng.random()) + (1e-4 if 2000 < t < 2600 else 0.0)
+        assert first_page(mon, ((t, loss(t)) for t in range(1, 3001))) == (None, None)
+
+    def test_scaled_and_offset_logs_page_alike(self):
+        """The same drifting run times 0.01, times 100 and plus 1000 pages the same kind at
+        about the same step (within 5% of the delay: the law fit's stopping rule compares
+        parameters of mixed units, so a rescaled fit stops a few iterations apart)."""
+        def run(f):
+            rng, mon = random.Random(6), RunMonitor("pretraining")
+            stream = ((t, f(2.6 + 9.0 * t ** -0.35 + rng.gauss(0, 0.05)
+                            + (3e-4 * (t - 6000) if t > 6000 else 0.0))) for t in range(1, 9001))
+            return first_page(mon, stream)
+        first = run(lambda v: v)
+        assert first[0] is not None and first[0] > 6000
+        for f in (lambda v: v * 0.01, lambda v: v * 100, lambda v: v + 1000):
+            hit, kind = run(f)
+            assert kind == first[1] and abs(hit - first[0]) <= 0.05 * (first[0] - 6000)
+
+    def test_a_critical_divergence_stays_firing_while_the_loss_stays_up(self):
+        """LR x100: the loss goes from 0.03 to ~2.7 and stays there, noisy; the divergence
+        does not resolve while it does (it resolved at step 1193 before)."""
+        rng, mon = random.Random(8), RunMonitor("pretraining")
+        active = []
+        for t in range(1, 2001):
+            loss = 0.03 + 2.3 * math.exp(-t / 100) + rng.gauss(0, 0.005)
+            if t > 800:
+                loss = 2.7 + rng.gauss(0, 0.4)
+            st = mon.update_loss(t, loss)
+            active += [(t, f.active) for f in st.findings if f.kind == "divergence"]
+        assert active and active[0][1] and 800 < active[0][0] < 900
+        assert all(a for _, a in active)
