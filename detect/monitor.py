@@ -132,7 +132,7 @@ class RunMonitor:
         ri = d["rise"].update(step, loss)
         pl = d["plateau"].update(step, loss, fc.l_pred, fc.alert)
         d["overfit"].update_train(step, loss)
-        if ri.active and d[self._main]._lr is not None and fc.band_hi is not None:
+        if ri.active and lr is not None and fc.band_hi is not None:
             # lr known: a rise the schedule explains (the forecast rose by a quarter of
             # it, and the level is within the band) is no drift; a wide band alone is not
             # an explanation (it silenced every rise of a young forecast)
@@ -158,6 +158,12 @@ class RunMonitor:
         if score > self.peak_scores.get(kind, -math.inf):
             self.peak_scores[kind] = score
         return score > (ef.jump_gate if jump else ef.gate)
+
+    def _size(self, effect: float) -> str:
+        """The effect a page states, in loss units and against the run's own yardsticks."""
+        st = self._d["effect"].state(0)
+        share = f", {effect / st.progress:.1%} of the run's progress" if st.progress > 0 else ""
+        return f" [{effect:+.3g}{share}]"
 
     def _rise(self, l_pred) -> float:
         """The deviation of a drift or a plateau in loss units: the level above its best,
@@ -193,8 +199,8 @@ class RunMonitor:
                               and up > DIVERGENCE_OF_PROGRESS * ef.state(step).progress):
             dv_sev = "info"     # a small run-away is at most a drift
         if dv.active or "divergence" in emitted:
-            emit(out, "divergence", dv.active, dv_sev, step,
-                 lambda: f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
+            emit(out, "divergence", dv.active, dv_sev, step, lambda: (
+                 f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}" + self._size(up)))
         dv_page = dv.active and dv_sev == "critical"
         if sp.severity == "info":
             emit(out, "spike", True, "info", step,
@@ -202,7 +208,8 @@ class RunMonitor:
         elif sp.active or "spike" in emitted:
             sev = "warning" if not sp.active or big("spike", sp.height) else "info"
             emit(out, "spike", sp.active and not dv_page, sev, step, lambda: (
-                f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered"))
+                f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered"
+                + self._size(sp.height)))
         stagnation = pl.active and pl.rule == "stagnation"
         drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv_page or sp.active)
         plateau = pl.active and not (pl.rule == "slowdown" and (drift or dv_page))  # a rise is a drift
@@ -211,14 +218,17 @@ class RunMonitor:
             effect = max(self._rise(fc.l_pred), pl.shortfall)
             if plateau and pl.rule not in ("no_learning", "frozen") and not big("plateau", effect):
                 sev = "info"
-            emit(out, "plateau", plateau, sev, step, lambda: _plateau_msg(pl, fc))
+            emit(out, "plateau", plateau, sev, step, lambda: _plateau_msg(pl, fc) + (
+                self._size(effect) if pl.rule not in ("no_learning", "frozen") else ""))
         if drift or "drift" in emitted:
-            sev = "warning" if not drift or big("drift", self._rise(fc.l_pred if fc.alert else None)) else "info"
+            effect = self._rise(fc.l_pred if fc.alert else None)
+            sev = "warning" if not drift or big("drift", effect) else "info"
             emit(out, "drift", drift, sev, step, lambda: (
                 f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
                 f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
                 if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} rose above its best "
-                f"{ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; noise units)"))
+                f"{ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; noise units)")
+                + self._size(effect))
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
         val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
