@@ -92,6 +92,8 @@ class DivergenceDetector(Detector):
         best = self._best
         if level < best:
             best = self._best = level
+        if self._start is None:    # restored from a snapshot of before 2026-12-03
+            self._start = level
         margin = self.ratio * max(self._start - best, 0.0)
         zs = self.z * scale
         if zs > margin:

@@ -92,6 +92,8 @@ class OverfitDetector(Detector):
         else:
             self._above = 0
         t0, t, tf = self._train_at_best, self._train, self._tfirst
+        if tf is None:             # restored from a snapshot of before 2026-12-03
+            tf = self._tfirst = t
         falling = (t0 is not None and t is not None
                    and t0 - t > self.train_drop * max(tf - t0, 0.0) and t < t0)
         active = self._evals >= self.min_evals and self._above >= self.patience and falling
