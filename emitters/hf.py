@@ -13,15 +13,21 @@ firing alert at or above ``stop_on`` (default ``"critical"``; ``None`` disables)
 ``control.should_training_stop`` (``stop_kinds`` narrows it to some kinds), and one at or above ``save_on`` (default off) sets
 ``control.should_save``.
 
-Set ``logging_nan_inf_filter=False`` in ``TrainingArguments``: with the default (True) the
-Trainer replaces NaN/inf losses by the running average before logging, which hides the
-most important event there is from every monitor; the callback warns once if it is on.
+A non-finite loss pages at its own step, whatever ``logging_steps`` and
+``logging_nan_inf_filter`` say: with that filter on (the Trainer's default) a NaN/inf step
+is replaced by the running average before ``on_log`` sees it. So the callback also reads
+the raw loss of every training forward pass (a forward hook on the model, registered at
+``on_train_begin``: the ``loss`` field of the model's output, summed on the device over
+the micro-batches of one optimizer step) and checks it once per optimizer step in
+``on_step_end``: one device sync a step, the cost the filter itself pays. A non-finite
+step is sent at once as that step's loss; a later ``on_log`` for the same step is not sent
+again. A custom ``compute_loss`` whose loss is not in the model's output is not seen
+this way (``raw_loss=False`` turns the hook off); then only ``on_log`` reports losses.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Callable
 
 from transformers import TrainerCallback
@@ -37,7 +43,7 @@ class WTwinCallback(TrainerCallback):
                  preset: str = "pretraining", stop_on: str | None = "critical",
                  stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
                  embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
-                 monitor: dict | None = None, emitter=None) -> None:
+                 monitor: dict | None = None, emitter=None, raw_loss: bool = True) -> None:
         self.run = run
         self.endpoint = endpoint
         self.preset = preset
@@ -54,14 +60,17 @@ class WTwinCallback(TrainerCallback):
         self.stop_alert: dict | None = None
         self._want_stop = False
         self._want_save = False
+        self.raw_loss = raw_loss
+        self._raw = None            # the summed raw loss of the current optimizer step (a tensor)
+        self._hook = None
+        self._sent_step = -1        # the step whose (non-finite) loss was sent from the hook
 
     # ---- lifecycle -------------------------------------------------------------------
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.raw_loss and self._hook is None and hasattr(model, "register_forward_hook"):
+            self._hook = model.register_forward_hook(self._saw_forward)
         if self.tracker is not None:
             return
-        if getattr(args, "logging_nan_inf_filter", False):
-            warnings.warn("wtwin: TrainingArguments(logging_nan_inf_filter=True) hides NaN/inf "
-                          "losses from the monitor; set it to False", stacklevel=2)
         config = {"framework": "transformers", "learning_rate": args.learning_rate,
                   "per_device_train_batch_size": args.per_device_train_batch_size,
                   "gradient_accumulation_steps": args.gradient_accumulation_steps,
@@ -75,7 +84,8 @@ class WTwinCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
         loss = logs.get("loss")
-        if self.tracker is not None and loss is not None and "train_loss" not in logs:
+        if (self.tracker is not None and loss is not None and "train_loss" not in logs
+                and state.global_step != self._sent_step):
             self.tracker.loss(state.global_step, loss, lr=_num(logs.get("learning_rate")),
                               grad_norm=_num(logs.get("grad_norm")))
         return self._apply(control)
@@ -103,11 +113,28 @@ class WTwinCallback(TrainerCallback):
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
+        raw, self._raw = self._raw, None
         if self.tracker is not None:
+            if raw is not None and not bool(raw.isfinite()):   # the one sync a step
+                self._sent_step = state.global_step
+                self.tracker.loss(state.global_step, float(raw))
             self.tracker.poll()
         return self._apply(control)
 
+    def _saw_forward(self, module, args, output) -> None:
+        """Forward hook: add a training forward pass's raw loss to this step's sum."""
+        if not module.training:
+            return
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if loss is None or not hasattr(loss, "detach") or loss.numel() != 1:
+            return
+        loss = loss.detach().float().reshape(())
+        self._raw = loss if self._raw is None else self._raw + loss
+
     def on_train_end(self, args, state, control, **kwargs):
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
         if self.tracker is not None:
             self.tracker.poll()
             self.tracker.close("killed" if self.stop_alert is not None else "completed")

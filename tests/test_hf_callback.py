@@ -53,10 +53,10 @@ def make_trainer(tmp_path, callback, *, max_steps=MAX_STEPS, blowup_at=BLOWUP_AT
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     factor = (lambda s: 1.0 if s < blowup_at else 1000.0) if blowup_at else (lambda s: 1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    args = {"save_strategy": "no", **args}
+    args = {"save_strategy": "no", "logging_steps": 1, "logging_nan_inf_filter": False, **args}
     targs = TrainingArguments(
         output_dir=str(tmp_path / "out"), max_steps=max_steps, per_device_train_batch_size=8,
-        logging_steps=1, logging_nan_inf_filter=False, report_to=[], use_cpu=True,
+        report_to=[], use_cpu=True,
         disable_tqdm=True, dataloader_num_workers=0, seed=0, **args)
     return Trainer(model=model, args=targs, train_dataset=PatternData(4000, 1),
                    eval_dataset=PatternData(32, 2), optimizers=(opt, sched), callbacks=[callback])
@@ -96,3 +96,46 @@ class TestHFCallback:
         assert trainer.state.global_step == 150
         assert [a for a in cb.alerts if a["severity"] != "info"] == []
         assert cb.tracker.last_state.step == 150
+
+
+class PoisonAt(transformers.TrainerCallback):
+    """Sets one weight to NaN just before optimizer step ``step``: that step's loss is NaN."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step == self.step - 1:
+            with torch.no_grad():
+                model.transformer.ln_f.weight[0] = float("nan")
+
+
+class TestRawLoss:
+    POISON, STEPS = 37, 60
+
+    def _train(self, tmp_path, d, run: str, **cb_kwargs):
+        cb = WTwinCallback(run=run, endpoint=d.endpoint, stop_on="critical", **cb_kwargs)
+        trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
+                               logging_steps=10, logging_nan_inf_filter=True)
+        trainer.add_callback(PoisonAt(self.POISON))
+        trainer.train()
+        wait_for(lambda: d.server.table.get(run) and d.server.table.get(run).status != "running",
+                 10, what="run_end at the daemon")
+        return cb, trainer
+
+    def test_nan_pages_at_its_step_despite_the_nan_filter(self, tmp_path):
+        """logging_steps=10 and the default NaN filter: the NaN of step 37 pages as step 37."""
+        with InProcessDaemon() as d:
+            cb, trainer = self._train(tmp_path, d, "hf-nan")
+            nonfinite = [a for a in d.firing("hf-nan", ("critical",)) if a.kind == "nonfinite"]
+        assert nonfinite and nonfinite[0].step == self.POISON
+        assert cb.stop_alert is not None and cb.stop_alert["step"] == self.POISON
+        assert trainer.state.global_step < self.STEPS, "training did not stop on the NaN"
+
+    def test_without_the_raw_loss_the_filter_hides_the_nan(self, tmp_path):
+        """The control: with the hook off, the filtered logs never show a non-finite loss."""
+        with InProcessDaemon() as d:
+            cb, trainer = self._train(tmp_path, d, "hf-nan-hidden", raw_loss=False)
+            nonfinite = [a for a in d.alerts if a.run == "hf-nan-hidden" and a.kind == "nonfinite"]
+        assert nonfinite == [] and cb.stop_alert is None
+        assert trainer.state.global_step == self.STEPS
