@@ -59,6 +59,7 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     d["monitor"] = monitor_bytes(run)
     d["policy"] = run.policy.snapshot()
     d["hwm"] = dict(run.hwm)
+    d["rewinds"] = list(run.rewinds)
     if extra:
         d.update(extra)
     return d
@@ -96,6 +97,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
             setattr(run, name, d[name])
     run.policy.restore(d["policy"])
     run.hwm = {str(k): int(v) for k, v in d["hwm"].items()}
+    run.rewinds.extend(r for r in d.get("rewinds") or () if isinstance(r, dict))
     monitor = d["monitor"]
     run.preset = d["preset"]
     run.freeze(Frozen(monitor if isinstance(monitor, bytes) else _pack(monitor)))
