@@ -23,6 +23,15 @@ the micro-batches of one optimizer step) and checks it once per optimizer step i
 step is sent at once as that step's loss; a later ``on_log`` for the same step is not sent
 again. A custom ``compute_loss`` whose loss is not in the model's output is not seen
 this way (``raw_loss=False`` turns the hook off); then only ``on_log`` reports losses.
+
+``rewind=Rewind(...)`` (`wtwin.emitters.rewind`) adds closed-loop recovery: each saved
+checkpoint folder is recorded, and on a matching alert the model's weights,
+``optimizer.pt`` and ``scheduler.pt`` of the newest folder before the alert's onset are
+loaded at the next ``on_step_end``. An alert the rewind takes does not stop training; one
+it refuses (budget spent, no folder old enough) still can. ``state.global_step`` keeps
+counting (a callback cannot rewind the Trainer's logging bookkeeping): the batches in
+between are skipped, and the run ends at ``max_steps`` with that many fewer updates. Keep
+``save_total_limit`` large enough that a folder ``lookback`` steps old still exists.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Any, Callable
 from transformers import TrainerCallback
 
 from .actions import AlertFilter
+from .rewind import Rewind
 from .tracker import Tracker
 
 _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
@@ -43,7 +53,8 @@ class WTwinCallback(TrainerCallback):
                  preset: str = "pretraining", stop_on: str | None = "critical",
                  stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
                  embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
-                 monitor: dict | None = None, emitter=None, raw_loss: bool = True) -> None:
+                 monitor: dict | None = None, emitter=None, raw_loss: bool = True,
+                 rewind: Rewind | None = None) -> None:
         self.run = run
         self.endpoint = endpoint
         self.preset = preset
@@ -64,6 +75,7 @@ class WTwinCallback(TrainerCallback):
         self._raw = None            # the summed raw loss of the current optimizer step (a tensor)
         self._hook = None
         self._sent_step = -1        # the step whose (non-finite) loss was sent from the hook
+        self.rewind = rewind
 
     # ---- lifecycle -------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -80,6 +92,8 @@ class WTwinCallback(TrainerCallback):
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
                                enabled=state.is_world_process_zero, all_ranks=True)
+        if self.rewind is not None:
+            self.rewind.attach(self.tracker.emitter)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
@@ -110,6 +124,9 @@ class WTwinCallback(TrainerCallback):
                     self.tracker.checkpoint(state.global_step, path, format=fmt,
                                             epoch=int(state.epoch or 0))
                     break
+        if self.rewind is not None:
+            self.rewind.saved(state.global_step, os.path.join(args.output_dir,
+                                                              f"checkpoint-{state.global_step}"))
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -119,7 +136,15 @@ class WTwinCallback(TrainerCallback):
                 self._sent_step = state.global_step
                 self.tracker.loss(state.global_step, float(raw))
             self.tracker.poll()
+        if self.rewind is not None and self.rewind.pending is not None:
+            self._rewind(state, kwargs)
         return self._apply(control)
+
+    def _rewind(self, state, kw) -> None:
+        model, opt, sched = kw.get("model"), kw.get("optimizer"), kw.get("lr_scheduler")
+        self.rewind.restore = lambda folder: restore_checkpoint(folder, model, opt, sched)
+        self.rewind.apply(state.global_step, optimizers=[opt] if opt is not None else [],
+                          schedulers=[sched] if sched is not None else [])
 
     def _saw_forward(self, module, args, output) -> None:
         """Forward hook: add a training forward pass's raw loss to this step's sum."""
@@ -144,6 +169,10 @@ class WTwinCallback(TrainerCallback):
         self.alerts.append(alert)
         if self.user_on_alert is not None:
             self.user_on_alert(alert)
+        if self.rewind is not None:
+            self.rewind(alert)
+            if self.rewind.pending is not None and self.rewind.pending.alert is alert:
+                return        # taken: recovered from, not stopped on
         if self.stop_filter is not None and self.stop_filter.matches(alert):
             self._want_stop = True
             if self.stop_alert is None:
@@ -158,6 +187,30 @@ class WTwinCallback(TrainerCallback):
             control.should_save = True
             self._want_save = False
         return control
+
+
+def restore_checkpoint(folder: str, model, optimizer=None, scheduler=None) -> None:
+    """Load a Trainer checkpoint folder's weights, ``optimizer.pt`` and ``scheduler.pt``."""
+    import torch
+
+    weights = next((os.path.join(folder, n) for n, _ in _WEIGHT_FILES
+                    if os.path.exists(os.path.join(folder, n))), None)
+    if weights is None:
+        raise FileNotFoundError(f"wtwin Rewind: no model weights in {folder} (removed by "
+                                "save_total_limit?)")
+    if weights.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        sd = load_file(weights)
+    else:
+        sd = torch.load(weights, map_location="cpu", weights_only=True)
+    res = model.load_state_dict(sd, strict=False)    # tied weights are saved once
+    if res.unexpected_keys or len(res.missing_keys) * 2 > len(sd):
+        raise RuntimeError(f"wtwin Rewind: the weights in {folder} do not fit this model")
+    for name, obj in (("optimizer.pt", optimizer), ("scheduler.pt", scheduler)):
+        path = os.path.join(folder, name)
+        if obj is not None and os.path.exists(path):
+            obj.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
 
 
 def _num(x) -> float | None:

@@ -149,5 +149,6 @@ def scale_lr(factor: float, optimizers=(), schedulers=()) -> None:
             if "initial_lr" in group:
                 group["initial_lr"] *= factor
     for sched in schedulers:
+        sched = getattr(sched, "scheduler", sched)     # accelerate's wrapper
         if hasattr(sched, "base_lrs"):
             sched.base_lrs = [lr * factor for lr in sched.base_lrs]

@@ -139,3 +139,50 @@ class TestRawLoss:
             nonfinite = [a for a in d.alerts if a.run == "hf-nan-hidden" and a.kind == "nonfinite"]
         assert nonfinite == [] and cb.stop_alert is None
         assert trainer.state.global_step == self.STEPS
+
+
+class KickAt(transformers.TrainerCallback):
+    """What a bad batch does to the weights, at the ``batch``-th batch the Trainer takes
+    (counted by data position, not by step: a rewind does not replay it)."""
+
+    def __init__(self, batch: int, sigma: float) -> None:
+        self.batch, self.sigma, self.seen = batch, sigma, 0
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self.seen += 1
+        if self.seen == self.batch:
+            g = torch.Generator().manual_seed(5)
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(torch.randn(p.shape, generator=g) * self.sigma)
+
+
+class TestRewind:
+    STEPS = 520
+
+    def test_a_kicked_run_rewinds_to_a_saved_folder_and_finishes(self, tmp_path):
+        """A kick at batch 300 -> critical divergence -> the folder of step 200 is loaded,
+        lr halved; training goes on to max_steps, the divergence resolves before the run
+        ends, and no further critical alert fires."""
+        from wtwin.emitters.actions import Rewind
+
+        rewind = Rewind(lr_scale=0.5)
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="hf-rewind", endpoint=d.endpoint, rewind=rewind)
+            trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
+                                   save_strategy="steps", save_steps=50)
+            trainer.add_callback(KickAt(300, 0.5))
+            trainer.train()
+            run = d.server.table.get("hf-rewind")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == "hf-rewind"]
+            audit, state = list(run.rewinds), run.last_state
+        assert len(rewind.done) == 1
+        plan = rewind.done[0]
+        assert plan.to_step == 200 and plan.alert["kind"] in ("divergence", "spike")
+        assert trainer.state.global_step == self.STEPS and cb.stop_alert is None
+        assert audit and audit[0]["checkpoint"] == "checkpoint-200"
+        crit = [a for a in alerts if a[1] == "critical" and a[2] == "firing"]
+        assert len(crit) == 1
+        assert [a[3] < self.STEPS for a in alerts if a[0] == "divergence" and a[2] == "resolved"] == [True]
+        assert state.band_lo <= state.l_obs <= state.band_hi

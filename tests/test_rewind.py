@@ -149,7 +149,6 @@ class TestRewindLive:
             later = [a for a in d.alerts if a.run == "rewind-plain" and a.status == "firing"
                      and a.severity != "info" and a.kind != "divergence"]
             state, audit = run.last_state, list(run.rewinds)
-            print([(a.kind, a.severity, a.status, a.step, a.message) for a in d.alerts if a.run == "rewind-plain"])
         assert len(rewind.done) == 1, rewind.refused
         plan = rewind.done[0]
         assert plan.alert["kind"] == "divergence" and plan.alert["step"] > BAD[0]
