@@ -83,6 +83,7 @@ def fed(tmp_path_factory):
         diverging = connect(d.tcp, run="diverging")
         odd = connect(d.tcp, run=ODD_NAME)
         done = connect(d.tcp, run="finished")
+        few = connect(d.tcp, run="hf-few")
         for t in range(1, 3001):
             healthy.loss(t, curve(t), lr=3e-4 * (0.1 + 0.9 * (1 - t / 3000)))
             if t % 250 == 0:
@@ -93,17 +94,19 @@ def fed(tmp_path_factory):
                 odd.loss(t, curve(t))
             if t <= 100:
                 done.loss(t, curve(t))
+            if t % 10 == 0 and t <= 230:         # an HF run with logging_steps=10: 23 points
+                few.loss(t, curve(t), lr=5e-5, grad_norm=1.5 + 0.01 * t)
         done.close("completed")
         ckpt = _checkpoint(tmp / "step_3000.pt")
         if ckpt:
             healthy.checkpoint(3000, ckpt, want=("analyze",))
-        want = {"healthy": 3000, "diverging": 2500, ODD_NAME: 50, "finished": 100}
+        want = {"healthy": 3000, "diverging": 2500, ODD_NAME: 50, "finished": 100, "hf-few": 230}
 
         def caught_up():
             runs = {r["run"]: r for r in api(d, "/api/runs")[1]["runs"]}
             return all(runs.get(k, {}).get("step") == v for k, v in want.items()) and runs
         wait_for(caught_up, 60, 0.1, "every event processed")
-        d.emitters = {"healthy": healthy, "diverging": diverging, ODD_NAME: odd}
+        d.emitters = {"healthy": healthy, "diverging": diverging, ODD_NAME: odd, "hf-few": few}
         d.checkpoint = ckpt
         yield d
         for e in d.emitters.values():
@@ -116,7 +119,7 @@ class TestApi:
         status, body = api(fed, "/api/runs")
         assert status == 200
         runs = {r["run"]: r for r in body["runs"]}
-        assert set(runs) == {"healthy", "diverging", ODD_NAME, "finished"}
+        assert set(runs) == {"healthy", "diverging", ODD_NAME, "finished", "hf-few"}
         assert body["runs"][0]["run"] == "diverging"
         assert runs["diverging"]["alerts"]["critical"] >= 1
         assert "nonfinite" in {a["kind"] for a in runs["diverging"]["firing"]}
@@ -139,6 +142,14 @@ class TestApi:
         nonfinite = [m for m in div["markers"] if m["kind"] == "nonfinite"]
         assert nonfinite[0]["step"] == 2400 and nonfinite[0]["severity"] == "critical"
         assert div["series"]["loss"][-1] is None            # NaN travels as null
+
+    def test_a_run_with_few_points_says_when_its_forecast_comes(self, fed):
+        """23 points every 10 steps: no forecast, and the page is told why and until when."""
+        _, p = api(fed, "/api/runs/hf-few")
+        assert all(v is None for v in p["series"]["l_pred"])
+        w = p["forecast_wait"]
+        assert (w["points"], w["every"], w["warmup"], w["first_step"], w["points_to_go"]) == (23, 10, 300, 310, 8)
+        assert api(fed, "/api/runs/healthy")[1]["forecast_wait"] is None
 
     def test_odd_run_names_round_trip(self, fed):
         """A name with a slash, spaces and non-ASCII works in the API path."""
@@ -355,6 +366,16 @@ class TestBrowser:
         page.goto(fed.url + "/runs/diverging")
         page.wait_for_selector(".alert-marker.sev-critical")
         shoot(page, shots, "run.png")
+
+    def test_a_run_with_few_points_says_why_it_has_no_forecast(self, fed, page):
+        """23 points logged every 10 steps: the page says it waits for step 310, 8 more points."""
+        page.goto(fed.url + "/runs/hf-few")
+        text = page.wait_for_selector("#forecast-wait").inner_text()
+        assert "No forecast yet" in text and "from step 300" in text
+        assert "23 loss points, one every 10 steps" in text and "step 310, in about 8 more points" in text
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        assert page.locator("#forecast-wait").count() == 0
 
     def test_an_unknown_run_says_so(self, fed, browser):
         """/runs/<unknown> explains that the run is not (or no longer) known."""

@@ -116,6 +116,7 @@ class Handlers:
                     log.exception("analyze_failed")
                     return _json({"error": "the detectors failed on this file; the daemon log has "
                                            "the details."}, 500)
+        out["forecast_wait"] = views.no_forecast(preset, out["series"])
         out["elapsed_s"] = round(time.perf_counter() - t0, 3)
         log.info("log_analyzed", points=out["points"], elapsed_s=out["elapsed_s"],
                  alerts=sum(out["alerts"].values()))

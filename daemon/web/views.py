@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 from wtwin.detect.alert import SEVERITIES
 
+from .forecast_wait import forecast_wait
+
 STATE_FIELDS = ("l_pred", "band_lo", "band_hi", "D", "Q", "T", "W")
 LAYER_FIELDS = ("name", "kind", "alpha", "alpha_weighted", "num_pl_spikes", "status")
 _SECRETISH = re.compile(r"(secret|token|passw|key|auth|cred|url|uri|path|dir|file|host|endpoint)", re.I)
@@ -68,17 +70,27 @@ def safe_config(config: dict) -> dict[str, Any]:
 def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
     s = r.last_state
     out = run_summary(r)
+    series = r.series.train.columns()
     out.update(
         preset=r.preset,
         config=safe_config(r.config),
         state={f: num(getattr(s, f, None)) for f in STATE_FIELDS} if s is not None else None,
         last_eval={k: num(v) for k, v in r.last_eval.items() if isinstance(k, str)},
-        series=r.series.train.columns(),
+        forecast_wait=no_forecast(r.preset, series),
+        series=series,
         eval=r.series.eval.columns(),
         markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
         spectral=spectral_view(spectral),
     )
     return out
+
+
+def no_forecast(preset: str, series: dict[str, list]) -> dict[str, Any] | None:
+    """Why no forecast is plotted yet and how long it waits, or None when one is."""
+    if any(v is not None for v in series["l_pred"]) or not series["step"]:
+        return None
+    lr_known = any(v is not None for v in series["lr"])
+    return forecast_wait(preset, series["step"], lr_known)
 
 
 def spectral_view(res: Any) -> dict[str, Any] | None:

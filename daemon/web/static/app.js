@@ -86,6 +86,19 @@ const WT = (() => {
       el("thead", {}, el("tr", {}, ...["step", "kind", "severity", "status", "message"].map(h => el("th", { text: h })))), tb);
   }
 
+  /* Why the chart has no forecast yet, and for how many points it waits (p.forecast_wait). */
+  function forecastWait(w) {
+    if (!w) return null;
+    const when = w.points_to_go > 0
+      ? `so it should appear at step ${w.first_step}, in about ${w.points_to_go} more point${w.points_to_go === 1 ? "" : "s"}`
+      : `so it should appear at the next point`;
+    return el("p", { class: "notice", id: "forecast-wait", text:
+      `No forecast yet: the ${w.preset} preset fits it from step ${w.warmup} on, from at least ` +
+      `${w.min_points} points logged ${w.holdout_min}+ steps before. This run has ${w.points} loss ` +
+      `point${w.points === 1 ? "" : "s"}, one every ${fmt(w.every)} step${w.every === 1 ? "" : "s"}, ${when}. ` +
+      `Until then the spike, divergence and NaN checks still run.` });
+  }
+
   function columns(p) {
     const s = p.series, e = p.eval;
     const train = [s.step, s.loss, s.l_pred, s.band_lo, s.band_hi, s.W, s.lr];
@@ -235,5 +248,5 @@ const WT = (() => {
     }
   }
 
-  return { el, fmt, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES };
+  return { el, fmt, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES, forecastWait };
 })();

@@ -1,7 +1,7 @@
 /* One run: polls /api/runs/<id>; loss vs forecast, W and LR, alerts, spectral alpha. */
 "use strict";
 (() => {
-  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts } = WT;
+  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts, forecastWait } = WT;
   const id = decodeURIComponent(location.pathname.slice("/runs/".length));
   const charts = new RunCharts(document.getElementById("charts"));
   document.getElementById("title").textContent = id;
@@ -54,6 +54,7 @@
     document.getElementById("facts").replaceChildren(...facts(p));
     document.getElementById("firing").replaceChildren(...p.firing.map(a =>
       el("div", { class: `banner sev-${a.severity}`, text: `${a.severity}: ${a.kind} since step ${a.step}. ${a.message || ""}` })));
+    document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     charts.update(p);
     spectral(p.spectral);
     document.getElementById("history").replaceChildren(
