@@ -19,7 +19,7 @@ from wtwin.detect.alert import Alert
 from wtwin.detect import Finding, MonitorState, RunMonitor
 from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
-from .series import RunSeries
+from .series import RunSeries, Spark
 
 log = structlog.get_logger("wtwind.runs")
 MAX_REWINDS_KEPT = 32
@@ -50,6 +50,7 @@ class RunState:
         self.stalled = False
         self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
         self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
+        self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
 
     @property
     def monitor(self) -> RunMonitor:
@@ -105,7 +106,8 @@ class RunState:
         state, out = observe_loss(monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
                                   ev.get("grad_norm"), now)
         self.last_state = state
-        self.series.add_loss(self.step, self.loss, state, self.lr)
+        self.series.add_loss(self.step, self.loss, state, self.lr, ev.get("grad_norm"), ev.get("tokens"))
+        self.spark.add(self.step, self.loss)
         if self.stalled:
             out += self.check_stall(now, math.inf)
         return out

@@ -43,11 +43,11 @@
       el("div", { class: "fact" }, el("span", { class: "label", text: "alerts fired" }), badges(p.alerts)));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     if (!charts) {
-      charts = new RunCharts(document.getElementById("charts"));
-      document.getElementById("reset").addEventListener("click", () => charts.reset());
       const logy = document.getElementById("logy");
+      charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
+      document.getElementById("reset").addEventListener("click", () => charts.reset());
       logy.addEventListener("change", () => charts.setLog(logy.checked));
-      charts.logy = logy.checked;
+      if (logy.checked) { charts.userLog = true; charts.logy = true; }
     }
     charts.destroy();
     charts.update(p);
