@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from wtwin.daemon.series import TRAIN_FIELDS, Decimated, RunSeries
+from wtwin.daemon.series import TRAIN_FIELDS, Decimated, RunSeries, Spark
 from wtwin.daemon.spectral.health import SpectralWatch
 from wtwin.daemon.spectral.result import LayerResult
 from wtwin.daemon.web.analyze import AnalyzeError, analyze_file, display_name
@@ -189,3 +189,33 @@ class TestAnalyzeFile:
         first = [t["step"] for t in page["transitions"]
                  if t["status"] == "firing" and t["severity"] in ("warning", "critical")]
         assert (min(first) if first else None) == cli["first_alert_step"]
+
+
+class TestSpark:
+    def test_a_million_steps_stay_under_64_points_ending_at_the_last_step(self):
+        sp = Spark()
+        for t in range(1, 1_000_001):
+            sp.add(t, 10.0 / t ** 0.3)
+        pts = sp.points()
+        assert 32 <= len(pts) <= 64 and pts[-1][0] == 1_000_000
+        assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(pts, pts[1:]))   # the loss falls
+
+    def test_nan_stretches_are_nan_and_finite_neighbours_are_kept(self):
+        sp = Spark(size=8)
+        for t in range(1, 9):
+            sp.add(t, float("nan") if t > 4 else 1.0)
+        vals = [v for _, v in sp.points()]
+        assert vals[0] == 1.0 and math.isnan(vals[-1])
+
+    def test_a_resume_drops_what_followed_and_a_snapshot_round_trips(self):
+        sp = Spark(size=8)
+        for t in range(1, 41):
+            sp.add(t, 1.0)
+        sp.add(10, 2.0)
+        assert sp.points()[-1] == (10, 2.0) and all(s <= 10 for s, _ in sp.points())
+        again = Spark.restore(sp.snapshot())
+        assert again.points() == sp.points() and again.stride == sp.stride
+
+    def test_size_must_be_even(self):
+        with pytest.raises(ValueError):
+            Spark(size=7)
