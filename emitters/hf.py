@@ -132,7 +132,7 @@ class WTwinCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         raw, self._raw = self._raw, None
         if self.tracker is not None:
-            if raw is not None and not bool(raw.isfinite()):   # the one sync a step
+            if raw is not None and self.tracker.active and not bool(raw.isfinite()):  # one sync
                 self._sent_step = state.global_step
                 self.tracker.loss(state.global_step, float(raw))
             self.tracker.poll()
