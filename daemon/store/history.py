@@ -10,7 +10,6 @@ the web handlers run them in a worker thread, off the event loop. Plain data out
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Iterable
 
 from .codec import decode_head
@@ -114,7 +113,3 @@ def _marker(body: str) -> dict[str, Any] | None:
         return None
     return {"step": a.get("step"), "kind": a["kind"], "severity": a.get("severity"),
             "status": a.get("status"), "message": str(a.get("message") or "")}
-
-
-def finite(x) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
