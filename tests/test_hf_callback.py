@@ -171,13 +171,13 @@ class TestRewind:
             cb = WTwinCallback(run="hf-rewind", endpoint=d.endpoint, rewind=rewind)
             trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
                                    save_strategy="steps", save_steps=50)
-            trainer.add_callback(KickAt(300, 0.5))
+            trainer.add_callback(KickAt(300, 1.0))
             trainer.train()
             run = d.server.table.get("hf-rewind")
             wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
             alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == "hf-rewind"]
             audit, state = list(run.rewinds), run.last_state
-        assert len(rewind.done) == 1
+        assert len(rewind.done) == 1, (alerts, rewind.refused)
         plan = rewind.done[0]
         assert plan.to_step == 200 and plan.alert["kind"] in ("divergence", "spike")
         assert trainer.state.global_step == self.STEPS and cb.stop_alert is None

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from wtwin.daemon.detectors import RunMonitor
+from wtwin.detect import RunMonitor
 from wtwin.daemon.web.forecast_wait import forecast_wait
 
 

@@ -17,9 +17,9 @@ import inspect
 import math
 from typing import Any
 
-from ..detectors.base import REGISTRY
-from ..detectors.laws import NPARAMS
-from ..detectors.presets import PRESET_PARAMS
+from wtwin.detect.base import REGISTRY
+from wtwin.detect.laws import NPARAMS
+from wtwin.detect.presets import PRESET_PARAMS
 
 MAX_TRIES = 200
 
