@@ -143,17 +143,20 @@ const WT = (() => {
       if (a.severity !== "info") { out.push(a); continue; }
       let g = groups.get(a.kind);
       if (!g) {
-        g = { kind: a.kind, severity: "info", n: 0, steps: [], message: a.message, collapsed: true };
+        g = { kind: a.kind, severity: "info", n: 0, steps: [], message: a.message, collapsed: true, newest: -Infinity };
         groups.set(a.kind, g);
         out.push(g);
       }
-      if (a.status === "firing") { g.n++; g.steps.push(a.step); }
+      if (a.status === "firing") {
+        g.n++; g.steps.push(a.step);
+        if (!(a.step < g.newest)) { g.newest = a.step; g.message = a.message; }   // newest firing
+      }
     }
     for (const g of groups.values()) {
       const lo = Math.min(...g.steps), hi = Math.max(...g.steps);
       g.step = g.steps.length ? (lo === hi ? `${lo}` : `${lo}…${hi}`) : "";
       g.status = `×${g.n}`;
-      g.message = g.n === 1 ? g.message : `${g.n} ${g.kind} alerts of severity info (e.g. ${g.kind === "spike" ? "benign spikes that recovered" : "resumes"}); the newest: ${g.message}`;
+      g.message = g.n === 1 ? g.message : `${g.n} info ${g.kind} alerts; the newest: ${g.message}`;
     }
     return out;
   }
@@ -308,15 +311,15 @@ const WT = (() => {
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
         this.charts.push(new uPlot(Object.assign({}, base, {
-          height: 150,
+          height: 180,
           scales: { x: { time: false }, lr: { range: around }, gn: { range: around } },
           series: [
             { label: "step" },
             { label: "lr", stroke: "#555", width: 1.5, scale: "lr" },
             { label: "grad norm", stroke: "#e07b00", width: 1, scale: "gn" },
           ],
-          axes: [{ label: "step" }, { scale: "lr", label: "lr", values: ticks, size: 64 },
-            { scale: "gn", side: 1, label: "grad norm", values: ticks, size: 60, grid: { show: false } }],
+          axes: [{ label: "step" }, { scale: "lr", label: "lr", values: ticks, size: 64, space: 20 },
+            { scale: "gn", side: 1, label: "grad norm", values: ticks, size: 60, space: 20, grid: { show: false } }],
           hooks: Object.assign({}, base.hooks, marks),
         }), optData(data), box("chart-opt")));
       }
