@@ -113,20 +113,23 @@ class PoisonAt(transformers.TrainerCallback):
 class TestRawLoss:
     POISON, STEPS = 37, 60
 
-    def _train(self, tmp_path, d, run: str, **cb_kwargs):
+    def _train(self, tmp_path, d, run: str, nan_filter=True, accumulate=1, **cb_kwargs):
         cb = WTwinCallback(run=run, endpoint=d.endpoint, stop_on="critical", **cb_kwargs)
         trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
-                               logging_steps=10, logging_nan_inf_filter=True)
+                               logging_steps=10, logging_nan_inf_filter=nan_filter,
+                               gradient_accumulation_steps=accumulate)
         trainer.add_callback(PoisonAt(self.POISON))
         trainer.train()
         wait_for(lambda: d.server.table.get(run) and d.server.table.get(run).status != "running",
                  10, what="run_end at the daemon")
         return cb, trainer
 
-    def test_nan_pages_at_its_step_despite_the_nan_filter(self, tmp_path):
-        """logging_steps=10 and the default NaN filter: the NaN of step 37 pages as step 37."""
+    @pytest.mark.parametrize("nan_filter, accumulate", [(True, 1), (False, 2)])
+    def test_nan_pages_at_its_step_despite_the_nan_filter(self, tmp_path, nan_filter, accumulate):
+        """logging_steps=10, with the default NaN filter (or without it, and 2 micro-batches a
+        step): the NaN of step 37 pages as step 37, not at the next log (40) or never."""
         with InProcessDaemon() as d:
-            cb, trainer = self._train(tmp_path, d, "hf-nan")
+            cb, trainer = self._train(tmp_path, d, "hf-nan", nan_filter, accumulate)
             nonfinite = [a for a in d.firing("hf-nan", ("critical",)) if a.kind == "nonfinite"]
         assert nonfinite and nonfinite[0].step == self.POISON
         assert cb.stop_alert is not None and cb.stop_alert["step"] == self.POISON
