@@ -31,18 +31,21 @@ loaded at the next ``on_step_end``. An alert the rewind takes does not stop trai
 it refuses (budget spent, no folder old enough) still can. ``state.global_step`` keeps
 counting (a callback cannot rewind the Trainer's logging bookkeeping): the batches in
 between are skipped, and the run ends at ``max_steps`` with that many fewer updates. Keep
-``save_total_limit`` large enough that a folder ``lookback`` steps old still exists.
+``save_total_limit`` large enough that a folder ``lookback`` steps old still exists. A
+``Rewind`` given its own ``restore`` keeps it. Single process only: with ``world_size > 1``
+the callback warns and turns the rewind off (alerts reach rank 0 only).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable
 
 from transformers import TrainerCallback
 
 from .actions import AlertFilter
-from .rewind import Rewind
+from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
 _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
@@ -76,11 +79,15 @@ class WTwinCallback(TrainerCallback):
         self._hook = None
         self._sent_step = -1        # the step whose (non-finite) loss was sent from the hook
         self.rewind = rewind
+        self._own_restore = rewind is not None and rewind.restore is None   # else the user's
 
     # ---- lifecycle -------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.raw_loss and self._hook is None and hasattr(model, "register_forward_hook"):
             self._hook = model.register_forward_hook(self._saw_forward)
+        if self.rewind is not None and args.world_size > 1:
+            warnings.warn(NOT_DISTRIBUTED, stacklevel=2)
+            self.rewind = None
         if self.tracker is not None:
             return
         config = {"framework": "transformers", "learning_rate": args.learning_rate,
@@ -142,7 +149,8 @@ class WTwinCallback(TrainerCallback):
 
     def _rewind(self, state, kw) -> None:
         model, opt, sched = kw.get("model"), kw.get("optimizer"), kw.get("lr_scheduler")
-        self.rewind.restore = lambda folder: restore_checkpoint(folder, model, opt, sched)
+        if self._own_restore:
+            self.rewind.restore = lambda folder: restore_checkpoint(folder, model, opt, sched)
         self.rewind.apply(state.global_step, optimizers=[opt] if opt is not None else [],
                           schedulers=[sched] if sched is not None else [])
 

@@ -18,12 +18,15 @@ firing alert at or above ``stop_on`` (default ``"critical"``) sets
 alert the newest one before the alert's onset is loaded at the next batch end (weights,
 optimizer and scheduler states, through ``trainer.strategy``). An alert the rewind takes
 does not stop training. ``trainer.global_step`` keeps counting: the batches in between
-are skipped, and the run ends at ``max_steps`` with that many fewer updates.
+are skipped, and the run ends at ``max_steps`` with that many fewer updates. A ``Rewind``
+given its own ``restore`` keeps it. Single process only (``world_size > 1``: a warning, and
+no rewind).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable
 
 try:
@@ -33,7 +36,7 @@ except ImportError:  # the standalone package
 
 from .actions import AlertFilter
 from .buffer import LossBuffer
-from .rewind import Rewind
+from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
 
@@ -62,6 +65,7 @@ class WTwinCallback(Callback):
         self._sent_ckpts: set[str] = set()
         self._pending_state: dict | None = None
         self.rewind = rewind
+        self._own_restore = rewind is not None and rewind.restore is None   # else the user's
         self._saving_step = 0          # the step of the checkpoint being written
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -78,6 +82,9 @@ class WTwinCallback(Callback):
                                enabled=trainer.is_global_zero, all_ranks=True)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
+        if self.rewind is not None and trainer.world_size > 1:
+            warnings.warn(NOT_DISTRIBUTED, stacklevel=2)
+            self.rewind = None
         if self.rewind is not None:
             self.rewind.attach(self.tracker.emitter)
 
@@ -94,7 +101,8 @@ class WTwinCallback(Callback):
         self._send_checkpoints(trainer)
         self._poll(trainer)
         if self.rewind is not None and self.rewind.pending is not None:
-            self.rewind.restore = lambda path: restore_checkpoint(trainer, path)
+            if self._own_restore:
+                self.rewind.restore = lambda path: restore_checkpoint(trainer, path)
             self.rewind.apply(step, optimizers=trainer.optimizers,
                               schedulers=[c.scheduler for c in trainer.lr_scheduler_configs])
 

@@ -46,6 +46,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 from .actions import AlertFilter
 
 DEFAULT_KINDS = ("spike", "divergence")
+NOT_DISTRIBUTED = ("wtwin Rewind is off: under distributed training alerts reach rank 0 only, "
+                   "and a rewind on one rank would split the model")
 
 
 class RewindPlan(NamedTuple):
