@@ -4,7 +4,8 @@
     trainer = Trainer(..., callbacks=[WTwinCallback(run="gpt2-lr3e-4")])
 
 What it sends, keyed by ``state.global_step``: ``loss``, ``learning_rate`` and
-``grad_norm`` from each ``on_log`` (the final averaged ``train_loss`` summary is
+``grad_norm`` from each ``on_log`` (and ``tokens``, ``state.num_input_tokens_seen``, when
+``include_num_input_tokens_seen`` makes the Trainer count them) (the final averaged ``train_loss`` summary is
 ignored), ``eval_loss`` (as ``val_loss``) and the other eval metrics from
 ``on_evaluate``, a ``checkpoint`` event for the saved weights on ``on_save``, and
 ``run_end`` when training ends. Alerts from the daemon (or from the in-process monitor
@@ -107,8 +108,9 @@ class WTwinCallback(TrainerCallback):
         loss = logs.get("loss")
         if (self.tracker is not None and loss is not None and "train_loss" not in logs
                 and state.global_step != self._sent_step):
+            tokens = getattr(state, "num_input_tokens_seen", 0) or None   # when HF counts them
             self.tracker.loss(state.global_step, loss, lr=_num(logs.get("learning_rate")),
-                              grad_norm=_num(logs.get("grad_norm")))
+                              grad_norm=_num(logs.get("grad_norm")), tokens=tokens)
         return self._apply(control)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):

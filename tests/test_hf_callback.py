@@ -69,10 +69,12 @@ class TestHFCallback:
             cb = WTwinCallback(run="hf-blowup", endpoint=d.endpoint, stop_on="warning",
                                stop_kinds=LOSS_KINDS)
             trainer = make_trainer(tmp_path, cb, eval_strategy="steps", eval_steps=100,
-                                   save_strategy="steps", save_steps=100)
+                                   save_strategy="steps", save_steps=100,
+                                   include_num_input_tokens_seen=True)
             trainer.train()
             steps = trainer.state.global_step
             run = d.server.table.get("hf-blowup")
+            tokens = [t for t in run.series.train.columns()["tokens"] if t is not None]
             wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
             received = dict(d.server.stats.received)
             daemon_alerts = d.firing("hf-blowup")
@@ -86,6 +88,7 @@ class TestHFCallback:
         assert received["eval"] == 2 and received["checkpoint"] == 2
         assert run.last_eval.get("val_loss") is not None
         assert run.config["framework"] == "transformers" and run.config["max_steps"] == MAX_STEPS
+        assert tokens[0] == 8 * 24 and tokens[-1] == trainer.state.num_input_tokens_seen  # by tokens
 
     def test_clean_run_embedded_no_alert_no_stop(self, tmp_path):
         """No daemon configured: the monitor runs in-process and a clean run finishes silently."""
