@@ -328,6 +328,32 @@ class TestApi:
         assert steps[0] <= 2 and all(a < b for a, b in zip(steps, steps[1:]))
 
 
+class TestRestart:
+    def test_a_run_page_keeps_its_early_curve_across_a_daemon_restart(self, tmp_path):
+        """The plot series lives in memory; the stored sparkline brings back the steps before
+        the restart, so the chart does not start at the restart's step."""
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            em = connect(d.tcp, run="restarted")
+            for t in range(1, 501):
+                em.loss(t, curve(t))
+            assert em.flush(20)
+            wait_for(lambda: api(d, "/api/runs/restarted")[1].get("step") == 500, 20, 0.1, "500 steps")
+            em.close(timeout=1)
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            em = connect(d.tcp, run="restarted")
+            for t in range(501, 601):
+                em.loss(t, curve(t))
+            wait_for(lambda: api(d, "/api/runs/restarted")[1].get("step") == 600, 20, 0.1, "600 steps")
+            p = api(d, "/api/runs/restarted")[1]
+            em.close(timeout=1)
+        steps = p["series"]["step"]
+        early = [s for s in steps if s < 501]
+        assert p["stored"] is False and 5 <= len(early) <= 64 and early[-1] <= 500
+        assert steps[len(early):] == [float(t) for t in range(501, 601)]
+        assert all(a < b for a, b in zip(steps, steps[1:]))
+        assert len({len(v) for v in p["series"].values()}) == 1
+
+
 # ---- real browser ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

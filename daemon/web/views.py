@@ -138,12 +138,25 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
         state={f: num(getattr(s, f, None)) for f in STATE_FIELDS} if s is not None else None,
         last_eval={k: num(v) for k, v in r.last_eval.items() if isinstance(k, str)},
         forecast_wait=no_forecast(r.preset, series),
-        series=series,
+        series=with_earlier(series, r.spark.points()),
         eval=r.series.eval.columns(),
         markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
         spectral=spectral_view(spectral),
         rewinds=rewinds_view(r.rewinds),
     )
+    return out
+
+
+def with_earlier(series: dict[str, list], spark: list) -> dict[str, list]:
+    """The series with the sparkline's points from before its first step in front: after a
+    daemon restart the plot series starts again empty, the stored sparkline does not."""
+    first = series["step"][0] if series["step"] else math.inf
+    early = [(s, v) for s, v in spark if s < first]
+    if not early:
+        return series
+    out = {f: [None] * len(early) + col for f, col in series.items()}
+    out["step"][:len(early)] = [num(s) for s, _ in early]
+    out["loss"][:len(early)] = [num(v) for _, v in early]
     return out
 
 
