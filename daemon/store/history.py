@@ -26,7 +26,8 @@ def _like(q: str) -> str:
 def list_runs(path: str, *, statuses: Iterable[str] = (), q: str = "", limit: int = 500,
               skip: Iterable[str] = ()) -> dict[str, Any]:
     """Stored runs, newest first, filtered by stored status and name substring;
-    ``skip``: names the caller shows from memory. ``fired``: alerts each run raised."""
+    ``skip``: names the caller shows from memory. ``matching``: how many stored runs match
+    in all (beyond ``limit``); ``fired``: the alerts each run raised, by severity."""
     skip = set(skip)
     where, args = ["1=1"], []
     statuses = [s for s in statuses if s]
@@ -41,12 +42,12 @@ def list_runs(path: str, *, statuses: Iterable[str] = (), q: str = "", limit: in
         rows = conn.execute(f"SELECT run, status, preset, first_seen, last_seen, step, snapshot "
                             f"FROM runs WHERE {' AND '.join(where)} ORDER BY last_seen DESC LIMIT ?",
                             (*args, min(limit, MAX_LIMIT) + len(skip))).fetchall()
-        counts = dict(conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
+        names = conn.execute(f"SELECT run FROM runs WHERE {' AND '.join(where)}", args).fetchall()
         fired = _fired(conn)
     finally:
         conn.close()
     runs = [_summary(r, fired.get(r[0])) for r in rows if r[0] not in skip][:limit]
-    return {"runs": runs, "counts": counts, "fired": fired}
+    return {"runs": runs, "matching": sum(1 for (n,) in names if n not in skip), "fired": fired}
 
 
 def _fired(conn) -> dict[str, dict[str, int]]:

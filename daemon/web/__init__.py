@@ -90,18 +90,19 @@ class Handlers:
             return _json({"error": "limit must be an integer"}, 400)
         table = self.server.table
         live = [d for d in (views.run_summary(r) for r in table) if views.matches(d, statuses, q)]
-        stored, path = [], self._store_path()
+        stored, matching, path = [], 0, self._store_path()
         want = {"running" if s == "idle" else s for s in statuses if s not in ("running", "stalled")}
         if path is not None and (want or not statuses):
             loop = asyncio.get_running_loop()
             got = await loop.run_in_executor(None, lambda: history.list_runs(
                 path, statuses=sorted(want), q=q, limit=limit, skip=[r.run for r in table]))
             stored = [d for d in map(views.stored_summary, got["runs"]) if views.matches(d, statuses, q)]
+            matching = max(got["matching"], len(stored))
             for d in live:
                 d["fired"] = got["fired"].get(d["run"], {})
         runs = views.ordered(live + stored)
         return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": path is not None,
-                      "total": len(runs), "runs": runs[:limit]})
+                      "total": len(live) + matching, "runs": runs[:limit]})
 
     async def run(self, request: web.Request) -> web.Response:
         name = request.match_info["run"]
