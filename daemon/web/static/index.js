@@ -52,14 +52,16 @@
       (data.stored ? "" : " · no store configured: ended runs leave after runs.ended_ttl_s");
   }
 
+  let asked = 0;
   async function load() {
     const p = new URLSearchParams();
     if (status.value) p.set("status", status.value);
     if (q.value) p.set("q", q.value);
     history.replaceState(null, "", p.toString() ? `/?${p}` : "/");
-    last = await getJSON(`/api/runs?${p}`);
-    render(last);
-    return last;
+    const mine = ++asked;
+    const data = await getJSON(`/api/runs?${p}`);
+    if (mine === asked) render(last = data);       // an older answer never overwrites a newer one
+    return data;
   }
 
   status.addEventListener("change", () => load().catch(() => {}));
