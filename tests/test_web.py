@@ -463,11 +463,12 @@ class TestBrowser:
         assert "status=completed" in page.url
         page.select_option("#status", "")
         page.fill("#q", "heal")
-        page.wait_for_function("() => document.querySelectorAll('tr.run-row').length === 1")
-        assert page.locator("tr.run-row").get_attribute("data-run") == "healthy"
+        only_healthy = ("() => { const r = document.querySelectorAll('tr.run-row');"
+                        " return r.length === 1 && r[0].dataset.run === 'healthy'; }")
+        page.wait_for_function(only_healthy)
         page.reload()                                    # the filter survives a reload
-        page.wait_for_function("() => document.querySelectorAll('tr.run-row').length === 1")
-        assert page.input_value("#q") == "heal"
+        page.wait_for_function(only_healthy)
+        assert page.input_value("#q") == "heal" and page.input_value("#status") == ""
 
     def test_two_runs_overlay_by_step_and_by_tokens(self, fed, page, shots):
         """Tick two runs and compare: both losses on one chart; by tokens when both send them."""
