@@ -15,8 +15,9 @@ when it fired; a divergence fires some tens of steps after its onset, so the def
 4. sends a ``rewind`` event to the daemon (the audit record, docs/PROTOCOL.md).
 
 At most ``max_rewinds`` a run; a matching alert past the budget, or with no checkpoint
-old enough, is refused and kept in ``refused`` with the reason (then stop, or let
-`StopTraining` act). Off unless you add it: enable it once the pages are trusted.
+old enough, is refused, kept in ``refused`` with the reason and handed to ``on_refused``
+(``Rewind(on_refused=StopTraining())`` stops instead). Off unless you add it: enable it
+once the pages are trusted.
 
 A plain loop::
 
@@ -62,7 +63,7 @@ class Rewind(AlertFilter):
     def __init__(self, restore: Callable[[Any], Any] | None = None, *,
                  min_severity: str = "critical", kinds: Iterable[str] | None = DEFAULT_KINDS,
                  max_rewinds: int = 2, lookback: int = 100, lr_scale: float | None = None,
-                 keep: int = 16) -> None:
+                 keep: int = 16, on_refused: Callable[[dict], Any] | None = None) -> None:
         super().__init__(min_severity, kinds)
         if not isinstance(max_rewinds, int) or max_rewinds < 1:
             raise ValueError(f"max_rewinds must be an int >= 1, got {max_rewinds!r}")
@@ -73,6 +74,7 @@ class Rewind(AlertFilter):
         if not isinstance(keep, int) or keep < 1:
             raise ValueError(f"keep must be an int >= 1, got {keep!r}")
         self.restore = restore
+        self.on_refused = on_refused
         self.max_rewinds = max_rewinds
         self.lookback = lookback
         self.lr_scale = lr_scale
@@ -105,15 +107,18 @@ class Rewind(AlertFilter):
             return
         self._seen.add(key)
         if self.left <= 0:
-            self.refused.append((alert, f"budget of {self.max_rewinds} rewind(s) spent"))
-            return
+            return self._refuse(alert, f"budget of {self.max_rewinds} rewind(s) spent")
         bound = int(alert.get("step") or 0) - self.lookback
         old = [c for c in self.checkpoints if c[0] <= bound]
         if not old:
-            self.refused.append((alert, f"no checkpoint saved at or before step {bound}"))
-            return
+            return self._refuse(alert, f"no checkpoint saved at or before step {bound}")
         step, ckpt = old[-1]
         self.pending = RewindPlan(alert, step, ckpt)
+
+    def _refuse(self, alert: dict, why: str) -> None:
+        self.refused.append((alert, why))
+        if self.on_refused is not None:
+            self.on_refused(alert)
 
     def apply(self, step: int, *, optimizers=(), schedulers=()) -> RewindPlan | None:
         """Carry out the pending rewind, if any, at the trainer's current ``step``.

@@ -96,13 +96,47 @@ class TestRewindAction:
 BAD, BAD_FACTOR, CKPT_EVERY, BATCHES = range(600, 603), 6.0, 50, 1000
 
 
-def data_stream(torch, n_batches: int = BATCHES, seed: int = 1):
-    """Batch i (1-based) of a smooth regression task; batches in BAD have labels x6."""
+def data_stream(torch, bad=BAD, n_batches: int = BATCHES, seed: int = 1):
+    """Batch i (1-based) of a smooth regression task; batches in ``bad`` have labels x6."""
     g = torch.Generator().manual_seed(seed)
     for i in range(1, n_batches + 1):
         x = torch.randn(32, 16, generator=g)
         y = torch.sin(x[:, :1] * 2) + x[:, 1:2] ** 2 * 0.5 + 0.05 * torch.randn(32, 1, generator=g)
-        yield i, x, (y * BAD_FACTOR if i in BAD else y)
+        yield i, x, (y * BAD_FACTOR if i in bad else y)
+
+
+def train(torch, emit, rewind: Rewind, tmp_path, bad=BAD, stop=None, n_batches=BATCHES):
+    """The plain loop of the docs: SGD on an MLP, a checkpoint every 50 steps, the data
+    never rewound. Returns the optimizer and the (step, loss) pairs after a rewind."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.03, momentum=0.9)
+
+    def restore(path):
+        ck = torch.load(path)
+        net.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+
+    rewind.restore = restore
+    step, after = 0, []
+    for _i, x, y in data_stream(torch, bad, n_batches):
+        step += 1
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        emit.loss(step, loss.item(), lr=opt.param_groups[0]["lr"])
+        if rewind.done:
+            after.append((step, loss.item()))
+        if step % CKPT_EVERY == 0:
+            torch.save({"model": net.state_dict(), "opt": opt.state_dict()}, tmp_path / f"step-{step}.pt")
+            rewind.saved(step, tmp_path / f"step-{step}.pt")
+        if (plan := rewind.apply(step, optimizers=[opt])) is not None:
+            step = plan.to_step
+        if stop:
+            break
+    return opt, after
 
 
 class TestRewindLive:
@@ -113,35 +147,11 @@ class TestRewindLive:
         from _integrations import InProcessDaemon, wait_for
         from wtwin.emitters import connect
 
-        torch.set_num_threads(1)
-        torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 1))
-        opt = torch.optim.SGD(net.parameters(), lr=0.03, momentum=0.9)
-
-        def restore(path):
-            ck = torch.load(path)
-            net.load_state_dict(ck["model"])
-            opt.load_state_dict(ck["opt"])
-
-        rewind = Rewind(restore=restore, lr_scale=0.5)
+        rewind = Rewind(lr_scale=0.5)
         with InProcessDaemon() as d:
             emit = connect(d.endpoint, "rewind-plain", on_alert=rewind)
             rewind.attach(emit)
-            step, after = 0, []
-            for _i, x, y in data_stream(torch):
-                step += 1
-                loss = torch.nn.functional.mse_loss(net(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                emit.loss(step, loss.item(), lr=opt.param_groups[0]["lr"])
-                if rewind.done:
-                    after.append((step, loss.item()))
-                if step % CKPT_EVERY == 0:
-                    torch.save({"model": net.state_dict(), "opt": opt.state_dict()}, tmp_path / f"step-{step}.pt")
-                    rewind.saved(step, tmp_path / f"step-{step}.pt")
-                if (plan := rewind.apply(step, optimizers=[opt])) is not None:
-                    step = plan.to_step
+            opt, after = train(torch, emit, rewind, tmp_path)
             emit.close()
             run = d.server.table.get("rewind-plain")
             wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
@@ -166,3 +176,24 @@ class TestRewindLive:
         inside = sum(lo <= v <= hi for lo, v, hi in banded) / len(banded)
         print(f"after the rewind: {len(banded)} steps, {inside:.1%} inside their own band")
         assert len(banded) > 300 and inside >= 0.95, inside   # each step against its own band
+
+    def test_past_its_budget_a_second_spike_stops_the_run(self, tmp_path):
+        """max_rewinds=1 and two bad stretches (data batches 600 and 1100, steps about 600
+        and 970 after the first rewind): the first is rewound, the second refused
+        (with the reason) and handed to its on_refused, a StopTraining that ends the loop."""
+        torch = pytest.importorskip("torch")
+        from _integrations import InProcessDaemon
+        from wtwin.emitters import connect
+        from wtwin.emitters.actions import StopTraining
+
+        stop = StopTraining()
+        rewind = Rewind(max_rewinds=1, on_refused=stop)
+        with InProcessDaemon(detection__cooldown_s=0) as d:   # a second firing soon after
+            emit = connect(d.endpoint, "rewind-budget", on_alert=rewind)
+            rewind.attach(emit)
+            train(torch, emit, rewind, tmp_path, bad=set(BAD) | set(range(1100, 1103)),
+                  stop=stop, n_batches=1400)
+            emit.close("killed")
+        assert len(rewind.done) == 1 and rewind.done[0].to_step == 500
+        assert len(rewind.refused) == 1 and "budget of 1" in rewind.refused[0][1]
+        assert stop and stop.alert is rewind.refused[0][0] and stop.alert["step"] > 1100 - 200
