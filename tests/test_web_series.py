@@ -10,7 +10,8 @@ from wtwin.daemon.series import TRAIN_FIELDS, Decimated, RunSeries, Spark
 from wtwin.daemon.spectral.health import SpectralWatch
 from wtwin.daemon.spectral.result import LayerResult
 from wtwin.daemon.web.analyze import AnalyzeError, analyze_file, display_name
-from wtwin.daemon.web.views import safe_config, scrub, spectral_view
+from wtwin.daemon.web.views import (matches, safe_config, scrub, spectral_view, stored_summary,
+                                    with_earlier)
 from wtwin.detect.alert import Alert
 
 
@@ -219,3 +220,24 @@ class TestSpark:
     def test_size_must_be_even(self):
         with pytest.raises(ValueError):
             Spark(size=7)
+
+
+class TestStoredViews:
+    STORED = {"run": "old", "status": "running", "preset": "pretraining", "step": 90,
+              "first_seen": 1.0, "last_seen": 2.0, "loss": float("nan"), "lr": None,
+              "spark": [[10, 3.0], [50, 2.5], [90, float("nan")]], "fired": {"critical": 1, "bogus": 3},
+              "rewinds": []}
+
+    def test_a_stored_running_run_is_idle_and_its_nan_reads_nan(self):
+        """Not in memory but stored as running: it went silent past idle_ttl_s."""
+        d = stored_summary(self.STORED)
+        assert d["status"] == "idle" and d["live"] is False
+        assert d["loss"] is None and d["loss_nonfinite"] == "NaN"
+        assert d["spark"] == [3.0, 2.5, None] and d["fired"] == {"critical": 1}
+        assert matches(d, {"idle"}, "OL") and not matches(d, {"running"}, "") and not matches(d, set(), "x")
+
+    def test_earlier_sparkline_points_go_in_front_of_a_restarted_series(self):
+        series = {"step": [100.0, 101.0], "loss": [2.0, 1.9], "lr": [None, None]}
+        out = with_earlier(series, [(50, 2.5), (99, 2.1), (101, 1.9)])
+        assert out["step"] == [50.0, 99.0, 100.0, 101.0] and out["loss"] == [2.5, 2.1, 2.0, 1.9]
+        assert out["lr"] == [None] * 4 and with_earlier(series, [(150, 1.0)]) is series
