@@ -8,14 +8,21 @@ and expires ended and idle ones. One asyncio loop owns all of it: no locks.
 from __future__ import annotations
 
 import math
+import os
+from collections import deque
 from typing import Any, Callable, Iterator
+
+import structlog
 
 from wtwin.detect.alert import Alert
 
 from wtwin.detect import Finding, MonitorState, RunMonitor
 from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
-from .series import RunSeries
+from .series import RunSeries, Spark
+
+log = structlog.get_logger("wtwind.runs")
+MAX_REWINDS_KEPT = 32
 
 
 class RunState:
@@ -41,6 +48,9 @@ class RunState:
         self._series: RunSeries | None = None
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
+        self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
+        self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
+        self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
 
     @property
     def monitor(self) -> RunMonitor:
@@ -92,10 +102,12 @@ class RunState:
         self.step = ev["step"]
         self.loss = float(ev["loss"])
         self.lr = ev.get("lr", self.lr)
-        state, out = observe_loss(self.monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
+        monitor = self.monitor if self._announced is None else _Announced(self)  # after a rewind
+        state, out = observe_loss(monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
                                   ev.get("grad_norm"), now)
         self.last_state = state
-        self.series.add_loss(self.step, self.loss, state, self.lr)
+        self.series.add_loss(self.step, self.loss, state, self.lr, ev.get("grad_norm"), ev.get("tokens"))
+        self.spark.add(self.step, self.loss)
         if self.stalled:
             out += self.check_stall(now, math.inf)
         return out
@@ -129,6 +141,17 @@ class RunState:
     def _on_checkpoint(self, ev: dict, now: float) -> list[Alert]:
         return []  # the server hands checkpoints to the job runner
 
+    def _on_rewind(self, ev: dict, now: float) -> list[Alert]:
+        """A trainer-side `Rewind` ran: keep and log its audit record. The loss events
+        that follow go back in step, which the detectors already treat as a resume."""
+        rec = {"at": now, "step": ev["step"], "from_step": ev["from_step"],
+               "kind": ev.get("kind"), "lr_scale": ev.get("lr_scale"), "count": ev.get("count"),
+               "checkpoint": os.path.basename(ev["checkpoint"]) if ev.get("checkpoint") else None}
+        self.rewinds.append(rec)
+        self._announced = rec
+        log.info("run_rewound", run=self.run, **{k: v for k, v in rec.items() if k != "at"})
+        return []
+
     def check_stall(self, now: float, stall_after_s: float) -> list[Alert]:
         """Called on the daemon's tick: a running run with no progress is stalled."""
         silent = now - self.last_progress
@@ -142,6 +165,27 @@ class RunState:
         return [a] if a else []
 
 
+class _Announced:
+    """The run's monitor for the first loss after a ``rewind`` event: the resume the
+    trainer announced is no surprise, so its ``resume_jump`` is info (the detectors
+    compare with their nearest rewind point, often some hundred steps older than the
+    checkpoint, so a healthy rewind can read as a jump). Everything else is unchanged."""
+
+    def __init__(self, run: RunState) -> None:
+        self.monitor, self.rec = run.monitor, run._announced
+        run._announced = None
+
+    def update_loss(self, step, loss, *args) -> MonitorState:
+        state = self.monitor.update_loss(step, loss, *args)
+        rec = self.rec
+        if step > rec["from_step"] or not state.findings:
+            return state
+        return state._replace(findings=tuple(
+            f._replace(severity="info", message=f"{f.message}; announced by the trainer: rewind "
+                       f"from step {rec['from_step']} to {rec['step']}")
+            if f.kind == "resume_jump" and f.active else f for f in state.findings))
+
+
 _HANDLERS = {
     "loss": RunState._on_loss,
     "eval": RunState._on_eval,
@@ -149,6 +193,7 @@ _HANDLERS = {
     "heartbeat": RunState._on_heartbeat,
     "run_end": RunState._on_run_end,
     "checkpoint": RunState._on_checkpoint,
+    "rewind": RunState._on_rewind,
 }
 
 

@@ -34,7 +34,7 @@ import numpy as np
 _BLOCK = 64          # points folded into the past at once (vectorized)
 _NAN = float("nan")
 
-TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr")
+TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens")
 EVAL_FIELDS = ("step", "val_loss")
 
 
@@ -195,6 +195,77 @@ def _jsonable(col: np.ndarray) -> list[Any]:
     return [float(v) if math.isfinite(v) else None for v in col.tolist()]
 
 
+class Spark:
+    """At most ``size`` (step, mean loss) points over a whole run: its sparkline, small
+    enough to be stored with the run and listed for thousands of runs.
+
+    Points are means of ``stride`` consecutive losses (non-finite ones left out; NaN when
+    all were); when ``size`` points are held, neighbours merge pairwise and the stride
+    doubles. O(1) amortized, no numpy. A step that goes backwards drops what followed.
+
+    >>> sp = Spark(size=8)
+    >>> for t in range(1, 101):
+    ...     sp.add(t, 1.0 / t)
+    >>> len(sp.points()) <= 8, sp.points()[-1][0]
+    (True, 100)
+    """
+
+    __slots__ = ("size", "stride", "_pts", "_acc")
+
+    def __init__(self, size: int = 64) -> None:
+        if size < 2 or size % 2:
+            raise ValueError("size must be an even number >= 2")
+        self.size = size
+        self.stride = 1
+        self._pts: list[tuple[float, float]] = []
+        self._acc: list | None = None          # [sum of finite, n finite, n, last step]
+
+    def add(self, step: float, loss: float) -> None:
+        acc = self._acc
+        if (acc is not None and step < acc[3]) or (self._pts and step <= self._pts[-1][0]):
+            self._truncate(step)
+            acc = self._acc
+        if acc is None:
+            acc = self._acc = [0.0, 0, 0, step]
+        if math.isfinite(loss):
+            acc[0] += loss
+            acc[1] += 1
+        acc[2] += 1
+        acc[3] = step
+        if acc[2] >= self.stride:
+            self._pts.append((step, acc[0] / acc[1] if acc[1] else _NAN))
+            self._acc = None
+            if len(self._pts) >= self.size:
+                self._pts = [(b[0], _mean2(a[1], b[1])) for a, b in zip(self._pts[::2], self._pts[1::2])]
+                self.stride *= 2
+
+    def _truncate(self, step: float) -> None:
+        self._acc = None
+        while self._pts and self._pts[-1][0] >= step:
+            self._pts.pop()
+
+    def points(self) -> list[tuple[float, float]]:
+        acc = self._acc
+        tail = [] if acc is None else [(acc[3], acc[0] / acc[1] if acc[1] else _NAN)]
+        return self._pts + tail
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"size": self.size, "stride": self.stride, "points": [list(p) for p in self.points()]}
+
+    @classmethod
+    def restore(cls, snap: dict[str, Any]) -> "Spark":
+        sp = cls(int(snap["size"]))
+        sp.stride = max(1, int(snap["stride"]))
+        sp._pts = [(float(s), float(v)) for s, v in snap["points"]][-(sp.size - 1):]
+        return sp
+
+
+def _mean2(a: float, b: float) -> float:
+    if a != a:
+        return b
+    return a if b != b else (a + b) / 2
+
+
 class RunSeries:
     """What one run keeps for its page: train series, eval series and alert markers."""
 
@@ -203,11 +274,13 @@ class RunSeries:
         self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256))
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
 
-    def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None) -> None:
+    def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
+                 grad_norm: float | None = None, tokens: float | None = None) -> None:
         if state is None:
-            self.train.append(step, loss, None, None, None, None, lr)
+            self.train.append(step, loss, None, None, None, None, lr, grad_norm, tokens)
         else:                       # a MonitorState
-            self.train.append(step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr)
+            self.train.append(step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
+                              grad_norm, tokens)
 
     def add_eval(self, step: int, metrics: dict) -> None:
         val = metrics.get("val_loss", metrics.get("loss"))

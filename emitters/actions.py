@@ -1,4 +1,4 @@
-"""Ready-made ``on_alert`` callbacks: stop training, save a checkpoint, chain several.
+"""Ready-made ``on_alert`` callbacks: stop training, save a checkpoint, rewind, chain several.
 
 Each is a plain callable taking the alert dict (fields of ``Alert.to_dict()``), run on the
 training thread at the next emit, optimizer step or ``poll()``::
@@ -12,7 +12,9 @@ training thread at the next emit, optimizer step or ``poll()``::
         if stop:                                           # truthy once an alert matched
             break
 
-Only ``firing`` alerts match (a ``resolved`` one never triggers an action).
+Only ``firing`` alerts match (a ``resolved`` one never triggers an action). `Rewind`
+(closed-loop recovery: restore an earlier checkpoint, skip the batches, optionally lower
+the lr) is in `wtwin.emitters.rewind` and exported here.
 """
 
 from __future__ import annotations
@@ -90,3 +92,8 @@ def chain(*callbacks: Callable[[dict], Any]) -> Callable[[dict], None]:
             cb(alert)
 
     return on_alert
+
+
+from .rewind import Rewind, RewindPlan  # noqa: E402  (it builds on AlertFilter above)
+
+__all__ = ["AlertFilter", "StopTraining", "SaveCheckpoint", "Rewind", "RewindPlan", "chain"]

@@ -115,6 +115,10 @@ class Emitter:
     def heartbeat(self) -> None:
         self._put(("heartbeat", time.time()))
 
+    def rewind(self, step, from_step, **fields) -> None:
+        """The audit record of a `Rewind`: back from ``from_step`` to ``step``."""
+        self._put(("rewind", time.time(), step, from_step, fields))
+
     def poll(self) -> int:
         """Run pending daemon callbacks on this thread; returns how many ran."""
         n = 0
@@ -418,6 +422,9 @@ _BUILDERS = {
     "heartbeat": lambda item: {"type": "heartbeat", "ts": item[1]},
     "run_start": lambda item: {"type": "run_start", "ts": item[1], **item[2]},
     "run_end": lambda item: {"type": "run_end", "ts": item[1], "status": item[2]},
+    "rewind": lambda item: {"type": "rewind", "ts": item[1], "step": int(item[2]),
+                            "from_step": int(item[3]),
+                            **{k: v for k, v in item[4].items() if v is not None}},
 }
 
 
@@ -435,6 +442,7 @@ class NullEmitter:
     def eval(self, *a, **k) -> None: ...
     def checkpoint(self, *a, **k) -> None: ...
     def heartbeat(self) -> None: ...
+    def rewind(self, *a, **k) -> None: ...
     def poll(self) -> int:
         return 0
     def close(self, *a, **k) -> None: ...

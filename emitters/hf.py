@@ -4,7 +4,8 @@
     trainer = Trainer(..., callbacks=[WTwinCallback(run="gpt2-lr3e-4")])
 
 What it sends, keyed by ``state.global_step``: ``loss``, ``learning_rate`` and
-``grad_norm`` from each ``on_log`` (the final averaged ``train_loss`` summary is
+``grad_norm`` from each ``on_log`` (and ``tokens``, ``state.num_input_tokens_seen``, when
+``include_num_input_tokens_seen`` makes the Trainer count them) (the final averaged ``train_loss`` summary is
 ignored), ``eval_loss`` (as ``val_loss``) and the other eval metrics from
 ``on_evaluate``, a ``checkpoint`` event for the saved weights on ``on_save``, and
 ``run_end`` when training ends. Alerts from the daemon (or from the in-process monitor
@@ -13,9 +14,27 @@ firing alert at or above ``stop_on`` (default ``"critical"``; ``None`` disables)
 ``control.should_training_stop`` (``stop_kinds`` narrows it to some kinds), and one at or above ``save_on`` (default off) sets
 ``control.should_save``.
 
-Set ``logging_nan_inf_filter=False`` in ``TrainingArguments``: with the default (True) the
-Trainer replaces NaN/inf losses by the running average before logging, which hides the
-most important event there is from every monitor; the callback warns once if it is on.
+A non-finite loss pages at its own step, whatever ``logging_steps`` and
+``logging_nan_inf_filter`` say: with that filter on (the Trainer's default) a NaN/inf step
+is replaced by the running average before ``on_log`` sees it. So the callback also reads
+the raw loss of every training forward pass (a forward hook on the model, registered at
+``on_train_begin``: the ``loss`` field of the model's output, summed on the device over
+the micro-batches of one optimizer step) and checks it once per optimizer step in
+``on_step_end``: one device sync a step, the cost the filter itself pays. A non-finite
+step is sent at once as that step's loss; a later ``on_log`` for the same step is not sent
+again. A custom ``compute_loss`` whose loss is not in the model's output is not seen
+this way (``raw_loss=False`` turns the hook off); then only ``on_log`` reports losses.
+
+``rewind=Rewind(...)`` (`wtwin.emitters.rewind`) adds closed-loop recovery: each saved
+checkpoint folder is recorded, and on a matching alert the model's weights,
+``optimizer.pt`` and ``scheduler.pt`` of the newest folder before the alert's onset are
+loaded at the next ``on_step_end``. An alert the rewind takes does not stop training; one
+it refuses (budget spent, no folder old enough) still can. ``state.global_step`` keeps
+counting (a callback cannot rewind the Trainer's logging bookkeeping): the batches in
+between are skipped, and the run ends at ``max_steps`` with that many fewer updates. Keep
+``save_total_limit`` large enough that a folder ``lookback`` steps old still exists. A
+``Rewind`` given its own ``restore`` keeps it. Single process only: with ``world_size > 1``
+the callback warns and turns the rewind off (alerts reach rank 0 only).
 """
 
 from __future__ import annotations
@@ -27,6 +46,7 @@ from typing import Any, Callable
 from transformers import TrainerCallback
 
 from .actions import AlertFilter
+from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
 _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
@@ -37,7 +57,8 @@ class WTwinCallback(TrainerCallback):
                  preset: str = "pretraining", stop_on: str | None = "critical",
                  stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
                  embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
-                 monitor: dict | None = None, emitter=None) -> None:
+                 monitor: dict | None = None, emitter=None, raw_loss: bool = True,
+                 rewind: Rewind | None = None) -> None:
         self.run = run
         self.endpoint = endpoint
         self.preset = preset
@@ -54,14 +75,22 @@ class WTwinCallback(TrainerCallback):
         self.stop_alert: dict | None = None
         self._want_stop = False
         self._want_save = False
+        self.raw_loss = raw_loss
+        self._raw = None            # the summed raw loss of the current optimizer step (a tensor)
+        self._hook = None
+        self._sent_step = -1        # the step whose (non-finite) loss was sent from the hook
+        self.rewind = rewind
+        self._own_restore = rewind is not None and rewind.restore is None   # else the user's
 
     # ---- lifecycle -------------------------------------------------------------------
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.raw_loss and self._hook is None and hasattr(model, "register_forward_hook"):
+            self._hook = model.register_forward_hook(self._saw_forward)
+        if self.rewind is not None and args.world_size > 1:
+            warnings.warn(NOT_DISTRIBUTED, stacklevel=2)
+            self.rewind = None
         if self.tracker is not None:
             return
-        if getattr(args, "logging_nan_inf_filter", False):
-            warnings.warn("wtwin: TrainingArguments(logging_nan_inf_filter=True) hides NaN/inf "
-                          "losses from the monitor; set it to False", stacklevel=2)
         config = {"framework": "transformers", "learning_rate": args.learning_rate,
                   "per_device_train_batch_size": args.per_device_train_batch_size,
                   "gradient_accumulation_steps": args.gradient_accumulation_steps,
@@ -71,13 +100,17 @@ class WTwinCallback(TrainerCallback):
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
                                enabled=state.is_world_process_zero, all_ranks=True)
+        if self.rewind is not None:
+            self.rewind.attach(self.tracker.emitter)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
         loss = logs.get("loss")
-        if self.tracker is not None and loss is not None and "train_loss" not in logs:
+        if (self.tracker is not None and loss is not None and "train_loss" not in logs
+                and state.global_step != self._sent_step):
+            tokens = getattr(state, "num_input_tokens_seen", 0) or None   # when HF counts them
             self.tracker.loss(state.global_step, loss, lr=_num(logs.get("learning_rate")),
-                              grad_norm=_num(logs.get("grad_norm")))
+                              grad_norm=_num(logs.get("grad_norm")), tokens=tokens)
         return self._apply(control)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
@@ -100,14 +133,43 @@ class WTwinCallback(TrainerCallback):
                     self.tracker.checkpoint(state.global_step, path, format=fmt,
                                             epoch=int(state.epoch or 0))
                     break
+        if self.rewind is not None:
+            self.rewind.saved(state.global_step, os.path.join(args.output_dir,
+                                                              f"checkpoint-{state.global_step}"))
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
+        raw, self._raw = self._raw, None
         if self.tracker is not None:
+            if raw is not None and self.tracker.active and not bool(raw.isfinite()):  # one sync
+                self._sent_step = state.global_step
+                self.tracker.loss(state.global_step, float(raw))
             self.tracker.poll()
+        if self.rewind is not None and self.rewind.pending is not None:
+            self._rewind(state, kwargs)
         return self._apply(control)
 
+    def _rewind(self, state, kw) -> None:
+        model, opt, sched = kw.get("model"), kw.get("optimizer"), kw.get("lr_scheduler")
+        if self._own_restore:
+            self.rewind.restore = lambda folder: restore_checkpoint(folder, model, opt, sched)
+        self.rewind.apply(state.global_step, optimizers=[opt] if opt is not None else [],
+                          schedulers=[sched] if sched is not None else [])
+
+    def _saw_forward(self, module, args, output) -> None:
+        """Forward hook: add a training forward pass's raw loss to this step's sum."""
+        if not module.training:
+            return
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if loss is None or not hasattr(loss, "detach") or loss.numel() != 1:
+            return
+        loss = loss.detach().float().reshape(())
+        self._raw = loss if self._raw is None else self._raw + loss
+
     def on_train_end(self, args, state, control, **kwargs):
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
         if self.tracker is not None:
             self.tracker.poll()
             self.tracker.close("killed" if self.stop_alert is not None else "completed")
@@ -117,6 +179,10 @@ class WTwinCallback(TrainerCallback):
         self.alerts.append(alert)
         if self.user_on_alert is not None:
             self.user_on_alert(alert)
+        if self.rewind is not None:
+            self.rewind(alert)
+            if self.rewind.pending is not None and self.rewind.pending.alert is alert:
+                return        # taken: recovered from, not stopped on
         if self.stop_filter is not None and self.stop_filter.matches(alert):
             self._want_stop = True
             if self.stop_alert is None:
@@ -131,6 +197,30 @@ class WTwinCallback(TrainerCallback):
             control.should_save = True
             self._want_save = False
         return control
+
+
+def restore_checkpoint(folder: str, model, optimizer=None, scheduler=None) -> None:
+    """Load a Trainer checkpoint folder's weights, ``optimizer.pt`` and ``scheduler.pt``."""
+    import torch
+
+    weights = next((os.path.join(folder, n) for n, _ in _WEIGHT_FILES
+                    if os.path.exists(os.path.join(folder, n))), None)
+    if weights is None:
+        raise FileNotFoundError(f"wtwin Rewind: no model weights in {folder} (removed by "
+                                "save_total_limit?)")
+    if weights.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        sd = load_file(weights)
+    else:
+        sd = torch.load(weights, map_location="cpu", weights_only=True)
+    res = model.load_state_dict(sd, strict=False)    # tied weights are saved once
+    if res.unexpected_keys or len(res.missing_keys) * 2 > len(sd):
+        raise RuntimeError(f"wtwin Rewind: the weights in {folder} do not fit this model")
+    for name, obj in (("optimizer.pt", optimizer), ("scheduler.pt", scheduler)):
+        path = os.path.join(folder, name)
+        if obj is not None and os.path.exists(path):
+            obj.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
 
 
 def _num(x) -> float | None:

@@ -12,11 +12,21 @@ event for each new file a ``ModelCheckpoint`` writes. Steps are
 firing alert at or above ``stop_on`` (default ``"critical"``) sets
 ``trainer.should_stop``. The monitor's state is saved with Lightning's checkpoints
 (``state_dict``/``load_state_dict`` of the callback).
+
+``rewind=Rewind(...)`` (`wtwin.emitters.rewind`) adds closed-loop recovery: each file a
+``ModelCheckpoint`` writes is recorded with the step it was saved at, and on a matching
+alert the newest one before the alert's onset is loaded at the next batch end (weights,
+optimizer and scheduler states, through ``trainer.strategy``). An alert the rewind takes
+does not stop training. ``trainer.global_step`` keeps counting: the batches in between
+are skipped, and the run ends at ``max_steps`` with that many fewer updates. A ``Rewind``
+given its own ``restore`` keeps it. Single process only (``world_size > 1``: a warning, and
+no rewind).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable
 
 try:
@@ -26,6 +36,7 @@ except ImportError:  # the standalone package
 
 from .actions import AlertFilter
 from .buffer import LossBuffer
+from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
 
@@ -35,7 +46,7 @@ class WTwinCallback(Callback):
                  stop_on: str | None = "critical", stop_kinds=None,
                  on_alert: Callable[[dict], Any] | None = None, embedded: bool | None = None,
                  wandb=None, monitor: dict | None = None, emitter=None,
-                 analyze_checkpoints: bool = True) -> None:
+                 analyze_checkpoints: bool = True, rewind: Rewind | None = None) -> None:
         self.run = run
         self.endpoint = endpoint
         self.preset = preset
@@ -53,6 +64,9 @@ class WTwinCallback(Callback):
         self._last_step = -1
         self._sent_ckpts: set[str] = set()
         self._pending_state: dict | None = None
+        self.rewind = rewind
+        self._own_restore = rewind is not None and rewind.restore is None   # else the user's
+        self._saving_step = 0          # the step of the checkpoint being written
 
     # ---- lifecycle -------------------------------------------------------------------
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -68,6 +82,11 @@ class WTwinCallback(Callback):
                                enabled=trainer.is_global_zero, all_ranks=True)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
+        if self.rewind is not None and trainer.world_size > 1:
+            warnings.warn(NOT_DISTRIBUTED, stacklevel=2)
+            self.rewind = None
+        if self.rewind is not None:
+            self.rewind.attach(self.tracker.emitter)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.tracker is None:
@@ -81,6 +100,14 @@ class WTwinCallback(Callback):
                 self.tracker.loss(ev[0], ev[1], lr=ev[2])
         self._send_checkpoints(trainer)
         self._poll(trainer)
+        if self.rewind is not None and self.rewind.pending is not None:
+            if self._own_restore:
+                self.rewind.restore = lambda path: restore_checkpoint(trainer, path)
+            self.rewind.apply(step, optimizers=trainer.optimizers,
+                              schedulers=[c.scheduler for c in trainer.lr_scheduler_configs])
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self._saving_step = trainer.global_step
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if self.tracker is None or trainer.sanity_checking:
@@ -126,14 +153,17 @@ class WTwinCallback(Callback):
             self.tracker.loss(step, loss, lr=lr)
 
     def _send_checkpoints(self, trainer) -> None:
-        if not self.analyze_checkpoints:
+        if not self.analyze_checkpoints and self.rewind is None:
             return
         for cb in getattr(trainer, "checkpoint_callbacks", ()):
             for path in (getattr(cb, "last_model_path", ""), getattr(cb, "best_model_path", "")):
                 if path and path not in self._sent_ckpts and os.path.exists(path):
                     self._sent_ckpts.add(path)
-                    self.tracker.checkpoint(trainer.global_step, path, format="torch",
-                                            epoch=trainer.current_epoch)
+                    if self.rewind is not None:
+                        self.rewind.saved(self._saving_step, path)
+                    if self.analyze_checkpoints:
+                        self.tracker.checkpoint(trainer.global_step, path, format="torch",
+                                                epoch=trainer.current_epoch)
 
     def _poll(self, trainer) -> None:
         self.tracker.poll()
@@ -144,5 +174,19 @@ class WTwinCallback(Callback):
         self.alerts.append(alert)
         if self.user_on_alert is not None:
             self.user_on_alert(alert)
+        if self.rewind is not None:
+            self.rewind(alert)
+            if self.rewind.pending is not None and self.rewind.pending.alert is alert:
+                return        # taken: recovered from, not stopped on
         if self.stop_filter is not None and self.stop_alert is None and self.stop_filter.matches(alert):
             self.stop_alert = alert
+
+
+def restore_checkpoint(trainer, path: str) -> None:
+    """Load a Lightning checkpoint's weights, optimizer and scheduler states in place."""
+    ckpt = trainer.strategy.load_checkpoint(path)
+    trainer.strategy.load_model_state_dict(ckpt)
+    for opt, state in zip(trainer.optimizers, ckpt.get("optimizer_states", ())):
+        opt.load_state_dict(state)
+    for cfg, state in zip(trainer.lr_scheduler_configs, ckpt.get("lr_schedulers", ())):
+        cfg.scheduler.load_state_dict(state)

@@ -22,7 +22,7 @@ MAX_BATCH_EVENTS = 10_000
 MAX_RUN_LEN = 200
 MAX_STR_LEN = 4096
 
-EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end")
+EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end", "rewind")
 REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
 RUN_END_STATUSES = ("completed", "failed", "killed")
 CHECKPOINT_FORMATS = ("torch", "safetensors")
@@ -71,6 +71,11 @@ SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
     ),
     "heartbeat": ({}, {"dropped": _INT}),
     "run_end": ({}, {"status": _STR}),
+    # the audit record of a trainer-side Rewind (emitters/rewind.py): back to `step`
+    "rewind": (
+        {"step": _INT, "from_step": _INT},
+        {"kind": _STR, "checkpoint": _STR, "lr_scale": _NUM, "count": _INT},
+    ),
 }
 _COMMON_OPTIONAL = {"ts": _NUM, "emitter": _STR}
 
@@ -229,11 +234,24 @@ def _check_run_end(ev: dict) -> None:
         raise WireError("bad_value", f"run_end.status must be one of {RUN_END_STATUSES}")
 
 
+def _check_rewind(ev: dict) -> None:
+    if not 0 <= ev["step"] <= ev["from_step"]:
+        raise WireError("bad_value", "rewind needs 0 <= step <= from_step")
+    scale = ev.get("lr_scale")
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        raise WireError("bad_value", "rewind.lr_scale must be a finite number > 0")
+    if ev.get("count") is not None and ev["count"] < 1:
+        raise WireError("bad_value", "rewind.count must be >= 1")
+    if len(ev.get("kind") or "") > 64 or len(ev.get("checkpoint") or "") > 256:
+        raise WireError("bad_value", "rewind.kind (64) or rewind.checkpoint (256) too long")
+
+
 _EXTRA_CHECKS = {
     "loss": _check_loss,
     "eval": _check_eval,
     "checkpoint": _check_checkpoint,
     "run_end": _check_run_end,
+    "rewind": _check_rewind,
 }
 
 

@@ -53,10 +53,10 @@ def make_trainer(tmp_path, callback, *, max_steps=MAX_STEPS, blowup_at=BLOWUP_AT
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     factor = (lambda s: 1.0 if s < blowup_at else 1000.0) if blowup_at else (lambda s: 1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    args = {"save_strategy": "no", **args}
+    args = {"save_strategy": "no", "logging_steps": 1, "logging_nan_inf_filter": False, **args}
     targs = TrainingArguments(
         output_dir=str(tmp_path / "out"), max_steps=max_steps, per_device_train_batch_size=8,
-        logging_steps=1, logging_nan_inf_filter=False, report_to=[], use_cpu=True,
+        report_to=[], use_cpu=True,
         disable_tqdm=True, dataloader_num_workers=0, seed=0, **args)
     return Trainer(model=model, args=targs, train_dataset=PatternData(4000, 1),
                    eval_dataset=PatternData(32, 2), optimizers=(opt, sched), callbacks=[callback])
@@ -69,10 +69,12 @@ class TestHFCallback:
             cb = WTwinCallback(run="hf-blowup", endpoint=d.endpoint, stop_on="warning",
                                stop_kinds=LOSS_KINDS)
             trainer = make_trainer(tmp_path, cb, eval_strategy="steps", eval_steps=100,
-                                   save_strategy="steps", save_steps=100)
+                                   save_strategy="steps", save_steps=100,
+                                   include_num_input_tokens_seen=True)
             trainer.train()
             steps = trainer.state.global_step
             run = d.server.table.get("hf-blowup")
+            tokens = [t for t in run.series.train.columns()["tokens"] if t is not None]
             wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
             received = dict(d.server.stats.received)
             daemon_alerts = d.firing("hf-blowup")
@@ -86,6 +88,7 @@ class TestHFCallback:
         assert received["eval"] == 2 and received["checkpoint"] == 2
         assert run.last_eval.get("val_loss") is not None
         assert run.config["framework"] == "transformers" and run.config["max_steps"] == MAX_STEPS
+        assert tokens[0] == 8 * 24 and tokens[-1] == trainer.state.num_input_tokens_seen  # by tokens
 
     def test_clean_run_embedded_no_alert_no_stop(self, tmp_path):
         """No daemon configured: the monitor runs in-process and a clean run finishes silently."""
@@ -96,3 +99,96 @@ class TestHFCallback:
         assert trainer.state.global_step == 150
         assert [a for a in cb.alerts if a["severity"] != "info"] == []
         assert cb.tracker.last_state.step == 150
+
+
+class PoisonAt(transformers.TrainerCallback):
+    """Sets one weight to NaN just before optimizer step ``step``: that step's loss is NaN."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step == self.step - 1:
+            with torch.no_grad():
+                model.transformer.ln_f.weight[0] = float("nan")
+
+
+class TestRawLoss:
+    POISON, STEPS = 37, 60
+
+    def _train(self, tmp_path, d, run: str, nan_filter=True, accumulate=1, **cb_kwargs):
+        cb = WTwinCallback(run=run, endpoint=d.endpoint, stop_on="critical", **cb_kwargs)
+        trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
+                               logging_steps=10, logging_nan_inf_filter=nan_filter,
+                               gradient_accumulation_steps=accumulate)
+        trainer.add_callback(PoisonAt(self.POISON))
+        trainer.train()
+        wait_for(lambda: d.server.table.get(run) and d.server.table.get(run).status != "running",
+                 10, what="run_end at the daemon")
+        return cb, trainer
+
+    @pytest.mark.parametrize("nan_filter, accumulate", [(True, 1), (False, 2)])
+    def test_nan_pages_at_its_step_despite_the_nan_filter(self, tmp_path, nan_filter, accumulate):
+        """logging_steps=10, with the default NaN filter (or without it, and 2 micro-batches a
+        step): the NaN of step 37 pages as step 37, not at the next log (40) or never."""
+        with InProcessDaemon() as d:
+            cb, trainer = self._train(tmp_path, d, "hf-nan", nan_filter, accumulate)
+            nonfinite = [a for a in d.firing("hf-nan", ("critical",)) if a.kind == "nonfinite"]
+        assert nonfinite and nonfinite[0].step == self.POISON
+        assert cb.stop_alert is not None and cb.stop_alert["step"] == self.POISON
+        assert trainer.state.global_step < self.STEPS, "training did not stop on the NaN"
+
+    def test_without_the_raw_loss_the_filter_hides_the_nan(self, tmp_path):
+        """The control: with the hook off, the filtered logs never show a non-finite loss."""
+        with InProcessDaemon() as d:
+            cb, trainer = self._train(tmp_path, d, "hf-nan-hidden", raw_loss=False)
+            nonfinite = [a for a in d.alerts if a.run == "hf-nan-hidden" and a.kind == "nonfinite"]
+        assert nonfinite == [] and cb.stop_alert is None
+        assert trainer.state.global_step == self.STEPS
+
+
+class KickAt(transformers.TrainerCallback):
+    """What a bad batch does to the weights, at the ``batch``-th batch the Trainer takes
+    (counted by data position, not by step: a rewind does not replay it)."""
+
+    def __init__(self, batch: int, sigma: float) -> None:
+        self.batch, self.sigma, self.seen = batch, sigma, 0
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self.seen += 1
+        if self.seen == self.batch:
+            g = torch.Generator().manual_seed(5)
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(torch.randn(p.shape, generator=g) * self.sigma)
+
+
+class TestRewind:
+    STEPS = 520
+
+    def test_a_kicked_run_rewinds_to_a_saved_folder_and_finishes(self, tmp_path):
+        """A kick at batch 300 -> critical divergence -> the folder of step 200 is loaded,
+        lr halved; training goes on to max_steps, the divergence resolves before the run
+        ends, and no further critical alert fires."""
+        from wtwin.emitters.actions import Rewind
+
+        rewind = Rewind(lr_scale=0.5)
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="hf-rewind", endpoint=d.endpoint, rewind=rewind)
+            trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
+                                   save_strategy="steps", save_steps=50)
+            trainer.add_callback(KickAt(300, 1.0))
+            trainer.train()
+            run = d.server.table.get("hf-rewind")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == "hf-rewind"]
+            audit, state = list(run.rewinds), run.last_state
+        assert len(rewind.done) == 1, (alerts, rewind.refused)
+        plan = rewind.done[0]
+        assert plan.to_step == 200 and plan.alert["kind"] in ("divergence", "spike")
+        assert trainer.state.global_step == self.STEPS and cb.stop_alert is None
+        assert audit and audit[0]["checkpoint"] == "checkpoint-200"
+        crit = [a for a in alerts if a[1] == "critical" and a[2] == "firing"]
+        assert len(crit) == 1
+        assert [a[3] < self.STEPS for a in alerts if a[0] == "divergence" and a[2] == "resolved"] == [True]
+        assert state.band_lo <= state.l_obs <= state.band_hi

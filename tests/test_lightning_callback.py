@@ -86,3 +86,49 @@ class TestLightningCallback:
         ckpt = torch.load(tmp_path / "ckpt" / "epoch=0-step=200.ckpt", weights_only=False)
         saved = next(v for k, v in ckpt["callbacks"].items() if "WTwinCallback" in k)
         assert saved["tracker"]["monitor"] is not None and saved["last_step"] >= 190
+
+
+class KickAt(L.Callback):
+    """What a bad batch does to the weights, at the ``batch``-th batch (data position)."""
+
+    def __init__(self, batch: int, sigma: float) -> None:
+        self.batch, self.sigma, self.seen = batch, sigma, 0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.seen += 1
+        if self.seen == self.batch:
+            g = torch.Generator().manual_seed(5)
+            with torch.no_grad():
+                for p in pl_module.parameters():
+                    p.add_(torch.randn(p.shape, generator=g) * self.sigma)
+
+
+class TestRewind:
+    STEPS = 520
+
+    def test_a_kicked_run_rewinds_to_a_saved_checkpoint_and_finishes(self, tmp_path):
+        """A kick at batch 300 -> critical divergence -> the .ckpt of step 200 is loaded;
+        training goes on to max_steps and no further critical alert fires."""
+        from wtwin.emitters.actions import Rewind
+
+        rewind = Rewind(lr_scale=0.5)
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="pl-rewind", endpoint=d.endpoint, log_every=5, rewind=rewind)
+            ckpt = L.callbacks.ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=50,
+                                               save_top_k=-1)
+            trainer = L.Trainer(max_steps=self.STEPS, accelerator="cpu", devices=1, logger=False,
+                                enable_progress_bar=False, enable_model_summary=False,
+                                limit_val_batches=0, callbacks=[cb, ckpt, KickAt(300, 0.5)],
+                                default_root_dir=str(tmp_path))
+            trainer.fit(TinyNet(None), _data(40000, 1))
+            run = d.server.table.get("pl-rewind")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == "pl-rewind"]
+            audit, state = list(run.rewinds), run.last_state
+        assert len(rewind.done) == 1, (alerts, rewind.refused)
+        plan = rewind.done[0]
+        assert plan.to_step == 200 and plan.alert["kind"] in ("divergence", "spike")
+        assert trainer.global_step == self.STEPS and cb.stop_alert is None
+        assert audit and audit[0]["checkpoint"] == "epoch=0-step=200.ckpt"
+        assert len([a for a in alerts if a[1] == "critical" and a[2] == "firing"]) == 1
+        assert state.band_lo <= state.l_obs <= state.band_hi

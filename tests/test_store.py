@@ -159,6 +159,20 @@ class TestSnapshot:
             assert [x.kind for x in a.observe(ev, 3.0)] == [x.kind for x in b.observe(ev, 3.0)]
 
 
+    def test_sparkline_and_rewinds_ride_in_the_snapshot(self):
+        """The history pages read both from the stored row; a restore brings them back."""
+        a = RunState("r", preset="pretraining", cooldown_s=0.0, now=1.0)
+        for step in range(1, 301):
+            a.observe({"type": "loss", "step": step, "loss": 3.0 / step ** 0.3}, 2.0)
+        a.observe({"type": "rewind", "step": 200, "from_step": 300, "kind": "divergence",
+                   "checkpoint": "/ckpt/step-200.pt", "count": 1}, 2.5)
+        row = codec.encode(a)
+        b = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
+        codec.restore(b, row[3], row[7])
+        assert b.spark.points() == a.spark.points() and 32 <= len(a.spark.points()) <= 64
+        assert [(r["step"], r["from_step"], r["checkpoint"]) for r in b.rewinds] == [(200, 300, "step-200.pt")]
+
+
 class TestLazyRestore:
     def _trained(self, steps=400) -> RunState:
         a = RunState("r", preset="finetuning", cooldown_s=0.0, now=1.0)

@@ -33,6 +33,15 @@ def curve(t: int) -> float:
     return 2.0 + 8.0 * (t + 50) ** -0.45 + 0.02 * math.sin(t * 1.7)
 
 
+def spiky(t: int) -> float:
+    """A loss over more than a decade (7.2 -> 0.34), with benign one-step spikes."""
+    base = 0.3 + 60.0 * (t + 10) ** -0.9 + 0.004 * math.sin(t * 1.3)
+    return base * (1.6 if t in SPIKES else 1.0)
+
+
+SPIKES = (900, 1500, 2100, 2600)
+
+
 def api(d, path: str):
     status, body = http_get(d.url + path, timeout=5)
     return status, json.loads(body)
@@ -74,17 +83,26 @@ def _checkpoint(path: Path) -> str | None:
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    """wtwind with four runs: healthy (LR, evals, a checkpoint), diverging to NaN, an odd
-    name, and a finished one. Emitters stay open so alerts keep firing."""
+    """wtwind with six runs: healthy (LR, evals, a checkpoint, tokens), diverging to NaN, an
+    odd name, a finished one (it leaves memory 2 s after it ends: history from the store),
+    Emitters stay open so alerts keep firing."""
     tmp = tmp_path_factory.mktemp("web")
-    with Daemon(tmpdir=str(tmp), extra_env={"WTWIND_JOBS__TIMEOUT_S": "120"}) as d:
+    with Daemon(tmpdir=str(tmp), extra_env={"WTWIND_JOBS__TIMEOUT_S": "120",
+                                            "WTWIND_RUNS__ENDED_TTL_S": "2",
+                                            "WTWIND_DETECTION__COOLDOWN_S": "0"}) as d:
         config = {"lr": 3e-4, "model": "gpt2-124M", "data_dir": SECRET_DIR, "api_key": "hunter2"}
         healthy = connect(d.tcp, run="healthy", config=config)
         diverging = connect(d.tcp, run="diverging")
         odd = connect(d.tcp, run=ODD_NAME)
         done = connect(d.tcp, run="finished")
+        few = connect(d.tcp, run="hf-few")
+        spike = connect(d.tcp, run="spiky", config={"lr": 3e-4, "model": "tiny-llama", "batch": 256,
+                                                      "warmup_steps": 100, "schedule": "cosine"})
         for t in range(1, 3001):
-            healthy.loss(t, curve(t), lr=3e-4 * (0.1 + 0.9 * (1 - t / 3000)))
+            healthy.loss(t, curve(t), lr=3e-4 * (0.1 + 0.9 * (1 - t / 3000)), tokens=t * 131072)
+            spike.loss(t, spiky(t), lr=3e-5 + 2.7e-4 * 0.5 * (1 + math.cos(math.pi * t / 3000)),
+                       grad_norm=0.8 + 4.0 * (t + 10) ** -0.5 + (3.0 if t in SPIKES else 0.0),
+                       tokens=t * 262144)
             if t % 250 == 0:
                 healthy.eval(t, val_loss=curve(t) + 0.04)
             if t <= 2500:
@@ -93,17 +111,22 @@ def fed(tmp_path_factory):
                 odd.loss(t, curve(t))
             if t <= 100:
                 done.loss(t, curve(t))
+            if t % 10 == 0 and t <= 230:         # an HF run with logging_steps=10: 23 points
+                few.loss(t, curve(t), lr=5e-5, grad_norm=1.5 + 0.01 * t)
         done.close("completed")
         ckpt = _checkpoint(tmp / "step_3000.pt")
         if ckpt:
             healthy.checkpoint(3000, ckpt, want=("analyze",))
-        want = {"healthy": 3000, "diverging": 2500, ODD_NAME: 50, "finished": 100}
+        want = {"healthy": 3000, "diverging": 2500, ODD_NAME: 50, "finished": 100, "hf-few": 230,
+                "spiky": 3000}
 
         def caught_up():
             runs = {r["run"]: r for r in api(d, "/api/runs")[1]["runs"]}
             return all(runs.get(k, {}).get("step") == v for k, v in want.items()) and runs
         wait_for(caught_up, 60, 0.1, "every event processed")
-        d.emitters = {"healthy": healthy, "diverging": diverging, ODD_NAME: odd}
+        wait_for(lambda: not caught_up()["finished"]["live"], 30, 0.1, "the finished run to leave memory")
+        d.emitters = {"healthy": healthy, "diverging": diverging, ODD_NAME: odd, "hf-few": few,
+                      "spiky": spike}
         d.checkpoint = ckpt
         yield d
         for e in d.emitters.values():
@@ -116,13 +139,14 @@ class TestApi:
         status, body = api(fed, "/api/runs")
         assert status == 200
         runs = {r["run"]: r for r in body["runs"]}
-        assert set(runs) == {"healthy", "diverging", ODD_NAME, "finished"}
-        assert body["runs"][0]["run"] == "diverging"
+        assert set(runs) == {"healthy", "diverging", ODD_NAME, "finished", "hf-few", "spiky"}
+        assert body["runs"][0]["run"] == "diverging" and body["stored"] is True
         assert runs["diverging"]["alerts"]["critical"] >= 1
         assert "nonfinite" in {a["kind"] for a in runs["diverging"]["firing"]}
         assert runs["healthy"]["loss"] == pytest.approx(curve(3000))
-        assert runs["finished"]["status"] == "completed"
-        assert runs["healthy"]["status"] == "running"
+        assert runs["finished"]["status"] == "completed" and runs["finished"]["live"] is False
+        assert runs["healthy"]["status"] == "running" and runs["healthy"]["live"] is True
+        assert body["runs"][-1]["run"] == "finished"          # the stored history comes last
         assert abs(runs["healthy"]["last_seen"] - body["now"]) < 120
 
     def test_run_detail_has_series_forecast_eval_lr_and_markers(self, fed):
@@ -130,7 +154,7 @@ class TestApi:
         status, p = api(fed, "/api/runs/healthy")
         assert status == 200
         s = p["series"]
-        assert set(s) == {"step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr"}
+        assert set(s) == {"step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens"}
         assert len({len(v) for v in s.values()}) == 1 and s["step"][-1] == 3000
         assert any(v is not None for v in s["l_pred"]) and s["lr"][-1] == pytest.approx(3e-5 * 1.0, rel=0.01)
         assert p["eval"]["step"] == [float(t) for t in range(250, 3001, 250)]
@@ -139,6 +163,77 @@ class TestApi:
         nonfinite = [m for m in div["markers"] if m["kind"] == "nonfinite"]
         assert nonfinite[0]["step"] == 2400 and nonfinite[0]["severity"] == "critical"
         assert div["series"]["loss"][-1] is None            # NaN travels as null
+
+    def test_history_outlives_the_ttl_with_its_sparkline_and_alerts(self, fed):
+        """A run that left memory (ended_ttl_s = 2 s) is listed and has a page, from the store."""
+        _, body = api(fed, "/api/runs")
+        runs = {r["run"]: r for r in body["runs"]}
+        fin = runs["finished"]
+        assert fin["step"] == 100 and fin["loss"] == pytest.approx(curve(100))
+        assert 2 <= len(fin["spark"]) <= 48 and fin["spark"][0] > fin["spark"][-1]   # the loss fell
+        assert 32 <= len(runs["healthy"]["spark"]) <= 48 and runs["diverging"]["spark"][-1] is None
+        assert runs["diverging"]["fired"].get("critical", 0) >= 1
+        status, p = api(fed, "/api/runs/finished")
+        assert status == 200 and p["stored"] is True and p["status"] == "completed"
+        assert p["series"]["step"][-1] == 100 and len(p["series"]["loss"]) == len(p["series"]["step"])
+        assert set(p["series"]) >= {"step", "loss", "lr", "grad_norm", "tokens"}
+
+    @pytest.mark.parametrize("query, names", [
+        ("status=completed", {"finished"}),
+        ("status=running", {"healthy", "diverging", ODD_NAME, "hf-few", "spiky"}),
+        ("q=HEAL", {"healthy"}),
+        ("q=" + quoted("(β)"), {ODD_NAME}),
+        ("status=completed&q=heal", set()),
+        ("q=" + quoted("%"), set()),              # LIKE wildcards are literal
+    ])
+    def test_filter_by_status_and_search_by_name(self, fed, query, names):
+        """?status= and ?q= filter live runs and the stored history alike."""
+        status, body = api(fed, "/api/runs?" + query)
+        assert status == 200 and {r["run"] for r in body["runs"]} == names
+
+    def test_bad_filters_are_readable_400s(self, fed):
+        assert api(fed, "/api/runs?status=exploded")[0] == 400
+        assert api(fed, "/api/runs?limit=many")[0] == 400
+        body = api(fed, "/api/runs?limit=2")[1]
+        assert len(body["runs"]) == 2 and body["total"] >= 6     # total counts past the limit
+
+    def test_nan_loss_reads_nan_and_lr_grad_norm_tokens_are_plotted(self, fed):
+        """A NaN run's last loss says "NaN"; a run's lr, grad norm and tokens are series."""
+        _, div = api(fed, "/api/runs/diverging")
+        assert div["loss"] is None and div["loss_nonfinite"] == "NaN"
+        _, sp = api(fed, "/api/runs/spiky")
+        s = sp["series"]
+        assert s["grad_norm"][-1] == pytest.approx(0.8 + 4.0 * 3010 ** -0.5)
+        assert s["tokens"][-1] == 3000 * 262144 and s["lr"][-1] == pytest.approx(3e-5)
+        assert sp["config"]["schedule"] == "cosine"
+        info = [m for m in sp["markers"] if m["kind"] == "spike" and m["severity"] == "info"]
+        assert len([m for m in info if m["status"] == "firing"]) >= 3   # benign: collapsed on the page
+
+    def test_a_rewind_event_shows_on_the_run(self, fed):
+        """A trainer's Rewind audit: listed with the checkpoint's name only; its resume is info."""
+        em = connect(fed.tcp, run="rewound")
+        for t in range(1, 301):
+            em.loss(t, curve(t))
+        em.rewind(200, 300, kind="divergence", checkpoint=SECRET_DIR + "/step-200.pt", lr_scale=0.5, count=1)
+        for t in range(201, 251):
+            em.loss(t, curve(t) + 0.5)
+        wait_for(lambda: api(fed, "/api/runs/rewound")[1].get("rewinds"), 20, 0.1, "the rewind")
+        p = api(fed, "/api/runs/rewound")[1]
+        em.close(timeout=1)
+        rw = p["rewinds"][0]
+        assert (rw["step"], rw["from_step"], rw["kind"], rw["lr_scale"]) == (200, 300, "divergence", 0.5)
+        assert rw["checkpoint"] == "step-200.pt" and SECRET_DIR not in json.dumps(p)
+        wait_for(lambda: api(fed, "/api/runs/rewound")[1]["step"] == 250, 20, 0.1, "the resumed steps")
+        jumps = [m for m in api(fed, "/api/runs/rewound")[1]["markers"] if m["kind"] == "resume_jump"]
+        assert jumps and all(m["severity"] == "info" for m in jumps)
+
+    def test_a_run_with_few_points_says_when_its_forecast_comes(self, fed):
+        """23 points every 10 steps: no forecast, and the page is told why and until when."""
+        _, p = api(fed, "/api/runs/hf-few")
+        assert all(v is None for v in p["series"]["l_pred"])
+        w = p["forecast_wait"]
+        assert (w["points"], w["every"], w["warmup"], w["first_step"], w["points_to_go"]) == (23, 10, 300, 310, 8)
+        assert api(fed, "/api/runs/healthy")[1]["forecast_wait"] is None
 
     def test_odd_run_names_round_trip(self, fed):
         """A name with a slash, spaces and non-ASCII works in the API path."""
@@ -234,6 +329,32 @@ class TestApi:
         assert steps[0] <= 2 and all(a < b for a, b in zip(steps, steps[1:]))
 
 
+class TestRestart:
+    def test_a_run_page_keeps_its_early_curve_across_a_daemon_restart(self, tmp_path):
+        """The plot series lives in memory; the stored sparkline brings back the steps before
+        the restart, so the chart does not start at the restart's step."""
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            em = connect(d.tcp, run="restarted")
+            for t in range(1, 501):
+                em.loss(t, curve(t))
+            assert em.flush(20)
+            wait_for(lambda: api(d, "/api/runs/restarted")[1].get("step") == 500, 20, 0.1, "500 steps")
+            em.close(timeout=1)
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            em = connect(d.tcp, run="restarted")
+            for t in range(501, 601):
+                em.loss(t, curve(t))
+            wait_for(lambda: api(d, "/api/runs/restarted")[1].get("step") == 600, 20, 0.1, "600 steps")
+            p = api(d, "/api/runs/restarted")[1]
+            em.close(timeout=1)
+        steps = p["series"]["step"]
+        early = [s for s in steps if s < 501]
+        assert p["stored"] is False and 5 <= len(early) <= 64 and early[-1] <= 500
+        assert steps[len(early):] == [float(t) for t in range(501, 601)]
+        assert all(a < b for a, b in zip(steps, steps[1:]))
+        assert len({len(v) for v in p["series"].values()}) == 1
+
+
 # ---- real browser ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -308,20 +429,102 @@ def shoot(page, folder: Path, name: str) -> None:
 
 class TestBrowser:
     def test_run_list_shows_the_runs(self, fed, page, shots):
-        """The list shows every run, its status, step and its alerts by severity."""
+        """The list shows every run, live and stored, its status, step, loss sparkline and
+        its alerts by severity; a NaN run's loss reads "NaN"."""
         page.goto(fed.url + "/")
-        page.wait_for_selector("tr.run-row >> nth=3")
+        page.wait_for_selector("tr.run-row >> nth=5")
         rows = page.locator("tr.run-row")
         names = [rows.nth(i).get_attribute("data-run") for i in range(rows.count())]
-        assert {"healthy", "diverging", ODD_NAME, "finished"} <= set(names)
+        assert {"healthy", "diverging", ODD_NAME, "finished", "hf-few", "spiky"} <= set(names)
         div = page.locator('tr.run-row[data-run="diverging"]')
         assert "critical" in div.locator(".badge").first.inner_text()
-        assert page.locator('tr.run-row[data-run="finished"] .status').inner_text() == "completed"
+        assert div.locator("td.num").nth(1).inner_text() == "NaN"
+        assert div.locator("svg.spark .spark-nan").count() == 1
+        fin = page.locator('tr.run-row[data-run="finished"]')
+        assert fin.locator(".status").inner_text() == "completed" and "stored" in fin.get_attribute("class")
+        for name, least in (("healthy", 32), ("spiky", 32), ("finished", 2)):
+            pts = page.locator(f'tr.run-row[data-run="{name}"] svg.spark').get_attribute("data-points")
+            assert int(pts) >= least, (name, pts)
         page.wait_for_selector("#conn.ok")
         shoot(page, shots, "runs.png")
         page.locator(f'tr.run-row[data-run="{ODD_NAME}"] a').click()
         page.wait_for_selector(".chart-loss canvas")
         assert page.locator("#title").inner_text() == ODD_NAME
+
+    def test_the_list_filters_by_status_and_searches_by_name(self, fed, page):
+        """The status filter and the name search narrow the list (and the URL keeps them)."""
+        page.goto(fed.url + "/")
+        page.wait_for_selector("tr.run-row >> nth=5")
+        page.select_option("#status", "completed")
+        page.wait_for_function("() => !document.querySelector('tr.run-row[data-run=healthy]')")
+        statuses = page.locator("tr.run-row .status").all_inner_texts()
+        assert set(statuses) == {"completed"}            # other tests' runs may have ended too
+        assert page.locator('tr.run-row[data-run="finished"]').count() == 1
+        assert "status=completed" in page.url
+        page.select_option("#status", "")
+        page.fill("#q", "heal")
+        only_healthy = ("() => { const r = document.querySelectorAll('tr.run-row');"
+                        " return r.length === 1 && r[0].dataset.run === 'healthy'; }")
+        page.wait_for_function(only_healthy)
+        page.reload()                                    # the filter survives a reload
+        page.wait_for_function(only_healthy)
+        assert page.input_value("#q") == "heal" and page.input_value("#status") == ""
+
+    def test_two_runs_overlay_by_step_and_by_tokens(self, fed, page, shots):
+        """Tick two runs and compare: both losses on one chart; by tokens when both send them."""
+        page.goto(fed.url + "/")
+        page.wait_for_selector("tr.run-row >> nth=5")
+        assert page.locator("#compare").is_disabled()
+        for name in ("healthy", "spiky", "finished"):
+            page.locator(f'tr.run-row[data-run="{name}"] input.pick').check()
+        page.locator("#compare").click()
+        page.wait_for_url("**/compare?**")
+        page.wait_for_selector(".chart-compare canvas")
+        page.wait_for_function("() => document.querySelectorAll('#members tr.run-row').length === 3")
+        px = page.evaluate(PIXELS, [".chart-compare canvas", ["#1f4e9c", "#d62728", "#2ca02c"]])
+        assert px["colors"][0] > 100 and px["colors"][1] > 100 and px["colors"][2] > 20, px  # 100 steps of 3000
+        assert "the whole run in 64 points" in page.locator("#notes").inner_text()
+        page.select_option("#x", "tokens")               # finished sent no tokens: by step
+        assert "finished sent no tokens" in page.locator("#notes").inner_text()
+        page.goto(fed.url + "/compare?runs=healthy&runs=spiky&x=tokens")
+        page.wait_for_selector(".chart-compare canvas")
+        page.wait_for_function("() => document.querySelector('.chart-compare .u-legend')?.textContent.includes('tokens')")
+        assert page.is_checked("#logy")                  # spiky spans more than a decade
+        px = page.evaluate(PIXELS, [".chart-compare canvas", ["#1f4e9c", "#d62728"]])
+        assert all(n > 100 for n in px["colors"]), px
+        shoot(page, shots, "compare.png")
+
+    def test_run_page_plots_lr_and_grad_norm_with_readable_ticks(self, fed, page, shots):
+        """spiky: log loss axis by itself, lr and grad norm drawn, its config, and its benign
+        spikes in one row with a count. hf-few's constant lr of 5e-5 does not tick as "0"."""
+        page.goto(fed.url + "/runs/spiky")
+        page.wait_for_selector(".chart-opt canvas")
+        assert page.is_checked("#logy")
+        px = page.evaluate(PIXELS, [".chart-opt canvas", ["#555555", "#e07b00"]])
+        assert px["colors"][0] > 100 and px["colors"][1] > 100, px
+        assert page.locator('[data-config="schedule"] .value').inner_text() == "cosine"
+        info = [m for m in api(fed, "/api/runs/spiky")[1]["markers"]
+                if m["kind"] == "spike" and m["severity"] == "info" and m["status"] == "firing"]
+        rows = page.locator("#history tr.collapsed")
+        assert len(info) >= 3 and rows.count() == 1
+        assert rows.locator("td").nth(3).inner_text() == f"×{len(info)}"
+        assert page.locator('#history tr[data-kind="spike"]').count() == 1
+        shoot(page, shots, "run-lr.png")
+        page.goto(fed.url + "/runs/hf-few")
+        page.wait_for_selector(".chart-opt canvas")
+        ticks = page.evaluate("() => document.querySelector('#charts').runCharts.charts[2].axes[1]._values")
+        assert ticks and "0" not in ticks and all("e-5" in t for t in ticks), ticks
+
+    def test_nan_and_stored_runs_read_right(self, fed, page):
+        """The NaN run's loss fact reads "NaN"; a stored run's page says it comes from the store."""
+        page.goto(fed.url + "/runs/diverging")
+        page.wait_for_selector(".chart-loss canvas")
+        assert page.locator('[data-fact="loss"] .value').inner_text() == "NaN"
+        page.goto(fed.url + "/runs/finished")
+        page.wait_for_selector(".chart-loss canvas")
+        assert page.locator("#stored").is_visible()
+        px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE]])
+        assert px["colors"][0] > 50, px
 
     def test_run_page_draws_the_chart_and_the_alert_marker(self, fed, page):
         """The loss canvas has the loss line and a critical marker where the NaN began."""
@@ -355,6 +558,16 @@ class TestBrowser:
         page.goto(fed.url + "/runs/diverging")
         page.wait_for_selector(".alert-marker.sev-critical")
         shoot(page, shots, "run.png")
+
+    def test_a_run_with_few_points_says_why_it_has_no_forecast(self, fed, page):
+        """23 points logged every 10 steps: the page says it waits for step 310, 8 more points."""
+        page.goto(fed.url + "/runs/hf-few")
+        text = page.wait_for_selector("#forecast-wait").inner_text()
+        assert "No forecast yet" in text and "from step 300" in text
+        assert "23 loss points, one every 10 steps" in text and "step 310, in about 8 more points" in text
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        assert page.locator("#forecast-wait").count() == 0
 
     def test_an_unknown_run_says_so(self, fed, browser):
         """/runs/<unknown> explains that the run is not (or no longer) known."""

@@ -6,11 +6,12 @@ import time
 
 import pytest
 
-from wtwin.daemon.series import TRAIN_FIELDS, Decimated, RunSeries
+from wtwin.daemon.series import TRAIN_FIELDS, Decimated, RunSeries, Spark
 from wtwin.daemon.spectral.health import SpectralWatch
 from wtwin.daemon.spectral.result import LayerResult
 from wtwin.daemon.web.analyze import AnalyzeError, analyze_file, display_name
-from wtwin.daemon.web.views import safe_config, scrub, spectral_view
+from wtwin.daemon.web.views import (matches, safe_config, scrub, spectral_view, stored_summary,
+                                    with_earlier)
 from wtwin.detect.alert import Alert
 
 
@@ -189,3 +190,54 @@ class TestAnalyzeFile:
         first = [t["step"] for t in page["transitions"]
                  if t["status"] == "firing" and t["severity"] in ("warning", "critical")]
         assert (min(first) if first else None) == cli["first_alert_step"]
+
+
+class TestSpark:
+    def test_a_million_steps_stay_under_64_points_ending_at_the_last_step(self):
+        sp = Spark()
+        for t in range(1, 1_000_001):
+            sp.add(t, 10.0 / t ** 0.3)
+        pts = sp.points()
+        assert 32 <= len(pts) <= 64 and pts[-1][0] == 1_000_000
+        assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(pts, pts[1:]))   # the loss falls
+
+    def test_nan_stretches_are_nan_and_finite_neighbours_are_kept(self):
+        sp = Spark(size=8)
+        for t in range(1, 9):
+            sp.add(t, float("nan") if t > 4 else 1.0)
+        vals = [v for _, v in sp.points()]
+        assert vals[0] == 1.0 and math.isnan(vals[-1])
+
+    def test_a_resume_drops_what_followed_and_a_snapshot_round_trips(self):
+        sp = Spark(size=8)
+        for t in range(1, 41):
+            sp.add(t, 1.0)
+        sp.add(10, 2.0)
+        assert sp.points()[-1] == (10, 2.0) and all(s <= 10 for s, _ in sp.points())
+        again = Spark.restore(sp.snapshot())
+        assert again.points() == sp.points() and again.stride == sp.stride
+
+    def test_size_must_be_even(self):
+        with pytest.raises(ValueError):
+            Spark(size=7)
+
+
+class TestStoredViews:
+    STORED = {"run": "old", "status": "running", "preset": "pretraining", "step": 90,
+              "first_seen": 1.0, "last_seen": 2.0, "loss": float("nan"), "lr": None,
+              "spark": [[10, 3.0], [50, 2.5], [90, float("nan")]], "fired": {"critical": 1, "bogus": 3},
+              "rewinds": []}
+
+    def test_a_stored_running_run_is_idle_and_its_nan_reads_nan(self):
+        """Not in memory but stored as running: it went silent past idle_ttl_s."""
+        d = stored_summary(self.STORED)
+        assert d["status"] == "idle" and d["live"] is False
+        assert d["loss"] is None and d["loss_nonfinite"] == "NaN"
+        assert d["spark"] == [3.0, 2.5, None] and d["fired"] == {"critical": 1}
+        assert matches(d, {"idle"}, "OL") and not matches(d, {"running"}, "") and not matches(d, set(), "x")
+
+    def test_earlier_sparkline_points_go_in_front_of_a_restarted_series(self):
+        series = {"step": [100.0, 101.0], "loss": [2.0, 1.9], "lr": [None, None]}
+        out = with_earlier(series, [(50, 2.5), (99, 2.1), (101, 1.9)])
+        assert out["step"] == [50.0, 99.0, 100.0, 101.0] and out["loss"] == [2.5, 2.1, 2.0, 1.9]
+        assert out["lr"] == [None] * 4 and with_earlier(series, [(150, 1.0)]) is series

@@ -65,8 +65,34 @@ class TestDecode:
             "checkpoint": {"step": 1, "path": "/c.pt", "format": "torch", "want": ["analyze"]},
             "heartbeat": {"dropped": 0},
             "run_end": {"status": "completed"},
+            "rewind": {"step": 500, "from_step": 624, "kind": "divergence", "lr_scale": 0.5, "count": 1},
         }
         assert set(examples) == set(wire.EVENT_TYPES)
         for kind, fields in examples.items():
             events, rejects = wire.decode(wire.encode({"v": 1, "type": kind, "run": "r", "seq": 1, **fields}))
             assert rejects == [], kind
+
+
+class TestRewindEvent:
+    BASE = {"v": 1, "type": "rewind", "run": "r", "seq": 1}
+
+    @pytest.mark.parametrize("fields, reason", [
+        ({"from_step": 10}, "missing_field"),
+        ({"step": 11, "from_step": 10}, "bad_value"),           # forward is no rewind
+        ({"step": -1, "from_step": 10}, "bad_value"),
+        ({"step": 5, "from_step": 10, "lr_scale": 0.0}, "bad_value"),
+        ({"step": 5, "from_step": 10, "lr_scale": float("nan")}, "bad_value"),
+        ({"step": 5, "from_step": 10, "count": 0}, "bad_value"),
+        ({"step": 5, "from_step": 10, "kind": "x" * 65}, "bad_value"),
+        ({"step": 5.0, "from_step": 10}, "bad_type"),
+        ({"step": 5, "from_step": 10, "checkpoint": 3}, "bad_type"),
+    ])
+    def test_bad_rewind_events_are_rejected_with_a_reason(self, fields, reason):
+        """A rewind goes back (0 <= step <= from_step) with a sane lr scale and count."""
+        events, rejects = wire.decode(wire.encode({**self.BASE, **fields}))
+        assert events == [] and rejects == [reason]
+
+    def test_a_minimal_rewind_is_valid(self):
+        """Only the two steps are required."""
+        events, rejects = wire.decode(wire.encode({**self.BASE, "step": 0, "from_step": 0}))
+        assert rejects == [] and events[0]["step"] == 0

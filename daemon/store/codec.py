@@ -18,6 +18,8 @@ from typing import Any
 
 import msgpack
 
+from ..series import Spark
+
 SNAPSHOT_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 
@@ -59,6 +61,8 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     d["monitor"] = monitor_bytes(run)
     d["policy"] = run.policy.snapshot()
     d["hwm"] = dict(run.hwm)
+    d["rewinds"] = list(run.rewinds)
+    d["spark"] = run.spark.snapshot()
     if extra:
         d.update(extra)
     return d
@@ -96,6 +100,9 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
             setattr(run, name, d[name])
     run.policy.restore(d["policy"])
     run.hwm = {str(k): int(v) for k, v in d["hwm"].items()}
+    run.rewinds.extend(r for r in d.get("rewinds") or () if isinstance(r, dict))
+    if d.get("spark"):
+        run.spark = Spark.restore(d["spark"])
     monitor = d["monitor"]
     run.preset = d["preset"]
     run.freeze(Frozen(monitor if isinstance(monitor, bytes) else _pack(monitor)))

@@ -17,11 +17,13 @@ from urllib.parse import urlsplit
 import structlog
 from aiohttp import web
 
+from ..store import history
 from . import views
 from .analyze import AnalyzeError, analyze_file, private_tmpdir, save_upload
 
 STATIC = Path(__file__).resolve().parent / "static"
 POLL_MS = 2000
+DEFAULT_LIMIT = 500
 log = structlog.get_logger("wtwind.web")
 
 _HEADERS = {
@@ -39,6 +41,7 @@ def add_routes(app: web.Application, server) -> None:
     r.add_get("/", h.page("index.html"), name="web.index")
     r.add_get("/runs/{run:.+}", h.page("run.html"), name="web.run")
     r.add_get("/analyze", h.page("analyze.html"), name="web.analyze")
+    r.add_get("/compare", h.page("compare.html"), name="web.compare")
     r.add_get("/api/runs", h.runs, name="web.api_runs")
     r.add_get("/api/runs/{run:.+}", h.run, name="web.api_run")
     r.add_post("/api/analyze", h.analyze, name="web.api_analyze")
@@ -71,15 +74,49 @@ class Handlers:
                                 headers={"Cache-Control": "no-cache"})
         return handler
 
+    def _store_path(self) -> str | None:
+        state = getattr(self.server, "state", None)
+        return state.path if state is not None and state.durable else None
+
     async def runs(self, request: web.Request) -> web.Response:
-        return _json({"now": time.time(), "poll_ms": POLL_MS, "runs": views.run_list(self.server.table)})
+        """Live runs and, from the store, the history past the TTLs: ``?status=a,b&q=&limit=``."""
+        statuses = {x for x in request.query.get("status", "").split(",") if x}
+        if statuses - set(views.STATUSES):
+            return _json({"error": f"status must be among {', '.join(views.STATUSES)}"}, 400)
+        q = request.query.get("q", "")[:200]
+        try:
+            limit = min(max(int(request.query.get("limit", DEFAULT_LIMIT)), 1), history.MAX_LIMIT)
+        except ValueError:
+            return _json({"error": "limit must be an integer"}, 400)
+        table = self.server.table
+        live = [d for d in (views.run_summary(r) for r in table) if views.matches(d, statuses, q)]
+        stored, matching, path = [], 0, self._store_path()
+        want = {"running" if s == "idle" else s for s in statuses if s not in ("running", "stalled")}
+        if path is not None and (want or not statuses):
+            loop = asyncio.get_running_loop()
+            got = await loop.run_in_executor(None, lambda: history.list_runs(
+                path, statuses=sorted(want), q=q, limit=limit, skip=[r.run for r in table]))
+            stored = [d for d in map(views.stored_summary, got["runs"]) if views.matches(d, statuses, q)]
+            matching = max(got["matching"], len(stored))
+            for d in live:
+                d["fired"] = got["fired"].get(d["run"], {})
+        runs = views.ordered(live + stored)
+        return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": path is not None,
+                      "total": len(live) + matching, "runs": runs[:limit]})
 
     async def run(self, request: web.Request) -> web.Response:
         name = request.match_info["run"]
         r = self.server.table.get(name)
-        if r is None:
-            return _json({"error": f"no run named {name!r} (it may have ended and expired)"}, 404)
-        return _json({"now": time.time(), "poll_ms": POLL_MS, **views.run_detail(r, self._spectral(name))})
+        if r is not None:
+            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False,
+                          **views.run_detail(r, self._spectral(name))})
+        path = self._store_path()
+        rec = None
+        if path is not None:
+            rec = await asyncio.get_running_loop().run_in_executor(None, history.run_record, path, name)
+        if rec is None:
+            return _json({"error": f"no run named {name!r}, live or stored"}, 404)
+        return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": True, **views.stored_detail(rec)})
 
     def _spectral(self, run: str):
         """The run's last job result (per-layer alpha), else its watch's last summary."""
@@ -116,6 +153,7 @@ class Handlers:
                     log.exception("analyze_failed")
                     return _json({"error": "the detectors failed on this file; the daemon log has "
                                            "the details."}, 500)
+        out["forecast_wait"] = views.no_forecast(preset, out["series"])
         out["elapsed_s"] = round(time.perf_counter() - t0, 3)
         log.info("log_analyzed", points=out["points"], elapsed_s=out["elapsed_s"],
                  alerts=sum(out["alerts"].values()))

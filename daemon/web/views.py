@@ -16,7 +16,12 @@ from typing import Any, Iterable
 
 from wtwin.detect.alert import SEVERITIES
 
+from ..series import TRAIN_FIELDS
+from .forecast_wait import forecast_wait
+
 STATE_FIELDS = ("l_pred", "band_lo", "band_hi", "D", "Q", "T", "W")
+STATUSES = ("running", "stalled", "idle", "completed", "failed", "killed")
+SPARK_POINTS = 48
 LAYER_FIELDS = ("name", "kind", "alpha", "alpha_weighted", "num_pl_spikes", "status")
 _SECRETISH = re.compile(r"(secret|token|passw|key|auth|cred|url|uri|path|dir|file|host|endpoint)", re.I)
 _PATHISH = re.compile(r"(?<![\w.])(?:~|[A-Za-z]:)?[/\\](?:[\w.\-]+[/\\])*[\w.\-]+"   # absolute
@@ -43,14 +48,72 @@ def status_of(r: Any) -> str:
     return "stalled" if r.status == "running" and getattr(r, "stalled", False) else r.status
 
 
+def nonfinite_text(x: Any) -> str | None:
+    """"NaN", "inf" or "-inf" for a non-finite number (JSON carries it as null)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isfinite(x):
+        return None
+    return "NaN" if x != x else ("inf" if x > 0 else "-inf")
+
+
+def spark_values(points: list, n: int = SPARK_POINTS) -> list[float | None]:
+    """The losses of a run's sparkline points, at most ``n`` (evenly picked), JSON-safe."""
+    if len(points) > n:
+        points = [points[round(i * (len(points) - 1) / (n - 1))] for i in range(n)]
+    return [num(p[1]) for p in points]
+
+
 def run_summary(r: Any) -> dict[str, Any]:
     firing = sorted(r.policy.firing.values(), key=lambda a: -SEVERITIES.index(a.severity))
     counts = {s: 0 for s in SEVERITIES}
     for a in firing:
         counts[a.severity] += 1
     return {"run": r.run, "status": status_of(r), "step": r.step, "loss": num(r.loss),
+            "loss_nonfinite": nonfinite_text(r.loss),
             "lr": num(r.lr), "first_seen": num(r.first_seen), "last_seen": num(r.last_seen),
-            "alerts": counts, "firing": [alert_view(a) for a in firing]}
+            "alerts": counts, "firing": [alert_view(a) for a in firing], "fired": {},
+            "spark": spark_values(r.spark.points()), "live": True}
+
+
+def stored_summary(d: dict[str, Any]) -> dict[str, Any]:
+    """A run the store holds and memory no longer does (`store.history`), as a summary.
+    A stored ``running`` run went silent for ``runs.idle_ttl_s``: it is ``idle``."""
+    return {"run": d["run"], "status": "idle" if d["status"] == "running" else d["status"],
+            "step": d["step"], "loss": num(d["loss"]), "loss_nonfinite": nonfinite_text(d["loss"]),
+            "lr": num(d["lr"]), "first_seen": num(d["first_seen"]), "last_seen": num(d["last_seen"]),
+            "alerts": {s: 0 for s in SEVERITIES}, "firing": [],
+            "fired": {k: v for k, v in d["fired"].items() if k in SEVERITIES},
+            "spark": spark_values(d["spark"]), "live": False}
+
+
+def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
+    """A stored run's page: what the store keeps (the 64-point sparkline for a chart)."""
+    out = stored_summary(d)
+    pts = d["spark"]
+    steps, losses = [num(p[0]) for p in pts], [num(p[1]) for p in pts]
+    series = {f: [None] * len(pts) for f in TRAIN_FIELDS}
+    series.update(step=steps, loss=losses)
+    out.update(preset=d["preset"], config=safe_config(d["config"]), state=None,
+               last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
+               forecast_wait=None, series=series, eval={"step": [], "val_loss": []},
+               markers=[dict(m, message=scrub(m["message"])) for m in d["markers"]],
+               spectral=None, rewinds=rewinds_view(d["rewinds"]))
+    return out
+
+
+def rewinds_view(recs: Iterable[dict]) -> list[dict[str, Any]]:
+    out = []
+    for rec in recs:
+        ck = rec.get("checkpoint")
+        out.append({"at": num(rec.get("at")), "step": rec.get("step"), "from_step": rec.get("from_step"),
+                    "kind": rec.get("kind") if isinstance(rec.get("kind"), str) else None,
+                    "lr_scale": num(rec.get("lr_scale")), "count": rec.get("count"),
+                    "checkpoint": os.path.basename(scrub(ck)) if isinstance(ck, str) else None})
+    return out
+
+
+def matches(summary: dict[str, Any], statuses: set[str], q: str) -> bool:
+    return ((not statuses or summary["status"] in statuses)
+            and (not q or q.lower() in summary["run"].lower()))
 
 
 def safe_config(config: dict) -> dict[str, Any]:
@@ -68,17 +131,41 @@ def safe_config(config: dict) -> dict[str, Any]:
 def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
     s = r.last_state
     out = run_summary(r)
+    series = r.series.train.columns()
     out.update(
         preset=r.preset,
         config=safe_config(r.config),
         state={f: num(getattr(s, f, None)) for f in STATE_FIELDS} if s is not None else None,
         last_eval={k: num(v) for k, v in r.last_eval.items() if isinstance(k, str)},
-        series=r.series.train.columns(),
+        forecast_wait=no_forecast(r.preset, series),
+        series=with_earlier(series, r.spark.points()),
         eval=r.series.eval.columns(),
         markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
         spectral=spectral_view(spectral),
+        rewinds=rewinds_view(r.rewinds),
     )
     return out
+
+
+def with_earlier(series: dict[str, list], spark: list) -> dict[str, list]:
+    """The series with the sparkline's points from before its first step in front: after a
+    daemon restart the plot series starts again empty, the stored sparkline does not."""
+    first = series["step"][0] if series["step"] else math.inf
+    early = [(s, v) for s, v in spark if s < first]
+    if not early:
+        return series
+    out = {f: [None] * len(early) + col for f, col in series.items()}
+    out["step"][:len(early)] = [num(s) for s, _ in early]
+    out["loss"][:len(early)] = [num(v) for _, v in early]
+    return out
+
+
+def no_forecast(preset: str, series: dict[str, list]) -> dict[str, Any] | None:
+    """Why no forecast is plotted yet and how long it waits, or None when one is."""
+    if any(v is not None for v in series["l_pred"]) or not series["step"]:
+        return None
+    lr_known = any(v is not None for v in series["lr"])
+    return forecast_wait(preset, series["step"], lr_known)
 
 
 def spectral_view(res: Any) -> dict[str, Any] | None:
@@ -123,6 +210,11 @@ def _layer(lr: Any) -> dict[str, Any]:
 
 
 def run_list(table: Iterable[Any]) -> list[dict[str, Any]]:
-    runs = [run_summary(r) for r in table]
-    runs.sort(key=lambda d: (-d["alerts"]["critical"], -d["alerts"]["warning"], -(d["last_seen"] or 0)))
+    return ordered([run_summary(r) for r in table])
+
+
+def ordered(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Most critical first, then live before stored, then most recently seen."""
+    runs.sort(key=lambda d: (-d["alerts"]["critical"], -d["alerts"]["warning"], not d["live"],
+                             -(d["last_seen"] or 0)))
     return runs

@@ -1,7 +1,7 @@
 /* Drop or choose a log; POST it to /api/analyze; show the same chart and the alerts. */
 "use strict";
 (() => {
-  const { el, fmt, getJSON, alertTable, badges, RunCharts } = WT;
+  const { el, fmt, getJSON, alertTable, badges, RunCharts, forecastWait } = WT;
   const drop = document.getElementById("drop");
   const error = document.getElementById("error");
   const result = document.getElementById("result");
@@ -41,12 +41,13 @@
       f("points", p.points), f("last step", p.step), f("last loss", fmt(p.loss)), f("preset", p.preset),
       f("columns", cols), f("took", `${p.elapsed_s} s`),
       el("div", { class: "fact" }, el("span", { class: "label", text: "alerts fired" }), badges(p.alerts)));
+    document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     if (!charts) {
-      charts = new RunCharts(document.getElementById("charts"));
-      document.getElementById("reset").addEventListener("click", () => charts.reset());
       const logy = document.getElementById("logy");
+      charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
+      document.getElementById("reset").addEventListener("click", () => charts.reset());
       logy.addEventListener("change", () => charts.setLog(logy.checked));
-      charts.logy = logy.checked;
+      if (logy.checked) { charts.userLog = true; charts.logy = true; }
     }
     charts.destroy();
     charts.update(p);

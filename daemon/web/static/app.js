@@ -24,6 +24,71 @@ const WT = (() => {
     return String(Number(x.toPrecision(digits)));
   }
 
+  /* An axis tick: never "0" for a small non-zero value (an lr of 5e-5), short otherwise. */
+  function fmtTick(x) {
+    if (x === null || x === undefined || !Number.isFinite(x)) return "";
+    if (x === 0) return "0";
+    const a = Math.abs(x);
+    if (a >= 1e5 || a < 1e-2) return x.toExponential(2).replace(/\.?0+e/, "e").replace("e+", "e");
+    return String(Number(x.toPrecision(4)));
+  }
+  const ticks = (u, splits) => splits.map(fmtTick);
+  /* A y range around the data; a constant positive series (an lr of 5e-5) gets +-20%,
+     not uPlot's [0, 2x], whose ticks are only "0" and the double. */
+  function around(u, lo, hi) {
+    if (lo === null || hi === null) return [0, 1];
+    if (lo === hi) return lo > 0 ? [lo * 0.8, hi * 1.2] : [lo - 1, hi + 1];
+    const pad = (hi - lo) * 0.05;
+    return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
+  }
+
+  /* The last loss as text: "NaN" / "inf" where the run sent one (JSON has no NaN). */
+  function lossText(p) {
+    return p.loss === null && p.loss_nonfinite ? p.loss_nonfinite : fmt(p.loss);
+  }
+
+  /* A loss sparkline: an inline SVG polyline (log scale when it spans over a decade);
+     a red dot where the last point is not finite. */
+  function sparkline(values, w = 120, h = 26) {
+    const NS = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("width", w); svg.setAttribute("height", h);
+    svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+    const vals = (values || []).map(v => (typeof v === "number" && Number.isFinite(v) ? v : null));
+    const fin = vals.filter(v => v !== null);
+    if (!fin.length) {
+      if (vals.length) svg.append(dot(NS, w - 3, h / 2, "#d62728"));
+      return svg;
+    }
+    const pos = fin.filter(v => v > 0), lo0 = Math.min(...fin), hi0 = Math.max(...fin);
+    const log = pos.length === fin.length && lo0 > 0 && hi0 / lo0 > 10;
+    const f = v => (log ? Math.log10(v) : v);
+    const lo = f(lo0), hi = f(hi0), span = hi - lo || 1;
+    const x = i => (vals.length === 1 ? w / 2 : 2 + (i * (w - 4)) / (vals.length - 1));
+    const y = v => h - 2 - ((f(v) - lo) * (h - 4)) / span;
+    let d = "", pen = false;
+    vals.forEach((v, i) => {
+      if (v === null) { pen = false; return; }
+      d += `${pen ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+      pen = true;
+    });
+    const path = document.createElementNS(NS, "path");
+    path.setAttribute("d", d); path.setAttribute("fill", "none");
+    path.setAttribute("stroke", "#1f4e9c"); path.setAttribute("stroke-width", "1.3");
+    svg.append(path);
+    if (vals[vals.length - 1] === null) svg.append(dot(NS, w - 3, h / 2, "#d62728"));
+    svg.setAttribute("data-points", fin.length);
+    return svg;
+  }
+
+  function dot(NS, cx, cy, fill) {
+    const c = document.createElementNS(NS, "circle");
+    c.setAttribute("cx", cx); c.setAttribute("cy", cy); c.setAttribute("r", 2.5); c.setAttribute("fill", fill);
+    c.setAttribute("class", "spark-nan");
+    return c;
+  }
+
   function ago(seconds) {
     if (seconds === null || seconds === undefined) return "–";
     const s = Math.max(0, seconds);
@@ -71,11 +136,36 @@ const WT = (() => {
     tick();
   }
 
+  /* Info transitions (benign spikes...) collapsed into one row per kind, with a count. */
+  function collapseInfo(rows) {
+    const groups = new Map(), out = [];
+    for (const a of rows) {
+      if (a.severity !== "info") { out.push(a); continue; }
+      let g = groups.get(a.kind);
+      if (!g) {
+        g = { kind: a.kind, severity: "info", n: 0, steps: [], message: a.message, collapsed: true, newest: -Infinity };
+        groups.set(a.kind, g);
+        out.push(g);
+      }
+      if (a.status === "firing") {
+        g.n++; g.steps.push(a.step);
+        if (!(a.step < g.newest)) { g.newest = a.step; g.message = a.message; }   // newest firing
+      }
+    }
+    for (const g of groups.values()) {
+      const lo = Math.min(...g.steps), hi = Math.max(...g.steps);
+      g.step = g.steps.length ? (lo === hi ? `${lo}` : `${lo}…${hi}`) : "";
+      g.status = `×${g.n}`;
+      g.message = g.n === 1 ? g.message : `${g.n} info ${g.kind} alerts; the newest: ${g.message}`;
+    }
+    return out;
+  }
+
   function alertTable(rows, empty) {
     if (!rows.length) return el("p", { class: "muted", text: empty });
     const tb = el("tbody");
-    for (const a of rows) {
-      tb.append(el("tr", { class: `sev-row-${a.severity}` },
+    for (const a of collapseInfo(rows)) {
+      tb.append(el("tr", { class: `sev-row-${a.severity}${a.collapsed ? " collapsed" : ""}`, "data-kind": a.kind },
         el("td", { class: "num", text: a.step }),
         el("td", { text: a.kind }),
         el("td", {}, el("span", { class: `badge sev-${a.severity}`, text: a.severity })),
@@ -86,17 +176,39 @@ const WT = (() => {
       el("thead", {}, el("tr", {}, ...["step", "kind", "severity", "status", "message"].map(h => el("th", { text: h })))), tb);
   }
 
+  /* Why the chart has no forecast yet, and for how many points it waits (p.forecast_wait). */
+  function forecastWait(w) {
+    if (!w) return null;
+    const when = w.points_to_go > 0
+      ? `so it should appear at step ${w.first_step}, in about ${w.points_to_go} more point${w.points_to_go === 1 ? "" : "s"}`
+      : `so it should appear at the next point`;
+    return el("p", { class: "notice", id: "forecast-wait", text:
+      `No forecast yet: the ${w.preset} preset fits it from step ${w.warmup} on, from at least ` +
+      `${w.min_points} points logged ${w.holdout_min}+ steps before. This run has ${w.points} loss ` +
+      `point${w.points === 1 ? "" : "s"}, one every ${fmt(w.every)} step${w.every === 1 ? "" : "s"}, ${when}. ` +
+      `Until then the spike, divergence and NaN checks still run.` });
+  }
+
   function columns(p) {
     const s = p.series, e = p.eval;
-    const train = [s.step, s.loss, s.l_pred, s.band_lo, s.band_hi, s.W, s.lr];
+    const none = s.step.map(() => null);
+    const train = [s.step, s.loss, s.l_pred, s.band_lo, s.band_hi, s.W, s.lr || none, s.grad_norm || none];
     if (!e || !e.step.length) return train.concat([s.step.map(() => null)]);
     if (!s.step.length) return [e.step, ...train.slice(1).map(() => e.step.map(() => undefined)), e.val_loss];
     return uPlot.join([train, [e.step, e.val_loss]]);
   }
 
   const positive = col => col.map(v => (typeof v === "number" && v <= 0 ? null : v));
-  const lossData = (d, log) => [d[0], ...[1, 2, 3, 4, 7].map(i => (log ? positive(d[i]) : d[i]))];  // step, loss, forecast, band, eval
-  const scoreData = d => [d[0], d[5], d[6]];                   // step, W, lr
+  const lossData = (d, log) => [d[0], ...[1, 2, 3, 4, 8].map(i => (log ? positive(d[i]) : d[i]))];  // step, loss, forecast, band, eval
+  const scoreData = d => [d[0], d[5]];                          // step, W
+  const optData = d => [d[0], d[6], d[7]];                      // step, lr, grad norm
+  const hasAny = col => col.some(v => typeof v === "number");
+
+  /* Whether a loss column spans more than a decade (the log axis then reads better). */
+  function spansDecade(col) {
+    const pos = col.filter(v => typeof v === "number" && v > 0);
+    return pos.length > 1 && Math.max(...pos) / Math.min(...pos) > 10;
+  }
 
   /* Shade the x-ranges where the run's loss was non-finite (a train point with a null loss). */
   function shadeNonfinite(u) {
@@ -142,33 +254,38 @@ const WT = (() => {
     }
   }
 
-  /* The loss chart (loss, forecast + band, eval loss, alert markers) and the W / LR chart. */
+  /* The loss chart (loss, forecast + band, eval loss, alert markers), the W chart, and the
+     lr / grad-norm chart (when the run sends either). The loss axis turns logarithmic by
+     itself when the loss spans more than a decade, until the user chooses. */
   class RunCharts {
-    constructor(root) {
+    constructor(root, onLog) {
       this.root = root;
+      this.onLog = onLog || (() => {});
       this.markers = [];
       this.follow = true;
       this.logy = false;
+      this.userLog = false;
       this.last = null;
-      this.loss = null;
-      this.score = null;
+      this.charts = [];
+      root.runCharts = this;        // for the browser tests: the uPlot instances and their ticks
       window.addEventListener("resize", () => this.resize());
     }
+
+    get loss() { return this.charts[0] || null; }
 
     width() { return Math.max(320, this.root.clientWidth - 4); }
 
     build(data) {
       this.root.textContent = "";
-      const lossBox = el("div", { class: "chart chart-loss" });
-      const scoreBox = el("div", { class: "chart chart-score" });
-      this.root.append(lossBox, scoreBox);
       const self = this;
       const sync = { key: "wtwind-run" };
       const base = {
         width: this.width(), cursor: { sync, drag: { x: true, y: false } },
         hooks: { setSelect: [() => { self.follow = false; }] },
       };
-      this.loss = new uPlot(Object.assign({}, base, {
+      const box = cls => { const b = el("div", { class: `chart ${cls}` }); this.root.append(b); return b; };
+      const marks = { draw: [u => drawMarkers(u, self.markers)] };
+      this.charts = [new uPlot(Object.assign({}, base, {
         height: 340,
         scales: { x: { time: false },
           y: this.logy ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
@@ -182,20 +299,30 @@ const WT = (() => {
             points: { show: true, size: 6, fill: "#9467bd" } },
         ],
         bands: [{ series: [4, 3], fill: "rgba(44,160,44,0.13)" }],
-        axes: [{ label: "step" }, { label: "loss" }],
+        axes: [{ label: "step" }, { label: this.logy ? "loss (log)" : "loss", values: ticks, size: 60 }],
         hooks: Object.assign({}, base.hooks, { draw: [shadeNonfinite, u => drawMarkers(u, self.markers)] }),
-      }), lossData(data, this.logy), lossBox);
-      this.score = new uPlot(Object.assign({}, base, {
-        height: 170,
-        scales: { x: { time: false }, lr: {} },
-        series: [
-          { label: "step" },
-          { label: "W", stroke: "#c2185b", width: 1.5 },
-          { label: "lr", stroke: "#777", width: 1, scale: "lr" },
-        ],
-        axes: [{ label: "step" }, { label: "W" }, { scale: "lr", side: 1, label: "lr", grid: { show: false } }],
-        hooks: Object.assign({}, base.hooks, { draw: [u => drawMarkers(u, self.markers)] }),
-      }), scoreData(data), scoreBox);
+      }), lossData(data, this.logy), box("chart-loss"))];
+      this.charts.push(new uPlot(Object.assign({}, base, {
+        height: 130,
+        scales: { x: { time: false } },
+        series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
+        axes: [{ label: "step" }, { label: "W", values: ticks, size: 60 }],
+        hooks: Object.assign({}, base.hooks, marks),
+      }), scoreData(data), box("chart-score")));
+      if (hasAny(data[6]) || hasAny(data[7])) {
+        this.charts.push(new uPlot(Object.assign({}, base, {
+          height: 180,
+          scales: { x: { time: false }, lr: { range: around }, gn: { range: around } },
+          series: [
+            { label: "step" },
+            { label: "lr", stroke: "#555", width: 1.5, scale: "lr" },
+            { label: "grad norm", stroke: "#e07b00", width: 1, scale: "gn" },
+          ],
+          axes: [{ label: "step" }, { scale: "lr", label: "lr", values: ticks, size: 64, space: 20 },
+            { scale: "gn", side: 1, label: "grad norm", values: ticks, size: 60, space: 20, grid: { show: false } }],
+          hooks: Object.assign({}, base.hooks, marks),
+        }), optData(data), box("chart-opt")));
+      }
     }
 
     update(p) {
@@ -207,12 +334,21 @@ const WT = (() => {
         this.root.replaceChildren(el("p", { class: "muted empty-chart", text: "No loss or eval events yet." }));
         return;
       }
-      if (!this.loss) return this.build(data);
-      this.loss.setData(lossData(data, this.logy), this.follow);
-      this.score.setData(scoreData(data), this.follow);
+      const wantLog = this.userLog ? this.logy : spansDecade(data[1]);
+      const optShown = this.charts.length === 3, optWanted = hasAny(data[6]) || hasAny(data[7]);
+      if (!this.loss || wantLog !== this.logy || optShown !== optWanted) {
+        if (wantLog !== this.logy) { this.logy = wantLog; this.onLog(wantLog); }
+        this.destroy();
+        return this.build(data);
+      }
+      const [loss, score, opt] = this.charts;
+      loss.setData(lossData(data, this.logy), this.follow);
+      score.setData(scoreData(data), this.follow);
+      if (opt) opt.setData(optData(data), this.follow);
     }
 
     setLog(on) {
+      this.userLog = true;
       this.logy = on;
       const p = this.last;
       this.destroy();
@@ -220,20 +356,21 @@ const WT = (() => {
     }
 
     destroy() {
-      for (const u of [this.loss, this.score]) if (u) u.destroy();
-      this.loss = this.score = null;
+      for (const u of this.charts) u.destroy();
+      this.charts = [];
       this.follow = true;
     }
 
     reset() {
       this.follow = true;
-      for (const u of [this.loss, this.score]) if (u) u.setData(u.data, true);
+      for (const u of this.charts) u.setData(u.data, true);
     }
 
     resize() {
-      for (const u of [this.loss, this.score]) if (u) u.setSize({ width: this.width(), height: u.height });
+      for (const u of this.charts) u.setSize({ width: this.width(), height: u.height });
     }
   }
 
-  return { el, fmt, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES };
+  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES,
+    forecastWait, sparkline, lossText, spansDecade };
 })();

@@ -1,9 +1,9 @@
 /* One run: polls /api/runs/<id>; loss vs forecast, W and LR, alerts, spectral alpha. */
 "use strict";
 (() => {
-  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts } = WT;
+  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts, forecastWait, lossText } = WT;
   const id = decodeURIComponent(location.pathname.slice("/runs/".length));
-  const charts = new RunCharts(document.getElementById("charts"));
+  const charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
   document.getElementById("title").textContent = id;
   document.title = `wtwind · ${id}`;
   document.getElementById("reset").addEventListener("click", () => charts.reset());
@@ -19,10 +19,33 @@
     const s = p.state || {};
     const ev = Object.entries(p.last_eval || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
     return [fact("status", p.status, `status-${p.status}`), fact("step", p.step === null ? "–" : p.step),
-      fact("loss", fmt(p.loss)), fact("forecast", fmt(s.l_pred)),
+      fact("loss", lossText(p), p.loss_nonfinite ? "nonfinite" : ""), fact("forecast", fmt(s.l_pred)),
       fact("band", s.band_lo === null || s.band_lo === undefined ? "–" : `${fmt(s.band_lo)} … ${fmt(s.band_hi)}`),
       fact("W", fmt(s.W)), fact("D", fmt(s.D)), fact("Q", fmt(s.Q)), fact("lr", fmt(p.lr)),
       fact("eval", ev || "–"), fact("preset", p.preset), fact("last seen", ago(p.now - p.last_seen))];
+  }
+
+  function config(cfg) {
+    const entries = Object.entries(cfg || {});
+    document.getElementById("config-box").hidden = !entries.length;
+    document.getElementById("config").replaceChildren(...entries.map(([k, v]) =>
+      el("div", { class: "fact", "data-config": k }, el("span", { class: "label", text: k }),
+        el("span", { class: "value", text: typeof v === "number" ? fmt(v) : String(v) }))));
+  }
+
+  function rewinds(list) {
+    const box = document.getElementById("rewinds-box");
+    box.hidden = !(list && list.length);
+    if (box.hidden) return;
+    const tb = el("tbody");
+    for (const r of list.slice().reverse()) {
+      tb.append(el("tr", {}, el("td", { class: "num", text: r.from_step }), el("td", { class: "num", text: r.step }),
+        el("td", { text: r.kind || "" }), el("td", { text: r.checkpoint || "" }),
+        el("td", { class: "num", text: r.lr_scale === null ? "–" : `×${fmt(r.lr_scale)}` }),
+        el("td", { class: "num", text: r.count === null ? "" : r.count })));
+    }
+    document.getElementById("rewinds").replaceChildren(el("table", { class: "alerts" },
+      el("thead", {}, el("tr", {}, ...["from step", "to step", "on alert", "checkpoint", "lr", "#"].map(h => el("th", { text: h })))), tb));
   }
 
   function spectral(sp) {
@@ -52,8 +75,12 @@
       throw e;
     }
     document.getElementById("facts").replaceChildren(...facts(p));
+    document.getElementById("stored").hidden = !p.stored;
+    config(p.config);
+    rewinds(p.rewinds);
     document.getElementById("firing").replaceChildren(...p.firing.map(a =>
       el("div", { class: `banner sev-${a.severity}`, text: `${a.severity}: ${a.kind} since step ${a.step}. ${a.message || ""}` })));
+    document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     charts.update(p);
     spectral(p.spectral);
     document.getElementById("history").replaceChildren(

@@ -1,0 +1,116 @@
+"""What the store holds about runs, for the pages: history past the run table's TTLs.
+
+The run table keeps a run in memory until ``runs.ended_ttl_s`` after it ended (or
+``idle_ttl_s`` after it went silent); the store keeps its last snapshot (status, step,
+loss, config, its 64-point sparkline, its rewinds) and every alert it raised, until
+``wtwind state forget``. These read-only queries open their own read-only connection, so
+the web handlers run them in a worker thread, off the event loop. Plain data out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from .codec import decode_head
+from .db import connect
+
+MAX_LIMIT = 2000
+MAX_MARKERS = 256
+
+
+def _like(q: str) -> str:
+    return "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def list_runs(path: str, *, statuses: Iterable[str] = (), q: str = "", limit: int = 500,
+              skip: Iterable[str] = ()) -> dict[str, Any]:
+    """Stored runs, newest first, filtered by stored status and name substring;
+    ``skip``: names the caller shows from memory. ``matching``: how many stored runs match
+    in all (beyond ``limit``); ``fired``: the alerts each run raised, by severity."""
+    skip = set(skip)
+    where, args = ["1=1"], []
+    statuses = [s for s in statuses if s]
+    if statuses:
+        where.append(f"status IN ({','.join('?' * len(statuses))})")
+        args += statuses
+    if q:
+        where.append("run LIKE ? ESCAPE '\\'")
+        args.append(_like(q))
+    conn = connect(path, readonly=True)
+    try:
+        rows = conn.execute(f"SELECT run, status, preset, first_seen, last_seen, step, snapshot "
+                            f"FROM runs WHERE {' AND '.join(where)} ORDER BY last_seen DESC LIMIT ?",
+                            (*args, min(limit, MAX_LIMIT) + len(skip))).fetchall()
+        names = conn.execute(f"SELECT run FROM runs WHERE {' AND '.join(where)}", args).fetchall()
+        fired = _fired(conn)
+    finally:
+        conn.close()
+    runs = [_summary(r, fired.get(r[0])) for r in rows if r[0] not in skip][:limit]
+    return {"runs": runs, "matching": sum(1 for (n,) in names if n not in skip), "fired": fired}
+
+
+def _fired(conn) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for run, sev, n in conn.execute("SELECT run, severity, COUNT(*) FROM alerts "
+                                    "WHERE status = 'firing' GROUP BY run, severity"):
+        out.setdefault(run, {})[sev] = n
+    return out
+
+
+def _snapshot(blob) -> dict[str, Any]:
+    try:
+        return decode_head(blob) if blob else {}
+    except Exception:  # an unreadable snapshot: the row is listed without its details
+        return {}
+
+
+def _summary(row, fired) -> dict[str, Any]:
+    run, status, preset, first, last, step, blob = row
+    snap = _snapshot(blob)
+    spark = (snap.get("spark") or {}).get("points") or []
+    return {"run": run, "status": status, "preset": preset, "step": step, "first_seen": first,
+            "last_seen": last, "loss": snap.get("loss"), "lr": snap.get("lr"),
+            "spark": spark, "fired": fired or {}, "rewinds": list(snap.get("rewinds") or ())}
+
+
+def run_record(path: str, name: str) -> dict[str, Any] | None:
+    """One stored run with its config, last eval, sparkline and alert transitions."""
+    conn = connect(path, readonly=True)
+    try:
+        row = conn.execute("SELECT run, status, preset, first_seen, last_seen, step, snapshot, config "
+                           "FROM runs WHERE run = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        bodies = conn.execute("SELECT body FROM alerts WHERE run = ? ORDER BY created_at DESC, rowid "
+                              "DESC LIMIT ?", (name, MAX_MARKERS)).fetchall()
+        fired = _fired_one(conn, name)
+    finally:
+        conn.close()
+    out = _summary(row[:7], fired)
+    snap = _snapshot(row[6])
+    out["config"] = _json(row[7])
+    out["last_eval"] = snap.get("last_eval") or {}
+    out["markers"] = [m for m in (_marker(b[0]) for b in reversed(bodies)) if m]
+    return out
+
+
+def _fired_one(conn, name: str) -> dict[str, int]:
+    return dict(conn.execute("SELECT severity, COUNT(*) FROM alerts WHERE run = ? AND "
+                             "status = 'firing' GROUP BY severity", (name,)).fetchall())
+
+
+def _json(text: str) -> dict:
+    try:
+        d = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _marker(body: str) -> dict[str, Any] | None:
+    a = _json(body)
+    if not a.get("kind"):
+        return None
+    return {"step": a.get("step"), "kind": a["kind"], "severity": a.get("severity"),
+            "status": a.get("status"), "message": str(a.get("message") or "")}

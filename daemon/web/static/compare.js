@@ -1,0 +1,88 @@
+/* Overlay the loss of two or more runs (?runs=a&runs=b&x=step|tokens) on one chart. */
+"use strict";
+(() => {
+  const { el, fmt, getJSON, poll, ticks, lossText, spansDecade } = WT;
+  const COLORS = ["#1f4e9c", "#d62728", "#2ca02c", "#9467bd", "#e07b00", "#17becf", "#8c564b", "#e377c2"];
+  const params = new URLSearchParams(location.search);
+  const names = [...new Set(params.getAll("runs"))].slice(0, 12);
+  const xSel = document.getElementById("x"), logy = document.getElementById("logy");
+  xSel.value = params.get("x") === "tokens" ? "tokens" : "step";
+  let plot = null, shape = "", userLog = false, follow = true, last = null;
+  document.getElementById("title").textContent = `Compare ${names.length} runs`;
+
+  function table(x, runs) {       // one run's [x, loss], rows without an x dropped
+    const xs = [], ys = [];
+    runs.series[x].forEach((v, i) => { if (typeof v === "number") { xs.push(v); ys.push(runs.series.loss[i]); } });
+    return [xs, ys];
+  }
+
+  function draw(runs) {
+    const tokensFor = runs.filter(r => r.series.tokens && r.series.tokens.some(v => typeof v === "number"));
+    const x = xSel.value === "tokens" && tokensFor.length === runs.length ? "tokens" : "step";
+    const notes = [];
+    if (xSel.value === "tokens" && x !== "tokens") {
+      const without = runs.filter(r => !tokensFor.includes(r)).map(r => r.run);
+      notes.push(`By step: ${without.join(", ")} sent no tokens (the loss event's optional "tokens" field).`);
+    }
+    const stored = runs.filter(r => r.stored).map(r => r.run);
+    if (stored.length) notes.push(`${stored.join(", ")}: from the store, the whole run in 64 points.`);
+    document.getElementById("notes").replaceChildren(...notes.map(t => el("p", { class: "notice", text: t })));
+    const data = uPlot.join(runs.map(r => table(x, r)));
+    const log = userLog ? logy.checked : runs.some(r => spansDecade(r.series.loss));
+    logy.checked = log;
+    const y = log ? data.slice(1).map(col => col.map(v => (typeof v === "number" && v <= 0 ? null : v))) : data.slice(1);
+    const key = `${x}|${log}|${runs.map(r => r.run).join("|")}`;
+    if (plot && key === shape) return plot.setData([data[0], ...y], follow);
+    if (plot) plot.destroy();
+    shape = key;
+    const root = document.getElementById("chart");
+    root.textContent = "";
+    const box = el("div", { class: "chart chart-compare" });
+    root.append(box);
+    plot = new uPlot({
+      width: Math.max(320, root.clientWidth - 4), height: 420,
+      cursor: { drag: { x: true, y: false } }, hooks: { setSelect: [() => { follow = false; }] },
+      scales: { x: { time: false }, y: log ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
+      series: [{ label: x }, ...runs.map((r, i) => ({ label: r.run, stroke: COLORS[i % COLORS.length], width: 1.3, spanGaps: true }))],
+      axes: [{ label: x, values: ticks }, { label: log ? "loss (log)" : "loss", values: ticks, size: 60 }],
+    }, [data[0], ...y], box);
+  }
+
+  function members(runs) {
+    document.querySelector("#members tbody").replaceChildren(...runs.map((r, i) =>
+      el("tr", { class: "run-row", "data-run": r.run },
+        el("td", {}, el("span", { class: "swatch", style: `background:${COLORS[i % COLORS.length]}` })),
+        el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run)}`, text: r.run })),
+        el("td", {}, el("span", { class: `status status-${r.status}`, text: r.status })),
+        el("td", { class: "num", text: r.step === null ? "–" : r.step }),
+        el("td", { class: "num", text: lossText(r) }),
+        el("td", { class: "num", text: r.series.step.length }))));
+  }
+
+  async function load() {
+    if (names.length < 2) {
+      document.getElementById("notes").replaceChildren(el("p", { class: "error",
+        text: "Pick two or more runs to compare (tick them on the run list)." }));
+      return null;
+    }
+    const got = await Promise.all(names.map(n => getJSON(`/api/runs/${encodeURIComponent(n)}`).catch(e => ({ run: n, error: e.message }))));
+    const bad = got.filter(r => r.error);
+    const runs = got.filter(r => !r.error);
+    last = runs;
+    members(runs);
+    draw(runs);
+    if (bad.length) document.getElementById("notes").append(...bad.map(r => el("p", { class: "error", text: `${r.run}: ${r.error}` })));
+    return { poll_ms: 2000 };
+  }
+
+  xSel.addEventListener("change", () => {
+    const p = new URLSearchParams(location.search);
+    p.set("x", xSel.value);
+    history.replaceState(null, "", `/compare?${p}`);
+    if (last) draw(last);
+  });
+  logy.addEventListener("change", () => { userLog = true; if (last) draw(last); });
+  document.getElementById("reset").addEventListener("click", () => { follow = true; if (plot) plot.setData(plot.data, true); });
+  window.addEventListener("resize", () => { if (plot) plot.setSize({ width: Math.max(320, document.getElementById("chart").clientWidth - 4), height: 420 }); });
+  poll(load, 2000);
+})();
