@@ -5,7 +5,8 @@ whether it is *large enough to matter to a person*. It measures, at the time sca
 the statistics that page (levels over about a hundred steps, not single steps):
 
 - ``level``: an EWMA of the loss (half-life ``halflife`` steps, at least ``min_points``
-  points), upward outliers winsorized;
+  points), upward outliers winsorized; and a fast one at a fifth of that half-life, whose
+  rise above the best less two of its own sds counts for an abrupt shift;
 - ``progress``: how far the run has come, ``start - best``: ``start`` the highest level
   of the first ``start_points`` points, ``best`` the lowest level after them;
 - ``wobble``: how much that level wanders in this run when nothing is wrong, at its own
@@ -82,6 +83,7 @@ class EffectDetector(Detector):
         self._noise = 0.0         # EWMA of |one-step change|: winsorizing scale
         self._prev = None
         self._level = 0.0         # EWMA of the loss
+        self._fast = 0.0          # the same at a fifth of the half-life: abrupt shifts
         self._start = -math.inf
         self._best = math.inf
         self._lags = [0.0, 0.0, 0.0]   # the level tau, 2 tau and 3 tau ago
@@ -114,7 +116,7 @@ class EffectDetector(Detector):
             self._pred_best = l_pred
         if last is None:
             self._first, self._last, self._prev, self._n = step, step, loss, 1
-            self._level = self._start = loss
+            self._level = self._start = self._fast = loss
             return
         dt = step - last
         self._last = step
@@ -144,6 +146,8 @@ class EffectDetector(Detector):
             if dt == 1:
                 self._c_tau, self._c_g = tau, g
         level = self._level = g * self._level + (1 - g) * x
+        gf = gap_decay(dt, usual, 0.2 * tau)
+        self._fast = gf * self._fast + (1 - gf) * x
         if n <= self.start_points:
             if level > self._start:
                 self._start = level
@@ -186,6 +190,15 @@ class EffectDetector(Detector):
     @property
     def best(self) -> float:
         return self._best
+
+    def fast_rise(self) -> float:
+        """The fast level (a fifth of the half-life) above the best, less two of its own
+        standard deviations: an abrupt shift's size, before the slow level carries it."""
+        if self._best == math.inf:
+            return 0.0
+        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(self.halflife, self.min_points * self._dt)))
+        sd = 0.8862 * self._noise * math.sqrt(a / (2.0 - a))
+        return self._fast - self._best - 2.0 * sd
 
     def forecast_rise(self, l_pred: float | None, lr: float | None) -> float:
         """How far the forecast now stands above its lowest value, while the lr is back

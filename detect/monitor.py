@@ -172,7 +172,7 @@ class RunMonitor:
         extrapolation gone wrong, like an exponential law refitted across a 43,000-step
         gap that predicted 0.37 for a t5 loss at 1.8) counts for nothing."""
         ef = self._d["effect"]
-        up = ef.level - ef.best
+        up = max(ef.level - ef.best, ef.fast_rise())
         if l_pred is None or l_pred < ef.best - ef.state(0).progress:
             return up
         return max(up, ef.level - l_pred)
