@@ -93,12 +93,13 @@ class AlertPolicy:
         return alert
 
     def _release(self, now: float) -> list[Alert]:
-        """Fire the held firings whose cooldown has passed."""
+        """Fire the held firings whose cooldown has passed (``now`` inf: all of them)."""
         out = []
         for kind in [k for k in self._pending if now - self._resolved_at.get(k, -1e18) >= self.cooldown_s]:
             p = self._pending.pop(kind)
             f = Finding(*p["finding"])
-            out.append(self._fire(f, now, None, p["loss"], p["forecast"], p["W"]))
+            out.append(self._fire(f, now if now != float("inf") else self._resolved_at.get(kind, 0.0),
+                                  None, p["loss"], p["forecast"], p["W"]))
         return out
 
     def advance(self, step: int, now: float, *, loss=None, forecast=None, W=None) -> list[Alert]:
@@ -127,11 +128,12 @@ class AlertPolicy:
                      loss=_f(loss), forecast=_f(forecast), W=_f(W))
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
-        """The run ended: resolve what fires, except critical alerts, which stay firing (a
-        run that ends while failing has not recovered); held firings are dropped."""
-        self._pending.clear()
-        return [a for kind, cur in list(self._firing.items()) if cur.severity != "critical"
-                and (a := self.apply(Finding(kind, "info", False, step, message), now, force=True))]
+        """The run ended: a firing held by a cooldown fires now (it is never dropped), then
+        what fires resolves, except critical alerts, which stay firing (a run that ends
+        while failing has not recovered)."""
+        out = self._release(float("inf")) if self._pending else []
+        return out + [a for kind, cur in list(self._firing.items()) if cur.severity != "critical"
+                      and (a := self.apply(Finding(kind, "info", False, step, message), now, force=True))]
 
     def snapshot(self) -> dict:
         return {"firing": {k: a.to_dict() for k, a in self._firing.items()},

@@ -56,6 +56,15 @@ class TestAlertPolicy:
         (late,) = p.advance(820, 61.5)
         assert late.status == "firing" and late.step == 800 and late.kind == "drift"
 
+    def test_a_held_firing_fires_when_the_run_ends(self):
+        """The run ends inside the cooldown: the held firing is sent, then resolved."""
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+        p.apply(F("drift", True, 1), 0.0)
+        p.apply(F("drift", False, 2), 1.0)
+        assert p.apply(F("drift", True, 3), 5.0) is None
+        out = p.resolve_all(4, 6.0, "run ended")
+        assert [(a.kind, a.status, a.step) for a in out] == [("drift", "firing", 3), ("drift", "resolved", 4)]
+
     def test_cooldown_never_delays_an_escalation(self):
         p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
         p.apply(F("divergence", True, 1), 0.0)
