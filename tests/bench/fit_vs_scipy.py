@@ -22,10 +22,11 @@ from scipy.optimize import least_squares
 from wtwin.detect import forecast, laws
 
 
-def scipy_fit(law, X, y, n, scale, p_prev=None):
-    """The previous `laws.fit`, solver for solver: the reference."""
+def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=None):
+    """The previous `laws.fit`, solver for solver: the reference (None for the fits it
+    never did: the multi-power law's buckets, frozen parameters)."""
     k = laws.NPARAMS[law]
-    if len(y) < k + 3:
+    if len(y) < k + 3 or aux is not None or freeze:
         return None
     w = np.sqrt(n)
     p0, lb, ub = laws.start_point(law, X, y, p_prev)
@@ -44,10 +45,10 @@ def problems() -> list:
         captured.append((a, k))
         return scipy_ref(*a, **k)
 
-    def scipy_ref(law, X, y, n, scale, p_prev=None):   # the detector runs on the reference
-        p = scipy_fit(law, X, y, n, scale, p_prev)
+    def scipy_ref(law, X, y, n, scale, p_prev=None, *rest):   # the detector runs on the reference
+        p = scipy_fit(law, X, y, n, scale, p_prev, *rest)
         if p is None:
-            return None
+            return fit(law, X, y, n, scale, p_prev, *rest)
         return fit(law, X, y, n, scale, p.tolist())   # covariance etc. around that optimum
 
     laws.fit = capture
