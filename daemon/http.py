@@ -21,8 +21,12 @@ def build_app(server) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        ready = server.ready and not server.stopping
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+        failing = server.state.failing  # run state and alerts are not being written
+        ready = server.ready and not server.stopping and not failing
+        body = {"ready": ready}
+        if failing:
+            body["reason"] = "persistence failing: the store has committed nothing lately"
+        return web.json_response(body, status=200 if ready else 503)
 
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
