@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from wtwin.emitters.emitter import DEFAULT_ENDPOINT
+from wtwin.emitters.bounds import MAX_CONFIG_BYTES
 from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
 from wtwin.sinks.registry import DeliveryConfig, parse_sinks
 from wtwin.sinks.routing import RouteConfig
@@ -78,15 +79,29 @@ class DetectionConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class RunsConfig:
-    """Bounds on the run table and on per-run metric series."""
+    """Bounds on the run table and on per-run metric series; who may write a run.
 
-    max_runs: int = 100_000
+    The defaults fit wtwind in 2 GB of RSS under a flood of new runs or emitter ids
+    (docs/RELIABILITY.md, "Memory under floods"); ``shared`` lists run-name globs that
+    any client may write (docs/SECURITY.md)."""
+
+    max_runs: int = 10_000
+    max_runs_per_client: int = 1_000
+    max_emitters_per_run: int = 64
+    emitter_idle_s: float = 600.0
+    max_config_bytes: int = 64 * 1024
+    shared: tuple[str, ...] = ()
     idle_ttl_s: float = 24 * 3600.0
     ended_ttl_s: float = 600.0
     max_series_runs: int = 1000
 
     def __post_init__(self) -> None:
         _require(self.max_runs >= 1, "max_runs: must be >= 1")
+        _require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
+        _require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
+        _require(self.emitter_idle_s >= 0, "emitter_idle_s: must be >= 0 seconds")
+        _require(1 <= self.max_config_bytes <= MAX_CONFIG_BYTES,
+                 f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
         _require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
         _require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
 

@@ -21,7 +21,7 @@ from .config import ListenConfig
 from .errors import ConfigError
 
 log = structlog.get_logger("wtwind.receiver")
-Handler = Callable[[bytes, bytes], None]
+Handler = Callable[..., None]  # (identity, frame) or, with user ids, (identity, frame, user)
 
 
 class Receiver:
@@ -41,11 +41,9 @@ class Receiver:
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_pending = False
-
-    def configure_curve(self, secret_key: bytes, public_key: bytes) -> None:
-        self.sock.curve_server = True
-        self.sock.curve_secretkey = secret_key
-        self.sock.curve_publickey = public_key
+        # with CURVE on, each frame's ZAP User-Id (the client's public key) goes to the
+        # handler: it is the principal runs are bound to (admission.py)
+        self.user_ids = False
 
     def bind(self) -> None:
         for ep in self.cfg.endpoints:
@@ -78,11 +76,11 @@ class Receiver:
         cost to ingest (a loop turn costs tens of microseconds; docs/BENCHMARKS.md).
         """
         sock, handler, n = self.sock, self.handler, 0
-        recv = sock.recv_multipart
+        recv, user_ids = sock.recv_multipart, self.user_ids
         deadline = time.perf_counter() + self.slice_s
         while True:
             try:
-                parts = recv(zmq.NOBLOCK)
+                parts = recv(zmq.NOBLOCK, copy=not user_ids)
             except zmq.Again:
                 return n
             n += 1
@@ -90,7 +88,10 @@ class Receiver:
                 self.bad_envelopes += 1
                 continue
             try:
-                handler(parts[0], parts[1])
+                if user_ids:
+                    handler(parts[0].bytes, parts[1].bytes, parts[1].get("User-Id"))
+                else:
+                    handler(parts[0], parts[1])
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")

@@ -40,6 +40,9 @@ class RunState:
         self.last_state: MonitorState | None = None
         self.last_eval: dict[str, float] = {}
         self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
+        self.emitter_seen: dict[str, float] = {}  # emitter id -> last event (admission.py)
+        self.owner: str | None = None            # principal the run is bound to (admission.py)
+        self.creator = None                      # client charged for the run (admission.py)
         self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (store/)
         self.events = 0                          # events processed (duplicates excluded)
         self.emitter_dropped = 0

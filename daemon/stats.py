@@ -14,3 +14,4 @@ class Stats:
     alerts: Counter = field(default_factory=Counter)     # by (kind, severity), firing only
     frames: int = 0
     loop_errors: int = 0
+    evicted_emitters: int = 0  # emitter ids dropped from a full run after emitter_idle_s

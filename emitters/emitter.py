@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import zmq
 
-from . import wire
+from . import run_secret, wire
 
 DEFAULT_ENDPOINT = "ipc:///tmp/wtwind.sock"
 
@@ -50,7 +50,8 @@ class Emitter:
                  queue_size: int = 10_000, batch_max: int = 512,
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
                  curve: dict | None = None, replay_size: int = 20_000,
-                 ack_timeout_s: float = 5.0) -> None:
+                 ack_timeout_s: float = 5.0, secret: str | None = None,
+                 secret_dir: str | os.PathLike | None = None) -> None:
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
         if replay_size < 0 or ack_timeout_s <= 0:
@@ -84,6 +85,8 @@ class Emitter:
         self._seq = 0
         self._closing = threading.Event()
         self._closed = False
+        self.errors: collections.deque = collections.deque(maxlen=16)  # the daemon's error replies
+        self._secret = secret or self._load_secret(secret_dir)
         start: dict[str, Any] = {"config": dict(config or {})}
         if preset:
             start["preset"] = preset
@@ -92,6 +95,16 @@ class Emitter:
         self._q.append(("run_start", time.time(), start))
         self._thread = threading.Thread(target=self._io_main, name="wtwin-emitter", daemon=True)
         self._thread.start()
+
+    def _load_secret(self, directory) -> str | None:
+        """The run's secret (emitters/run_secret.py): what lets a resumed trainer, and only
+        it, go on writing this run. Never raises: without one the daemon refuses the run's
+        events with an error reply, which ``errors`` and ``stats`` show."""
+        try:
+            return run_secret.load_or_create(self.run, directory)
+        except (OSError, UnicodeDecodeError):
+            self._stats["secret_errors"] += 1
+            return None
 
     # ---- caller's thread: cheap, never raises, never blocks ---------------------------
     def _put(self, item: tuple) -> None:
@@ -274,9 +287,11 @@ class Emitter:
     def _encode(self, events: list) -> bytes:
         """Encoded at send time, so ``base`` (the oldest seq still held) is current."""
         if self._replay_size == 0:
-            return wire.encode(events[0]) if len(events) == 1 else wire.encode_batch(events, self.id)
+            if len(events) == 1:
+                return wire.encode({**events[0], "auth": self._secret} if self._secret else events[0])
+            return wire.encode_batch(events, self.id, auth=self._secret)
         held = self._unacked[0] if self._unacked else events[0]
-        return wire.encode_batch(events, self.id, base=held["seq"])
+        return wire.encode_batch(events, self.id, base=held["seq"], auth=self._secret)
 
     def _flush(self, sock) -> None:
         while self._pending:
@@ -361,6 +376,10 @@ class Emitter:
             kind = msg.get("type")
             if kind == "ack":
                 self._on_ack(msg)
+            elif kind == "error":  # the daemon refused something: counted, kept for the caller
+                reason = msg.get("reason")
+                self._stats[f"error_{reason if reason in wire.ERROR_REASONS else 'other'}"] += 1
+                self.errors.append(msg)
             elif kind in ("alert", "projection_ready"):
                 self._stats["alerts_received" if kind == "alert" else "projections_received"] += 1
                 self._inbox.append(msg)

@@ -27,7 +27,7 @@ EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end"
 REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
 # ``error`` replies: why the daemon refused an event (a closed set, docs/PROTOCOL.md)
 ERROR_REASONS = ("not_owner", "run_table_full", "client_run_quota", "emitter_quota",
-                 "quarantined")
+                 "config_quota", "quarantined")
 RUN_END_STATUSES = ("completed", "failed", "killed")
 CHECKPOINT_FORMATS = ("torch", "safetensors")
 CHECKPOINT_WANTS = ("analyze", "project")
@@ -91,10 +91,12 @@ def encode(obj: dict[str, Any]) -> bytes:
 
 
 def encode_batch(events: list[dict[str, Any]], emitter: str | None = None,
-                 base: int | None = None) -> bytes:
+                 base: int | None = None, auth: str | None = None) -> bytes:
     frame: dict[str, Any] = {"v": VERSION, "type": "batch", "events": events}
     if emitter is not None:
         frame["emitter"] = emitter
+    if auth is not None:  # the run's secret (emitters/run_secret.py), inherited by each event
+        frame["auth"] = auth
     if base is not None:  # the oldest seq the emitter can still re-send (RELIABILITY.md)
         frame["base"] = base
     return msgpack.packb(frame, use_bin_type=True)

@@ -63,6 +63,7 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     d["hwm"] = dict(run.hwm)
     d["rewinds"] = list(run.rewinds)
     d["spark"] = run.spark.snapshot()
+    d["owner"] = run.owner  # a principal: a key or a secret's hash, never the secret
     if extra:
         d.update(extra)
     return d
@@ -103,6 +104,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     run.rewinds.extend(r for r in d.get("rewinds") or () if isinstance(r, dict))
     if d.get("spark"):
         run.spark = Spark.restore(d["spark"])
+    run.owner = d.get("owner")
     monitor = d["monitor"]
     run.preset = d["preset"]
     run.freeze(Frozen(monitor if isinstance(monitor, bytes) else _pack(monitor)))
