@@ -7,10 +7,11 @@ they cannot be the principal; the secret must survive a trainer restart. It is, 
 
 1. the ``secret`` argument of the emitter;
 2. the environment variable ``WTWIN_RUN_SECRET`` (a scheduler can inject it);
-3. the file ``<dir>/<run>.secret``, created (mode 0600) at the run's first start and
-   read back by a resumed trainer, where ``<dir>`` is the ``secret_dir`` argument (the
-   HF and Lightning callbacks pass the checkpoint directory), else ``$WTWIN_SECRET_DIR``,
-   else ``$XDG_STATE_HOME/wtwin/runs`` (``~/.local/state/wtwin/runs``).
+3. the file ``<dir>/<run>.wtwin-secret``, created (mode 0600) at the run's first start
+   and read back by a resumed trainer, where ``<dir>`` is ``$WTWIN_SECRET_DIR`` (the
+   operator's choice wins), else the ``secret_dir`` argument (the HF and Lightning
+   callbacks pass the checkpoint directory), else ``$XDG_STATE_HOME/wtwin/runs``
+   (``~/.local/state/wtwin/runs``).
 
 The daemon stores only a hash of it and never shows it. Stdlib only (trainer side).
 """
@@ -28,20 +29,22 @@ ENV_SECRET = "WTWIN_RUN_SECRET"
 ENV_DIR = "WTWIN_SECRET_DIR"
 
 
-def secret_dir(environ: Mapping[str, str] | None = None) -> Path:
+def secret_dir(environ: Mapping[str, str] | None = None, hint: str | os.PathLike | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(ENV_DIR):
         return Path(env[ENV_DIR])
+    if hint is not None:
+        return Path(hint)
     home = env.get("HOME") or os.path.expanduser("~")
     return Path(env.get("XDG_STATE_HOME") or Path(home) / ".local" / "state") / "wtwin" / "runs"
 
 
 def secret_path(run: str, directory: str | os.PathLike) -> Path:
-    """``<dir>/<run>.secret``; a run name that is not a plain file name gets a hash suffix."""
+    """``<dir>/<run>.wtwin-secret``; a run name that is not a plain file name gets a hash suffix."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", run)[:100]
     if safe != run:
         safe += "-" + hashlib.sha256(run.encode()).hexdigest()[:12]
-    return Path(directory) / f"{safe}.secret"
+    return Path(directory) / f"{safe}.wtwin-secret"
 
 
 def load_or_create(run: str, directory: str | os.PathLike | None = None,
@@ -52,7 +55,7 @@ def load_or_create(run: str, directory: str | os.PathLike | None = None,
     env = os.environ if environ is None else environ
     if env.get(ENV_SECRET):
         return env[ENV_SECRET]
-    path = secret_path(run, directory if directory is not None else secret_dir(env))
+    path = secret_path(run, secret_dir(env, directory))
     try:
         return _read(path)
     except FileNotFoundError:

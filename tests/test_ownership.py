@@ -81,8 +81,8 @@ class TestRunsBelongToTheirTrainer:
 
         # the owner is back, listening for alerts
         got = []
-        owner = connect(daemon.ipc, run="owned", secret_dir=secrets, on_alert=got.append,
-                        heartbeat_s=3600)
+        mine = run_secret.load_or_create("owned", environ={"WTWIN_SECRET_DIR": secrets})
+        owner = connect(daemon.ipc, run="owned", secret=mine, on_alert=got.append, heartbeat_s=3600)
         owner.loss(201, 2.8)
         assert owner.flush(10)
         # an anonymous client: a NaN and a run_end under the victim's name
