@@ -89,7 +89,7 @@ class RunsConfig:
     max_runs_per_client: int = 1_000
     max_emitters_per_run: int = 64
     emitter_idle_s: float = 600.0
-    max_config_bytes: int = 64 * 1024
+    max_config_bytes: int = 16 * 1024
     shared: tuple[str, ...] = ()
     idle_ttl_s: float = 24 * 3600.0
     ended_ttl_s: float = 600.0

@@ -99,13 +99,6 @@ async def until(pred, timeout=15.0, what="condition"):
         await asyncio.sleep(0.02)
 
 
-def deep(n):
-    node = {}
-    for _ in range(n):
-        node = {"a": node}
-    return node
-
-
 class TestStoreIsolatesPoison:
     def test_unstorable_runs_are_quarantined_alone_and_the_rest_commits(self, tmp_path):
         asyncio.run(self._poison(tmp_path))
@@ -114,11 +107,11 @@ class TestStoreIsolatesPoison:
         async with InProcess(tmp_path) as p:
             srv, now = p.server, time.time()
             # state that got past every check (the wire bounds stop these today): one run
-            # whose step SQLite cannot bind, one whose config no JSON encoder takes
+            # whose step SQLite cannot bind, one whose snapshot no encoder takes
             unwritable = srv.table.get_or_create("unwritable", now)
             unwritable.step = 2**64 - 1
             unencodable = srv.table.get_or_create("unencodable", now)
-            unencodable.config = deep(5000)
+            unencodable.last_eval = {"val_loss": object()}
             got = []
             emit = connect(p.endpoint, run="victim", on_alert=got.append)
             for step in range(1, 20):

@@ -72,7 +72,7 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
 def encode(run, extra: dict[str, Any] | None = None) -> tuple:
     """The row for ``runs``: (run, status, preset, config, first, last, step, blob)."""
     blob = _pack(snapshot(run, extra))
-    return (run.run, run.status, run.preset, json.dumps(run.config, default=str),
+    return (run.run, run.status, run.preset, run.config_json,
             run.first_seen, run.last_seen, run.step, blob)
 
 
@@ -95,7 +95,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     d = decode_head(blob)
     if d.get("format") not in READABLE_FORMATS:
         raise ValueError(f"snapshot format {d.get('format')!r} is not one of {READABLE_FORMATS}")
-    run.config = json.loads(config_json or "{}")
+    run.config_json = config_json or "{}"
     for name in _FIELDS:
         if name in d:
             setattr(run, name, d[name])
