@@ -52,13 +52,28 @@ class ListenConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class HttpConfig:
-    """The one HTTP port: /metrics, /healthz, /readyz (and the run pages)."""
+    """The one HTTP port: /metrics, /healthz, /readyz (and the run pages).
+
+    ``allowed_hosts``: Host names (optionally ``name:port``) accepted besides the bound
+    address; ``token_env``/``token_file``: a bearer token that state-changing requests
+    must carry (daemon/web/guard.py)."""
 
     host: str = "127.0.0.1"
     port: int = 9464
+    allowed_hosts: tuple[str, ...] = ()
+    token_env: str | None = None
+    token_file: str | None = None
+    body_timeout_s: float = 30.0  # an upload to /api/analyze must arrive within this
 
     def __post_init__(self) -> None:
         _require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
+        _require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
+        _require(not (self.token_env and self.token_file), "token_env/token_file: set only one")
+
+    def token(self, environ: Mapping[str, str] | None = None) -> str | None:
+        value = resolve_secret("http.token", env=self.token_env, file=self.token_file, environ=environ)
+        _require(value is None or len(value) >= 16, "http.token: must be at least 16 characters")
+        return value
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 def build_app(server) -> web.Application:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(server.collector)
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    from .web.guard import guard
+
+    app = web.Application(client_max_size=64 * 1024 * 1024,
+                          middlewares=[guard(server, server.config.http, server.config.http.token())])
     app["server"] = server
 
     async def metrics(request: web.Request) -> web.Response:

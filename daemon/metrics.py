@@ -63,6 +63,8 @@ class DaemonCollector(_Base):
                        self.stats.rejected)
         yield _counter("wtwind_events_dropped", "Valid events not processed", ["reason"],
                        self.stats.dropped)
+        yield _counter("wtwind_http_refused", "HTTP requests refused (Host, Origin, token)", ["reason"],
+                       self.stats.http_refused)
         yield _counter("wtwind_alerts", "Alerts fired", ["kind", "severity"],
                        {k: v for k, v in self.stats.alerts.items()})
 

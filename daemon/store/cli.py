@@ -177,7 +177,7 @@ def _replay(args, cfg) -> int:
 
         url = f"http://{cfg.http.host}:{cfg.http.port}"
         argv = ["replay", "--url", url] + (["--sink", args.sink] if args.sink else [])
-        return sinks_cli.main(argv)
+        return sinks_cli.main(argv, token=cfg.http.token())  # [http] token, if set
     from .outbox import SqliteOutbox
 
     async def go() -> int:
