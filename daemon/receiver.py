@@ -119,6 +119,20 @@ class Receiver:
         self._schedule()  # a send can consume the FD's edge: look again
         return True
 
+    def collect(self):
+        """The socket's error counters (a DaemonCollector provider)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily("wtwind_frames_bad_envelope",
+                                  "ZeroMQ messages that were not one identity and one frame",
+                                  value=self.bad_envelopes)
+        yield CounterMetricFamily("wtwind_frame_handler_errors",
+                                  "Frames whose handling raised (logged with the traceback)",
+                                  value=self.handler_errors)
+        yield CounterMetricFamily("wtwind_replies_dropped",
+                                  "Replies (acks, alerts, errors) not sent: the peer's queue was full",
+                                  value=self.send_dropped)
+
     def close(self) -> None:
         if self._loop is not None:
             try:

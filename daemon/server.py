@@ -54,6 +54,7 @@ class Server:
                                          max_series_runs=config.runs.max_series_runs,
                                          providers=[self.spectral.collect])
         self.receiver = Receiver(config.listen, self.handle_frame)
+        self.collector.providers.append(self.receiver.collect)
         # durable state (store/): dedup by seq, snapshots, acks, alert journal + outbox
         self.state = StateStore(config.state, self.table, self.stats, self.receiver.send,
                                 extras={"spectral": (self.spectral.snapshot_run, self.spectral.restore_run)})
