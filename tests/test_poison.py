@@ -65,6 +65,13 @@ class TestHostileFramesOverSockets:
                  what="the victim's nonfinite alert back at the trainer")
         assert http_get(daemon.url + "/readyz")[0] == 200
         assert sample(daemon, "wtwind_store_write_errors_total") == 0
+        evil.send_multipart([b"two", b"parts"])
+        wait_for(lambda: sample(daemon, "wtwind_frames_bad_envelope_total") == 1, what="envelope counted")
+        exported = {name for name, _ in daemon.metrics()}
+        assert {"wtwind_frame_handler_errors_total", "wtwind_replies_dropped_total", "wtwind_loop_errors_total",
+                "wtwind_store_flush_errors_total", "wtwind_store_failed_operations_total",
+                "wtwind_store_journal_errors_total", "wtwind_delivery_errors_total",
+                "wtwind_alerts_dropped_total"} <= exported
         evil.close()
         emit.close()
 
