@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from wtwin.emitters.emitter import DEFAULT_ENDPOINT
+from wtwin.emitters.emitter import DEFAULT_ENDPOINT, default_ipc_endpoint
 from wtwin.emitters.bounds import MAX_CONFIG_BYTES
 from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
 from wtwin.sinks.registry import DeliveryConfig, parse_sinks
@@ -171,6 +171,9 @@ def load(path: str | os.PathLike | None = None,
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     raw = apply_env(data, environ)
+    listen = raw.setdefault("listen", {})
+    if isinstance(listen, dict) and "endpoints" not in listen:  # depends on the runtime dirs
+        listen["endpoints"] = [default_ipc_endpoint(environ), "tcp://127.0.0.1:5557"]
     state = raw.setdefault("state", {})
     if isinstance(state, dict) and not state.get("path"):  # default that depends on $XDG_STATE_HOME
         state["path"] = default_state_path(environ)

@@ -24,6 +24,25 @@ log = structlog.get_logger("wtwind.receiver")
 Handler = Callable[..., None]  # (identity, frame) or, with user ids, (identity, frame, user)
 
 
+def secure_ipc_dir(folder: str) -> None:
+    """The ipc socket's folder: created 0750 if missing; refused (ConfigError) when another
+    user owns it, or when others may write into it without the sticky bit (they could
+    replace the socket and receive the trainers' events: issue 15)."""
+    if not folder:
+        return
+    try:
+        os.makedirs(folder, mode=0o750, exist_ok=True)
+        st = os.stat(folder)
+    except OSError as exc:
+        raise ConfigError(f"listen.endpoints: cannot create {folder}: {exc.strerror}") from None
+    if st.st_uid not in (os.getuid(), 0):
+        raise ConfigError(f"listen.endpoints: {folder} belongs to uid {st.st_uid}, not to this user; "
+                          "another user may have squatted it")
+    if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+        raise ConfigError(f"listen.endpoints: {folder} is writable by others (mode "
+                          f"{st.st_mode & 0o7777:o}); use a private folder such as /run/wtwind")
+
+
 class Receiver:
     def __init__(self, cfg: ListenConfig, handler: Handler, *, slice_s: float = 0.002,
                  ctx: zmq.Context | None = None) -> None:
@@ -47,6 +66,8 @@ class Receiver:
 
     def bind(self) -> None:
         for ep in self.cfg.endpoints:
+            if ep.startswith("ipc://"):
+                secure_ipc_dir(os.path.dirname(ep[len("ipc://"):]))
             try:
                 self.sock.bind(ep)
             except zmq.ZMQError as exc:

@@ -32,11 +32,28 @@ import zmq
 
 from . import run_secret, wire
 
-DEFAULT_ENDPOINT = "ipc:///tmp/wtwind.sock"
+DEFAULT_ENDPOINT = "ipc:///run/wtwind/wtwind.sock"  # a system wtwind's RuntimeDirectory
+
+
+def default_ipc_endpoint(environ=None) -> str:
+    """Where the local ipc socket is, the same for the daemon and its trainers: a system
+    daemon's ``/run/wtwind`` (systemd ``RuntimeDirectory=wtwind``, mode 0750: the trainers'
+    group may connect, nobody else may create anything there) when it exists, else the
+    user's ``$XDG_RUNTIME_DIR/wtwind``, else ``/tmp/wtwind-<uid>`` (created 0750 by the
+    daemon, refused if someone else owns it). Never a shared name in ``/tmp``, which any
+    local user could squat (issue 15)."""
+    env = os.environ if environ is None else environ
+    if env.get("RUNTIME_DIRECTORY"):  # the daemon under systemd
+        return f"ipc://{env['RUNTIME_DIRECTORY'].split(':')[0]}/wtwind.sock"
+    if os.path.isdir("/run/wtwind"):
+        return DEFAULT_ENDPOINT
+    if env.get("XDG_RUNTIME_DIR"):
+        return f"ipc://{env['XDG_RUNTIME_DIR']}/wtwind/wtwind.sock"
+    return f"ipc:///tmp/wtwind-{os.getuid()}/wtwind.sock"
 
 
 def default_endpoint() -> str:
-    return os.environ.get("WTWIN_ENDPOINT") or DEFAULT_ENDPOINT
+    return os.environ.get("WTWIN_ENDPOINT") or default_ipc_endpoint()
 
 
 class Emitter:
