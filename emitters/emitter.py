@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -103,7 +104,8 @@ class Emitter:
         self._closing = threading.Event()
         self._closed = False
         self.errors: collections.deque = collections.deque(maxlen=16)  # the daemon's error replies
-        self._secret = secret or self._load_secret(secret_dir)
+        # a generated run id is never resumed: its secret need not outlive the process
+        self._secret = secret or (self._load_secret(secret_dir) if run else secrets.token_urlsafe(32))
         start: dict[str, Any] = {"config": dict(config or {})}
         if preset:
             start["preset"] = preset
