@@ -96,3 +96,22 @@ class TestWorkerSide:
                 "try:\n    bytearray(3 << 30)\nexcept MemoryError:\n    print('limited')\n")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert out.stdout.strip() == "limited", out.stderr
+
+
+class TestBombOverSockets:
+    def test_a_bomb_fails_fast_and_the_next_checkpoint_is_analysed(self, daemon, tmp_path):
+        """Attack 7 end to end: the 2 KB stride-0 file fails with bad_tensor in the worker
+        (no 117 s of CPU), and a legitimate checkpoint after it is analysed."""
+        bomb = tmp_path / "bomb.pt"
+        torch.save({"w.weight": torch.zeros(1).expand(20000, 4000)}, bomb)
+        good = tmp_path / "good.pt"
+        g = torch.Generator().manual_seed(1)
+        torch.save({"a.weight": torch.randn(128, 64, generator=g)}, good)
+        with connect(daemon.ipc, run="bomber") as emit:
+            emit.checkpoint(1, str(bomb), want=("analyze",))
+        wait_for(lambda: sample(daemon, "wtwind_jobs_total", outcome="failed") == 1, 120, 0.2, "bomb failed")
+        doc = json.loads(http_get(f"{daemon.url}/api/runs/bomber")[1])
+        assert "bad_tensor" in json.dumps(doc["spectral"]) or "expanded" in json.dumps(doc["spectral"])
+        with connect(daemon.ipc, run="honest") as emit:
+            emit.checkpoint(1, str(good), want=("analyze",))
+        wait_for(lambda: sample(daemon, "wtwind_jobs_total", outcome="ok") == 1, 120, 0.2, "analysed")

@@ -176,3 +176,29 @@ class TestQuotas:
                      what="emitter ids past 3 refused")
             assert "event_refused" in d.log()
             flood.close()
+
+    def test_full_table_and_oversized_config_are_told_and_others_go_on(self, tmp_path):
+        """Attack 4: the table full, a newcomer is told (before: silence for 24 h) while a
+        run that was there is still acked; a config over the quota is refused."""
+        env = {"WTWIND_RUNS__MAX_RUNS": "3", "WTWIND_RUNS__MAX_CONFIG_BYTES": "1024"}
+        with Daemon(env, tmpdir=str(tmp_path)) as d:
+            legit = connect(d.tcp, run="legit", heartbeat_s=3600)
+            legit.loss(1, 2.0)
+            assert legit.flush(10)
+            flood = raw_dealer(d.tcp)
+            for i in range(5):
+                flood.send(wire.encode({"v": 1, "type": "heartbeat", "run": f"fill{i}", "seq": 1}))
+            wait_for(lambda: sample(d, "wtwind_events_dropped_total", reason="run_table_full") == 3,
+                     what="the table full")
+            newcomer = connect(d.tcp, run="newcomer", heartbeat_s=3600)
+            newcomer.loss(1, 2.0)
+            wait_for(lambda: newcomer.stats.get("error_run_table_full", 0) >= 1, what="newcomer told")
+            legit.loss(2, float("nan"))
+            assert legit.flush(10)
+            big = {f"k{i}": "x" * 100 for i in range(20)}
+            flood.send(wire.encode({"v": 1, "type": "run_start", "run": "fill0", "seq": 2, "config": big}))
+            wait_for(lambda: sample(d, "wtwind_events_dropped_total", reason="config_quota") == 1,
+                     what="config over the quota refused")
+            for e in (legit, newcomer):
+                e.close()
+            flood.close()
