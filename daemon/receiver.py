@@ -56,6 +56,8 @@ class Receiver:
         self.sock.setsockopt(zmq.SNDHWM, 10_000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
         self.send_dropped = 0
+        self.disconnects = 0
+        self._monitor: zmq.Socket | None = None
         self.bad_envelopes = 0
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,6 +87,19 @@ class Receiver:
         self._drain_pending = False
         loop.add_reader(self.sock.getsockopt(zmq.FD), self.drain)
         loop.call_soon(self.drain)
+        # libzmq drops a peer whose message is over MAXMSGSIZE and tells the socket nothing
+        # but a disconnect: counted here, with every other disconnect
+        self._monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        loop.add_reader(self._monitor.getsockopt(zmq.FD), self.drain_monitor)
+
+    def drain_monitor(self) -> None:
+        mon = self._monitor
+        while mon is not None:
+            try:
+                mon.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.disconnects += 1
 
     def drain(self) -> int:
         """Handle what is waiting, for at most ``slice_s`` of loop time; returns the count.
@@ -150,16 +165,29 @@ class Receiver:
         yield CounterMetricFamily("wtwind_frame_handler_errors",
                                   "Frames whose handling raised (logged with the traceback)",
                                   value=self.handler_errors)
+        yield CounterMetricFamily("wtwind_peer_disconnects",
+                                  "Client connections dropped: peers that went away, and peers libzmq "
+                                  "cut for a message over listen.max_frame_bytes", value=self.disconnects)
         yield CounterMetricFamily("wtwind_replies_dropped",
                                   "Replies (acks, alerts, errors) not sent: the peer's queue was full",
                                   value=self.send_dropped)
 
     def close(self) -> None:
+        mon = self._monitor
         if self._loop is not None:
             try:
                 self._loop.remove_reader(self.sock.getsockopt(zmq.FD))
+                if mon is not None:
+                    self._loop.remove_reader(mon.getsockopt(zmq.FD))
             except (ValueError, zmq.ZMQError):
                 pass
+        if mon is not None:
+            self._monitor = None
+            try:
+                self.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            mon.close(linger=0)
         self.sock.close(linger=0)
         for ep in self.cfg.endpoints:
             if ep.startswith("ipc://"):

@@ -184,6 +184,7 @@ class Server:
     def tick(self, now: float) -> None:
         self.notifier.tick(now)
         self.receiver.drain()  # belt and braces against a missed edge on the FD
+        self.receiver.drain_monitor()
         stall = self.config.detection.stall_after_s
         for run in list(self.table):
             for alert in run.check_stall(now, stall):

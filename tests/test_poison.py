@@ -67,6 +67,10 @@ class TestHostileFramesOverSockets:
         assert sample(daemon, "wtwind_store_write_errors_total") == 0
         evil.send_multipart([b"two", b"parts"])
         wait_for(lambda: sample(daemon, "wtwind_frames_bad_envelope_total") == 1, what="envelope counted")
+        huge = raw_dealer(daemon.tcp)  # far over max_frame_bytes: libzmq cuts the peer
+        huge.send(b"\x00" * (4 << 20))
+        wait_for(lambda: (sample(daemon, "wtwind_peer_disconnects_total") or 0) >= 1, what="cut peer counted")
+        huge.close(linger=0)
         exported = {name for name, _ in daemon.metrics()}
         assert {"wtwind_frame_handler_errors_total", "wtwind_replies_dropped_total", "wtwind_loop_errors_total",
                 "wtwind_store_flush_errors_total", "wtwind_store_failed_operations_total",
