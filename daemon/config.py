@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from wtwin.emitters.emitter import DEFAULT_ENDPOINT
+from wtwin.emitters.emitter import DEFAULT_ENDPOINT, default_ipc_endpoint
+from wtwin.emitters.bounds import MAX_CONFIG_BYTES
 from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
 from wtwin.sinks.registry import DeliveryConfig, parse_sinks
 from wtwin.sinks.routing import RouteConfig
@@ -51,13 +52,28 @@ class ListenConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class HttpConfig:
-    """The one HTTP port: /metrics, /healthz, /readyz (and the run pages)."""
+    """The one HTTP port: /metrics, /healthz, /readyz (and the run pages).
+
+    ``allowed_hosts``: Host names (optionally ``name:port``) accepted besides the bound
+    address; ``token_env``/``token_file``: a bearer token that state-changing requests
+    must carry (daemon/web/guard.py)."""
 
     host: str = "127.0.0.1"
     port: int = 9464
+    allowed_hosts: tuple[str, ...] = ()
+    token_env: str | None = None
+    token_file: str | None = None
+    body_timeout_s: float = 30.0  # an upload to /api/analyze must arrive within this
 
     def __post_init__(self) -> None:
         _require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
+        _require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
+        _require(not (self.token_env and self.token_file), "token_env/token_file: set only one")
+
+    def token(self, environ: Mapping[str, str] | None = None) -> str | None:
+        value = resolve_secret("http.token", env=self.token_env, file=self.token_file, environ=environ)
+        _require(value is None or len(value) >= 16, "http.token: must be at least 16 characters")
+        return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,15 +94,29 @@ class DetectionConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class RunsConfig:
-    """Bounds on the run table and on per-run metric series."""
+    """Bounds on the run table and on per-run metric series; who may write a run.
 
-    max_runs: int = 100_000
+    The defaults fit wtwind in 2 GB of RSS under a flood of new runs or emitter ids
+    (docs/RELIABILITY.md, "Memory under floods"); ``shared`` lists run-name globs that
+    any client may write (docs/SECURITY.md)."""
+
+    max_runs: int = 10_000
+    max_runs_per_client: int = 1_000
+    max_emitters_per_run: int = 64
+    emitter_idle_s: float = 600.0
+    max_config_bytes: int = 16 * 1024
+    shared: tuple[str, ...] = ()
     idle_ttl_s: float = 24 * 3600.0
     ended_ttl_s: float = 600.0
     max_series_runs: int = 1000
 
     def __post_init__(self) -> None:
         _require(self.max_runs >= 1, "max_runs: must be >= 1")
+        _require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
+        _require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
+        _require(self.emitter_idle_s >= 0, "emitter_idle_s: must be >= 0 seconds")
+        _require(1 <= self.max_config_bytes <= MAX_CONFIG_BYTES,
+                 f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
         _require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
         _require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
 
@@ -141,6 +171,9 @@ def load(path: str | os.PathLike | None = None,
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     raw = apply_env(data, environ)
+    listen = raw.setdefault("listen", {})
+    if isinstance(listen, dict) and "endpoints" not in listen:  # depends on the runtime dirs
+        listen["endpoints"] = [default_ipc_endpoint(environ), "tcp://127.0.0.1:5557"]
     state = raw.setdefault("state", {})
     if isinstance(state, dict) and not state.get("path"):  # default that depends on $XDG_STATE_HOME
         state["path"] = default_state_path(environ)

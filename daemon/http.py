@@ -10,7 +10,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 def build_app(server) -> web.Application:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(server.collector)
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    from .web.guard import guard
+
+    app = web.Application(client_max_size=64 * 1024 * 1024,
+                          middlewares=[guard(server, server.config.http, server.config.http.token())])
     app["server"] = server
 
     async def metrics(request: web.Request) -> web.Response:
@@ -21,8 +24,12 @@ def build_app(server) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        ready = server.ready and not server.stopping
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+        failing = server.state.failing  # run state and alerts are not being written
+        ready = server.ready and not server.stopping and not failing
+        body = {"ready": ready}
+        if failing:
+            body["reason"] = "persistence failing: the store has committed nothing lately"
+        return web.json_response(body, status=200 if ready else 503)
 
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)

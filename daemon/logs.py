@@ -167,11 +167,16 @@ def _read_csv(path, text, loss_col) -> TrainingLog:
     names = reader.fieldnames or []
     if len(names) < 1:
         raise LogError(f"{path}: no header row found.")
+    return _build(path, _csv_rows(path, reader), names, loss_col)
+
+
+def _csv_rows(path, reader):
+    """The rows one at a time: only the parsed records stay in memory, not a dict a row
+    (a 12 MiB CSV of 199k rows took 345 MB as dicts; issue 15)."""
     try:
-        rows = list(reader)
+        yield from reader
     except csv.Error as e:
         raise LogError(f"{path}: not a readable CSV file ({e}).") from None
-    return _build(path, rows, names, loss_col)
 
 
 def _read_json(path, text, loss_col) -> TrainingLog:

@@ -31,19 +31,34 @@ def configure(level: str = "info", fmt: str = "auto", stream=None) -> None:
 
 
 class RateLimited:
-    """Log an event at most once per ``interval_s`` per key, with the count suppressed."""
+    """Log an event at most once per ``interval_s`` per key, with the count suppressed.
 
-    def __init__(self, log, interval_s: float = 10.0, clock=time.monotonic) -> None:
+    Keys should come from a bounded set; past ``max_keys`` the oldest are forgotten,
+    so a client cannot grow this table."""
+
+    def __init__(self, log, interval_s: float = 10.0, clock=time.monotonic,
+                 max_keys: int = 1024) -> None:
         self.log = log
         self.interval_s = interval_s
         self.clock = clock
+        self.max_keys = max_keys
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
 
     def warning(self, event: str, key: str, **kw) -> None:
+        self._emit(self.log.warning, event, key, kw)
+
+    def error(self, event: str, key: str, **kw) -> None:
+        self._emit(self.log.error, event, key, kw)
+
+    def _emit(self, method, event: str, key: str, kw: dict) -> None:
         now = self.clock()
         if now - self._last.get(key, -1e18) < self.interval_s:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return
+        if key not in self._last and len(self._last) >= self.max_keys:
+            oldest = next(iter(self._last))
+            del self._last[oldest]
+            self._suppressed.pop(oldest, None)
         self._last[key] = now
-        self.log.warning(event, suppressed=self._suppressed.pop(key, 0), **kw)
+        method(event, suppressed=self._suppressed.pop(key, 0), **kw)

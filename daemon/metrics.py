@@ -63,6 +63,14 @@ class DaemonCollector(_Base):
                        self.stats.rejected)
         yield _counter("wtwind_events_dropped", "Valid events not processed", ["reason"],
                        self.stats.dropped)
+        yield CounterMetricFamily("wtwind_loop_errors", "Errors caught on the event loop (detectors, "
+                                  "listeners, snapshot restores), each logged with its traceback",
+                                  value=self.stats.loop_errors)
+        yield CounterMetricFamily("wtwind_emitters_evicted",
+                                  "Emitter ids dropped from a full run after [runs] emitter_idle_s",
+                                  value=self.stats.evicted_emitters)
+        yield _counter("wtwind_http_refused", "HTTP requests refused (Host, Origin, token)", ["reason"],
+                       self.stats.http_refused)
         yield _counter("wtwind_alerts", "Alerts fired", ["kind", "severity"],
                        {k: v for k, v in self.stats.alerts.items()})
 

@@ -21,7 +21,26 @@ from .config import ListenConfig
 from .errors import ConfigError
 
 log = structlog.get_logger("wtwind.receiver")
-Handler = Callable[[bytes, bytes], None]
+Handler = Callable[..., None]  # (identity, frame) or, with user ids, (identity, frame, user)
+
+
+def secure_ipc_dir(folder: str) -> None:
+    """The ipc socket's folder: created 0750 if missing; refused (ConfigError) when another
+    user owns it, or when others may write into it without the sticky bit (they could
+    replace the socket and receive the trainers' events: issue 15)."""
+    if not folder:
+        return
+    try:
+        os.makedirs(folder, mode=0o750, exist_ok=True)
+        st = os.stat(folder)
+    except OSError as exc:
+        raise ConfigError(f"listen.endpoints: cannot create {folder}: {exc.strerror}") from None
+    if st.st_uid not in (os.getuid(), 0):
+        raise ConfigError(f"listen.endpoints: {folder} belongs to uid {st.st_uid}, not to this user; "
+                          "another user may have squatted it")
+    if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+        raise ConfigError(f"listen.endpoints: {folder} is writable by others (mode "
+                          f"{st.st_mode & 0o7777:o}); use a private folder such as /run/wtwind")
 
 
 class Receiver:
@@ -37,18 +56,20 @@ class Receiver:
         self.sock.setsockopt(zmq.SNDHWM, 10_000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
         self.send_dropped = 0
+        self.disconnects = 0
+        self._monitor: zmq.Socket | None = None
         self.bad_envelopes = 0
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_pending = False
-
-    def configure_curve(self, secret_key: bytes, public_key: bytes) -> None:
-        self.sock.curve_server = True
-        self.sock.curve_secretkey = secret_key
-        self.sock.curve_publickey = public_key
+        # with CURVE on, each frame's ZAP User-Id (the client's public key) goes to the
+        # handler: it is the principal runs are bound to (admission.py)
+        self.user_ids = False
 
     def bind(self) -> None:
         for ep in self.cfg.endpoints:
+            if ep.startswith("ipc://"):
+                secure_ipc_dir(os.path.dirname(ep[len("ipc://"):]))
             try:
                 self.sock.bind(ep)
             except zmq.ZMQError as exc:
@@ -66,6 +87,19 @@ class Receiver:
         self._drain_pending = False
         loop.add_reader(self.sock.getsockopt(zmq.FD), self.drain)
         loop.call_soon(self.drain)
+        # libzmq drops a peer whose message is over MAXMSGSIZE and tells the socket nothing
+        # but a disconnect: counted here, with every other disconnect
+        self._monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        loop.add_reader(self._monitor.getsockopt(zmq.FD), self.drain_monitor)
+
+    def drain_monitor(self) -> None:
+        mon = self._monitor
+        while mon is not None:
+            try:
+                mon.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.disconnects += 1
 
     def drain(self) -> int:
         """Handle what is waiting, for at most ``slice_s`` of loop time; returns the count.
@@ -78,11 +112,11 @@ class Receiver:
         cost to ingest (a loop turn costs tens of microseconds; docs/BENCHMARKS.md).
         """
         sock, handler, n = self.sock, self.handler, 0
-        recv = sock.recv_multipart
+        recv, user_ids = sock.recv_multipart, self.user_ids
         deadline = time.perf_counter() + self.slice_s
         while True:
             try:
-                parts = recv(zmq.NOBLOCK)
+                parts = recv(zmq.NOBLOCK, copy=not user_ids)
             except zmq.Again:
                 return n
             n += 1
@@ -90,7 +124,10 @@ class Receiver:
                 self.bad_envelopes += 1
                 continue
             try:
-                handler(parts[0], parts[1])
+                if user_ids:
+                    handler(parts[0].bytes, parts[1].bytes, parts[1].get("User-Id"))
+                else:
+                    handler(parts[0], parts[1])
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
@@ -118,12 +155,39 @@ class Receiver:
         self._schedule()  # a send can consume the FD's edge: look again
         return True
 
+    def collect(self):
+        """The socket's error counters (a DaemonCollector provider)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily("wtwind_frames_bad_envelope",
+                                  "ZeroMQ messages that were not one identity and one frame",
+                                  value=self.bad_envelopes)
+        yield CounterMetricFamily("wtwind_frame_handler_errors",
+                                  "Frames whose handling raised (logged with the traceback)",
+                                  value=self.handler_errors)
+        yield CounterMetricFamily("wtwind_peer_disconnects",
+                                  "Client connections dropped: peers that went away, and peers libzmq "
+                                  "cut for a message over listen.max_frame_bytes", value=self.disconnects)
+        yield CounterMetricFamily("wtwind_replies_dropped",
+                                  "Replies (acks, alerts, errors) not sent: the peer's queue was full",
+                                  value=self.send_dropped)
+
     def close(self) -> None:
+        mon = self._monitor
         if self._loop is not None:
             try:
                 self._loop.remove_reader(self.sock.getsockopt(zmq.FD))
+                if mon is not None:
+                    self._loop.remove_reader(mon.getsockopt(zmq.FD))
             except (ValueError, zmq.ZMQError):
                 pass
+        if mon is not None:
+            self._monitor = None
+            try:
+                self.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            mon.close(linger=0)
         self.sock.close(linger=0)
         for ep in self.cfg.endpoints:
             if ep.startswith("ipc://"):

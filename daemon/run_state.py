@@ -7,6 +7,7 @@ and expires ended and idle ones. One asyncio loop owns all of it: no locks.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import deque
@@ -29,7 +30,7 @@ class RunState:
     def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float) -> None:
         self.run = run
         self.preset = preset
-        self.config: dict[str, Any] = {}
+        self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
         self.status = "running"
         self.first_seen = now
         self.last_seen = now           # any event, heartbeats included
@@ -40,6 +41,9 @@ class RunState:
         self.last_state: MonitorState | None = None
         self.last_eval: dict[str, float] = {}
         self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
+        self.emitter_seen: dict[str, float] = {}  # emitter id -> last event (admission.py)
+        self.owner: str | None = None            # principal the run is bound to (admission.py)
+        self.creator = None                      # client charged for the run (admission.py)
         self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (store/)
         self.events = 0                          # events processed (duplicates excluded)
         self.emitter_dropped = 0
@@ -51,6 +55,16 @@ class RunState:
         self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
         self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
         self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's config. Held as compact JSON (what the store writes), decoded when a
+        page asks: a 16 KiB config as Python objects can take 10x that (RELIABILITY.md)."""
+        return json.loads(self.config_json)
+
+    @config.setter
+    def config(self, value: dict[str, Any]) -> None:
+        self.config_json = json.dumps(value, default=str, separators=(",", ":"))
 
     @property
     def monitor(self) -> RunMonitor:

@@ -24,6 +24,7 @@ from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.metrics import DeliveryCollector
 from wtwin.sinks.outbox import MemoryOutbox
 
+from .admission import Admission
 from .config import DaemonConfig, build_sinks
 from .http import build_app, start_site
 from .jobs.service import SpectralService
@@ -53,6 +54,7 @@ class Server:
                                          max_series_runs=config.runs.max_series_runs,
                                          providers=[self.spectral.collect])
         self.receiver = Receiver(config.listen, self.handle_frame)
+        self.collector.providers.append(self.receiver.collect)
         # durable state (store/): dedup by seq, snapshots, acks, alert journal + outbox
         self.state = StateStore(config.state, self.table, self.stats, self.receiver.send,
                                 extras={"spectral": (self.spectral.snapshot_run, self.spectral.restore_run)})
@@ -63,6 +65,9 @@ class Server:
 
             self.curve = CurveGuard(config.curve)
             self.collector.providers.append(self.curve.collect)
+            self.receiver.user_ids = True  # the client key is the runs' principal
+        self.admission = Admission(config.runs, self.table, self.stats, self.receiver.send,
+                                   curve=self.curve is not None)
         self.alert_listeners: list[Callable[[Alert], None]] = []
         self.alert_listeners.append(self.state.on_alert)  # journaled before any sink sees it
         self.outbox = self.state.outbox or MemoryOutbox()  # SQLite unless [state] is off
@@ -80,7 +85,7 @@ class Server:
         self.notifier = Notifier.from_env()  # systemd Type=notify; a no-op elsewhere
 
     # ---- hot path ---------------------------------------------------------------------
-    def handle_frame(self, identity: bytes, frame: bytes) -> None:
+    def handle_frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
         self.stats.frames += 1
         events, rejects = wire.decode(frame, self._max_frame)
         for reason in rejects:
@@ -88,17 +93,19 @@ class Server:
             self._rejects_log.warning("frame_rejected", reason, reason=reason, bytes=len(frame))
         now = time.time()
         for ev in events:
-            self.handle_event(identity, ev, now)
+            self.handle_event(identity, ev, now, user)
 
-    def handle_event(self, identity: bytes, ev: dict, now: float) -> None:
+    def handle_event(self, identity: bytes, ev: dict, now: float, user: str | None = None) -> None:
         self.stats.received[ev["type"]] += 1
-        run = self.table.get_or_create(ev["run"], now)
-        if run is None:
-            self.stats.dropped["run_table_full"] += 1
+        principal = self.admission.principal(ev, user)
+        run = self.admission.run_for(ev, identity, principal, now)
+        if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
             return
         emitter = ev.get("emitter")
-        if emitter is not None and run.identities.get(emitter) != identity:
-            run.identities[emitter] = identity
+        if emitter is not None:
+            run.emitter_seen[emitter] = now
+            if run.identities.get(emitter) != identity:
+                run.identities[emitter] = identity
         if not self.state.admit(run, ev):  # already processed, or a gap to re-send first
             return
         try:
@@ -177,6 +184,7 @@ class Server:
     def tick(self, now: float) -> None:
         self.notifier.tick(now)
         self.receiver.drain()  # belt and braces against a missed edge on the FD
+        self.receiver.drain_monitor()
         stall = self.config.detection.stall_after_s
         for run in list(self.table):
             for alert in run.check_stall(now, stall):
@@ -184,6 +192,7 @@ class Server:
         runs = self.config.runs
         for gone in self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s):
             self.state.evict(gone)  # leaves memory, stays in the store
+            self.admission.forget(gone)
             log.info("run_expired", run=gone.run, status=gone.status)
 
     def _on_signal(self, sig: int) -> None:

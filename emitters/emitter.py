@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -30,13 +31,30 @@ from typing import Any, Callable
 
 import zmq
 
-from . import wire
+from . import run_secret, wire
 
-DEFAULT_ENDPOINT = "ipc:///tmp/wtwind.sock"
+DEFAULT_ENDPOINT = "ipc:///run/wtwind/wtwind.sock"  # a system wtwind's RuntimeDirectory
+
+
+def default_ipc_endpoint(environ=None) -> str:
+    """Where the local ipc socket is, the same for the daemon and its trainers: a system
+    daemon's ``/run/wtwind`` (systemd ``RuntimeDirectory=wtwind``, mode 0750: the trainers'
+    group may connect, nobody else may create anything there) when it exists, else the
+    user's ``$XDG_RUNTIME_DIR/wtwind``, else ``/tmp/wtwind-<uid>`` (created 0750 by the
+    daemon, refused if someone else owns it). Never a shared name in ``/tmp``, which any
+    local user could squat (issue 15)."""
+    env = os.environ if environ is None else environ
+    if env.get("RUNTIME_DIRECTORY"):  # the daemon under systemd
+        return f"ipc://{env['RUNTIME_DIRECTORY'].split(':')[0]}/wtwind.sock"
+    if os.path.isdir("/run/wtwind"):
+        return DEFAULT_ENDPOINT
+    if env.get("XDG_RUNTIME_DIR"):
+        return f"ipc://{env['XDG_RUNTIME_DIR']}/wtwind/wtwind.sock"
+    return f"ipc:///tmp/wtwind-{os.getuid()}/wtwind.sock"
 
 
 def default_endpoint() -> str:
-    return os.environ.get("WTWIN_ENDPOINT") or DEFAULT_ENDPOINT
+    return os.environ.get("WTWIN_ENDPOINT") or default_ipc_endpoint()
 
 
 class Emitter:
@@ -50,7 +68,8 @@ class Emitter:
                  queue_size: int = 10_000, batch_max: int = 512,
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
                  curve: dict | None = None, replay_size: int = 20_000,
-                 ack_timeout_s: float = 5.0) -> None:
+                 ack_timeout_s: float = 5.0, secret: str | None = None,
+                 secret_dir: str | os.PathLike | None = None) -> None:
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
         if replay_size < 0 or ack_timeout_s <= 0:
@@ -84,6 +103,9 @@ class Emitter:
         self._seq = 0
         self._closing = threading.Event()
         self._closed = False
+        self.errors: collections.deque = collections.deque(maxlen=16)  # the daemon's error replies
+        # a generated run id is never resumed: its secret need not outlive the process
+        self._secret = secret or (self._load_secret(secret_dir) if run else secrets.token_urlsafe(32))
         start: dict[str, Any] = {"config": dict(config or {})}
         if preset:
             start["preset"] = preset
@@ -92,6 +114,16 @@ class Emitter:
         self._q.append(("run_start", time.time(), start))
         self._thread = threading.Thread(target=self._io_main, name="wtwin-emitter", daemon=True)
         self._thread.start()
+
+    def _load_secret(self, directory) -> str | None:
+        """The run's secret (emitters/run_secret.py): what lets a resumed trainer, and only
+        it, go on writing this run. Never raises: without one the daemon refuses the run's
+        events with an error reply, which ``errors`` and ``stats`` show."""
+        try:
+            return run_secret.load_or_create(self.run, directory)
+        except (OSError, UnicodeDecodeError):
+            self._stats["secret_errors"] += 1
+            return None
 
     # ---- caller's thread: cheap, never raises, never blocks ---------------------------
     def _put(self, item: tuple) -> None:
@@ -274,9 +306,11 @@ class Emitter:
     def _encode(self, events: list) -> bytes:
         """Encoded at send time, so ``base`` (the oldest seq still held) is current."""
         if self._replay_size == 0:
-            return wire.encode(events[0]) if len(events) == 1 else wire.encode_batch(events, self.id)
+            if len(events) == 1:
+                return wire.encode({**events[0], "auth": self._secret} if self._secret else events[0])
+            return wire.encode_batch(events, self.id, auth=self._secret)
         held = self._unacked[0] if self._unacked else events[0]
-        return wire.encode_batch(events, self.id, base=held["seq"])
+        return wire.encode_batch(events, self.id, base=held["seq"], auth=self._secret)
 
     def _flush(self, sock) -> None:
         while self._pending:
@@ -361,6 +395,10 @@ class Emitter:
             kind = msg.get("type")
             if kind == "ack":
                 self._on_ack(msg)
+            elif kind == "error":  # the daemon refused something: counted, kept for the caller
+                reason = msg.get("reason")
+                self._stats[f"error_{reason if reason in wire.ERROR_REASONS else 'other'}"] += 1
+                self.errors.append(msg)
             elif kind in ("alert", "projection_ready"):
                 self._stats["alerts_received" if kind == "alert" else "projections_received"] += 1
                 self._inbox.append(msg)

@@ -99,7 +99,8 @@ class WTwinCallback(TrainerCallback):
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=state.is_world_process_zero, all_ranks=True)
+                               enabled=state.is_world_process_zero, all_ranks=True,
+                               secret_dir=args.output_dir if self.run else None)
         if self.rewind is not None:
             self.rewind.attach(self.tracker.emitter)
 

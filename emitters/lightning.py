@@ -79,7 +79,8 @@ class WTwinCallback(Callback):
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=trainer.is_global_zero, all_ranks=True)
+                               enabled=trainer.is_global_zero, all_ranks=True,
+                               secret_dir=trainer.default_root_dir if self.run else None)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
         if self.rewind is not None and trainer.world_size > 1:

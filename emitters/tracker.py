@@ -38,7 +38,8 @@ class Tracker:
                  emitter=None, on_alert: AlertCallback | None = None, wandb=None,
                  config: dict | None = None, monitor: dict | None = None,
                  cooldown_s: float = 60.0, all_ranks: bool = False,
-                 enabled: bool = True, max_alerts: int = 1000) -> None:
+                 enabled: bool = True, max_alerts: int = 1000,
+                 secret_dir: str | None = None) -> None:
         self.preset = preset
         self.on_alert = on_alert
         self.wandb = wandb
@@ -54,7 +55,8 @@ class Tracker:
         use_daemon = daemon_configured(endpoint, run, emitter)
         if use_daemon:
             self.emitter = emitter if emitter is not None else connect(
-                endpoint, run, all_ranks=all_ranks, config=config, preset=preset)
+                endpoint, run, all_ranks=all_ranks, config=config, preset=preset,
+                secret_dir=secret_dir)  # the run's secret beside its checkpoints (run_secret.py)
             self.emitter.on_alert = self._from_daemon
         if embedded or (embedded is None and not use_daemon):
             self.monitor = EmbeddedMonitor(preset, run=self.run or "local", cooldown_s=cooldown_s,

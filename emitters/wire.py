@@ -16,14 +16,18 @@ from typing import Any
 
 import msgpack
 
+from .bounds import (INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, MAX_STR_LEN,
+                     MAX_WANTS, check_config, check_metrics, int_in_range)
+
 VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 MAX_BATCH_EVENTS = 10_000
-MAX_RUN_LEN = 200
-MAX_STR_LEN = 4096
 
 EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end", "rewind")
 REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
+# ``error`` replies: why the daemon refused an event (a closed set, docs/PROTOCOL.md)
+ERROR_REASONS = ("not_owner", "run_table_full", "client_run_quota", "emitter_quota",
+                 "config_quota", "quarantined")
 RUN_END_STATUSES = ("completed", "failed", "killed")
 CHECKPOINT_FORMATS = ("torch", "safetensors")
 CHECKPOINT_WANTS = ("analyze", "project")
@@ -77,7 +81,8 @@ SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
         {"kind": _STR, "checkpoint": _STR, "lr_scale": _NUM, "count": _INT},
     ),
 }
-_COMMON_OPTIONAL = {"ts": _NUM, "emitter": _STR}
+_COMMON_OPTIONAL = {"ts": _NUM, "emitter": _STR, "auth": _STR}
+_STR_LIMITS = {"emitter": MAX_EMITTER_LEN, "auth": MAX_AUTH_LEN, "preset": 64}
 
 
 def encode(obj: dict[str, Any]) -> bytes:
@@ -86,10 +91,12 @@ def encode(obj: dict[str, Any]) -> bytes:
 
 
 def encode_batch(events: list[dict[str, Any]], emitter: str | None = None,
-                 base: int | None = None) -> bytes:
+                 base: int | None = None, auth: str | None = None) -> bytes:
     frame: dict[str, Any] = {"v": VERSION, "type": "batch", "events": events}
     if emitter is not None:
         frame["emitter"] = emitter
+    if auth is not None:  # the run's secret (emitters/run_secret.py), inherited by each event
+        frame["auth"] = auth
     if base is not None:  # the oldest seq the emitter can still re-send (RELIABILITY.md)
         frame["base"] = base
     return msgpack.packb(frame, use_bin_type=True)
@@ -127,9 +134,9 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
     inner = obj.get("events")
     if type(inner) is not list or len(inner) > MAX_BATCH_EVENTS:
         return [], ["bad_batch"]
-    emitter = obj.get("emitter")
+    emitter, auth = obj.get("emitter"), obj.get("auth")
     base = obj.get("base")  # oldest seq the emitter still holds (acknowledged delivery)
-    if type(base) is not int or base < 0:
+    if type(base) is not int or not 0 <= base <= INT64_MAX:
         base = None
     events, rejects = [], []
     for ev in inner:
@@ -138,6 +145,8 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
             continue
         if emitter is not None and "emitter" not in ev:
             ev["emitter"] = emitter
+        if auth is not None and "auth" not in ev:
+            ev["auth"] = auth
         try:
             events.append(validate(ev))
         except WireError as exc:
@@ -149,7 +158,7 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
 
 
 _LOSS_KEYS = frozenset(("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "ts",
-                        "emitter"))
+                        "emitter", "auth"))
 _FLOATISH = (float, int)
 
 
@@ -159,12 +168,14 @@ def validate(ev: dict) -> dict:
     # Anything it does not fully vouch for falls through to the general checks.
     if ev.get("type") == "loss" and ev.get("v") == VERSION and _LOSS_KEYS.issuperset(ev):
         run, seq, step = ev.get("run"), ev.get("seq"), ev.get("step")
-        if (type(run) is str and 0 < len(run) <= MAX_RUN_LEN and type(seq) is int and seq >= 0
-                and type(step) is int and step >= 0 and type(ev.get("loss")) in _FLOATISH
+        if (type(run) is str and 0 < len(run) <= MAX_RUN_LEN and type(seq) is int
+                and 0 <= seq <= INT64_MAX and type(step) is int and 0 <= step <= INT64_MAX
+                and type(ev.get("loss")) in _FLOATISH
                 and type(ev.get("lr", 0.0)) in _FLOATISH
                 and type(ev.get("grad_norm", 0.0)) in _FLOATISH
                 and type(ev.get("ts", 0.0)) in _FLOATISH
-                and type(ev.get("emitter", "")) is str and len(ev.get("emitter", "")) <= MAX_STR_LEN):
+                and type(ev.get("emitter", "")) is str and len(ev.get("emitter", "")) <= MAX_EMITTER_LEN
+                and type(ev.get("auth", "")) is str and len(ev.get("auth", "")) <= MAX_AUTH_LEN):
             return ev
     return _validate_general(ev)
 
@@ -182,6 +193,8 @@ def _validate_general(ev: dict) -> dict:
     seq = ev.get("seq")
     if type(seq) is not int or seq < 0:
         raise WireError("missing_field" if seq is None else "bad_type", "seq must be a non-negative int")
+    if seq > INT64_MAX:
+        raise WireError("bad_value", "seq must fit in int64 (<= 2**63-1)")
     required, optional = schema
     for name, types in required.items():
         val = ev.get(name)
@@ -204,25 +217,45 @@ def _check_type(kind: str, name: str, val: Any, types: tuple) -> None:
         if name == "step" and type(val) is float and not math.isfinite(val):
             raise WireError("nonfinite_step", f"{kind}.step={val!r}")
         raise WireError("bad_type", f"{kind}.{name} has type {type(val).__name__}")
-    if type(val) is str and len(val) > MAX_STR_LEN:
-        raise WireError("bad_value", f"{kind}.{name} longer than {MAX_STR_LEN}")
+    if type(val) is str and len(val) > _STR_LIMITS.get(name, MAX_STR_LEN):
+        raise WireError("bad_value", f"{kind}.{name} longer than {_STR_LIMITS.get(name, MAX_STR_LEN)}")
+    if types is _INT and not int_in_range(val):  # SQLite integers are int64
+        raise WireError("bad_value", f"{kind}.{name} must fit in int64")
+
+
+def _non_negative(ev: dict, *names: str) -> None:
+    for name in names:
+        val = ev.get(name)
+        if type(val) is int and val < 0:
+            raise WireError("bad_value", f"{ev['type']}.{name} must be >= 0")
 
 
 def _check_loss(ev: dict) -> None:
-    if ev["step"] < 0:
-        raise WireError("bad_value", "loss.step must be >= 0")
+    _non_negative(ev, "step", "rank")
 
 
 def _check_eval(ev: dict) -> None:
-    for key, val in ev["metrics"].items():
-        if type(key) is not str or type(val) is bool or not isinstance(val, _NUM):
-            raise WireError("bad_type", "eval.metrics must map names to numbers")
+    _non_negative(ev, "step")
+    check_metrics(ev["metrics"], WireError)
+
+
+def _check_run_start(ev: dict) -> None:
+    config = ev.get("config")
+    if config is not None:
+        check_config(config, WireError)
+
+
+def _check_heartbeat(ev: dict) -> None:
+    _non_negative(ev, "dropped")
 
 
 def _check_checkpoint(ev: dict) -> None:
+    _non_negative(ev, "step", "epoch")
     fmt = ev.get("format")
     if fmt is not None and fmt not in CHECKPOINT_FORMATS:
         raise WireError("bad_value", f"checkpoint.format must be one of {CHECKPOINT_FORMATS}")
+    if len(ev.get("want") or ()) > MAX_WANTS:
+        raise WireError("bad_value", f"checkpoint.want has more than {MAX_WANTS} items")
     for want in ev.get("want") or ():
         if want not in CHECKPOINT_WANTS:
             raise WireError("bad_value", f"checkpoint.want items must be in {CHECKPOINT_WANTS}")
@@ -247,6 +280,8 @@ def _check_rewind(ev: dict) -> None:
 
 
 _EXTRA_CHECKS = {
+    "run_start": _check_run_start,
+    "heartbeat": _check_heartbeat,
     "loss": _check_loss,
     "eval": _check_eval,
     "checkpoint": _check_checkpoint,

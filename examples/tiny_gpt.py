@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--blowup-at", type=int, default=0, help="multiply the LR by 1000 from this step")
     p.add_argument("--run", default=None, help="run id (default: generated and printed)")
-    p.add_argument("--endpoint", default=None, help="daemon endpoint (default: $WTWIN_ENDPOINT or ipc:///tmp/wtwind.sock)")
+    p.add_argument("--endpoint", default=None, help="daemon endpoint (default: $WTWIN_ENDPOINT or the local wtwind socket)")
     p.add_argument("--stop-on", default="critical", choices=("info", "warning", "critical"))
     p.add_argument("--log-every", type=int, default=1)
     p.add_argument("--out", default=None, help="where alert checkpoints go (default: a temp dir)")

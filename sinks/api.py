@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from .base import redact_url
+
 
 def row_json(row) -> dict:
     a = row.alert
-    return {"id": row.id, "sink": row.sink, "attempts": row.attempts, "last_error": row.last_error,
+    return {"id": row.id, "sink": row.sink, "attempts": row.attempts, "last_error": redact_url(row.last_error),
             "created_at": row.created_at, "updated_at": row.updated_at, "idempotency_key": row.idempotency_key,
             "alert": a.to_dict()}
 

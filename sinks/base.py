@@ -14,9 +14,10 @@ a fresh alert may wait for others of the same burst to join its message.
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Any, Mapping, Protocol, Sequence
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 
@@ -52,8 +53,44 @@ def check_positive(owner: str, field: str, value: Any, *, integer: bool = False)
 
 
 def check_url(owner: str, field: str, value: Any) -> None:
+    """The value is never echoed: it may be a secret (issue 15)."""
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-        raise ConfigError(f"{owner}.{field} must be an http:// or https:// URL, got {value!r}")
+        shown = f"a {len(value)}-character string" if isinstance(value, str) else type(value).__name__
+        raise ConfigError(f"{owner}.{field} must be an http:// or https:// URL, got {shown} (not shown)")
+
+
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://[^\s\"'<>]+")
+_SECRET_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|passw|signature|credential")
+
+
+def redact_url(text: str) -> str:
+    """Every URL in ``text`` cut to scheme, host and port: no user, path or query."""
+    return _URL.sub(lambda m: _host_only(m.group(0)), text)
+
+
+def _host_only(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if _port(parts) else ""
+    rest = "/..." if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
+    return f"{parts.scheme}://{host}{port}{rest}"
+
+
+def _port(parts) -> int | None:
+    try:
+        return parts.port
+    except ValueError:
+        return None
+
+
+def literal_secret_url(url: str) -> bool:
+    """A literal URL that carries a secret: credentials, a query, or a Slack hook."""
+    parts = urlsplit(url)
+    return bool(parts.username or parts.password or parts.query or "hooks.slack.com" in (parts.hostname or ""))
+
+
+def secret_header(name: str) -> bool:
+    return bool(_SECRET_HEADER.search(name))
 
 
 def check_headers(owner: str, headers: Any) -> None:

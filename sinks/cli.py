@@ -19,21 +19,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("dead", "replay"), help="list dead letters, or send them again")
     p.add_argument("--sink", help="only this sink")
     p.add_argument("--url", default="http://127.0.0.1:9464", help="wtwind's HTTP address")
+    p.add_argument("--token-file", help="file holding the daemon's [http] token (for replay)")
     return p
 
 
-async def _call(action: str, url: str, sink: str | None) -> tuple[int, dict]:
+async def _call(action: str, url: str, sink: str | None, token: str | None = None) -> tuple[int, dict]:
     params = {"sink": sink} if sink else {}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
         method = s.get if action == "dead" else s.post
-        async with method(f"{url.rstrip('/')}/api/alerts/{action}", params=params) as resp:
+        async with method(f"{url.rstrip('/')}/api/alerts/{action}", params=params, headers=headers) as resp:
             return resp.status, await resp.json()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, token: str | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        status, body = asyncio.run(_call(args.action, args.url, args.sink))
+        token = open(args.token_file).read().strip() if args.token_file else token
+        status, body = asyncio.run(_call(args.action, args.url, args.sink, token))
     except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
         print(f"wtwind alerts: cannot reach {args.url}: {exc}", file=sys.stderr)
         return 1

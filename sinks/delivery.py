@@ -39,6 +39,7 @@ from .retry import DISABLE, RETRY, RetryPolicy, classify, describe
 from .routing import RouteConfig, Router
 
 OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
+COMMIT_RETRY_S = 0.25  # between attempts to write a slice of alerts to the outbox
 _log = structlog.get_logger("wtwin.sinks.delivery")
 
 
@@ -48,6 +49,7 @@ class Counters:
     def __init__(self, sinks: Sequence[str]) -> None:
         self.values = {(s, o): 0 for s in sinks for o in OUTCOMES}
         self.intake_dropped = 0
+        self.lost = 0    # alerts taken from the intake whose outbox rows could not be written
         self.errors = 0
 
     def add(self, sink: str, outcome: str, n: int = 1) -> None:
@@ -259,7 +261,35 @@ class Delivery:
             pass
         while alerts and len(alerts) < self.slice_size and not self._intake.empty():
             alerts.append(self._intake.get_nowait())
-        await self._route(alerts)
+        now = self.clock()
+        items = [item for alert in alerts for item in self.router.offer(alert, now)]
+        items += self.router.due(now)
+        if items:
+            await self._commit_or_count(items, now)
+
+    async def _commit_or_count(self, items: Sequence[Item], now: float) -> None:
+        """An alert taken from the intake reaches the outbox or is counted as lost.
+
+        The slice is tried twice (a busy disk), then alert by alert, so that one alert
+        that cannot be written (a poisoned value) costs only itself (issue 15)."""
+        for attempt in range(2):
+            try:
+                await self._commit(items, now)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.counters.errors += 1
+                error = exc
+                await asyncio.sleep(COMMIT_RETRY_S * (attempt + 1))
+        if len(items) > 1:
+            for item in items:
+                await self._commit_or_count([item], now)
+            return
+        self.counters.lost += 1
+        alert = items[0][0]
+        _log.error("alert_lost", reason="outbox write failed", run=alert.run, kind=alert.kind,
+                   status=alert.status, error=f"{type(error).__name__}: {error}"[:300])
 
     async def replay(self, sink: str | None = None) -> int:
         """Dead rows back to pending (``wtwind alerts replay``); returns how many."""

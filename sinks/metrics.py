@@ -6,7 +6,9 @@
   (success, retry, dead, dropped, disabled);
 - ``wtwind_outbox_pending{sink}``, ``wtwind_outbox_dead{sink}``: outbox rows now;
 - ``wtwind_sink_disabled{sink}``: 1 when a sink disabled itself (Slack 404/410);
-- ``wtwind_alerts_dropped_total``: alerts lost because the intake queue was full.
+- ``wtwind_alerts_dropped_total``: alerts lost: the intake queue was full, or their
+  outbox rows could not be written;
+- ``wtwind_delivery_errors_total``: errors caught at the delivery's task boundaries.
 """
 
 from __future__ import annotations
@@ -35,5 +37,9 @@ class DeliveryCollector:
         for name, worker in d.workers.items():
             disabled.add_metric([name], 1.0 if worker.disabled else 0.0)
         yield disabled
-        yield CounterMetricFamily("wtwind_alerts_dropped", "Alerts lost: delivery intake full",
-                                  value=d.counters.intake_dropped)
+        yield CounterMetricFamily("wtwind_alerts_dropped",
+                                  "Alerts lost: delivery intake full or outbox write failed",
+                                  value=d.counters.intake_dropped + d.counters.lost)
+        yield CounterMetricFamily("wtwind_delivery_errors",
+                                  "Errors caught in the delivery's dispatcher and workers",
+                                  value=d.counters.errors)

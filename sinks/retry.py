@@ -141,9 +141,12 @@ class RetryPolicy:
 
 
 def describe(error: BaseException) -> str:
-    """A short, log-friendly description of a failed attempt."""
+    """A short, log-friendly description of a failed attempt, URLs cut to their host
+    (it goes to the log, ``alerts ls`` and ``/api/alerts/dead``; a webhook URL is a secret)."""
+    from .base import redact_url
+
     if isinstance(error, SinkError):
         status = f"HTTP {error.status}: " if error.status is not None else ""
-        return f"{status}{error}"[:300]
+        return redact_url(f"{status}{error}")[:300]
     text = str(error) or type(error).__name__
-    return f"{type(error).__name__}: {text}"[:300]
+    return redact_url(f"{type(error).__name__}: {text}")[:300]

@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from wtwin.detect.alert import Alert
-from .base import HttpClient, check_headers, check_name, check_positive, check_url, raise_for_status, run_link
+from .base import (HttpClient, check_headers, check_name, check_positive, check_url, literal_secret_url,
+                   raise_for_status, run_link, secret_header)
 from .errors import ConfigError
 from .secrets import check_ref, resolve
 
@@ -52,6 +53,7 @@ class WebhookConfig:
     secret_env: str | None = None
     secret_file: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    headers_env: Mapping[str, str] = field(default_factory=dict)  # header name -> variable
     timeout_s: float = 10.0
     healthcheck_url: str | None = None
     external_url: str = ""
@@ -68,13 +70,22 @@ class WebhookConfig:
             raise ConfigError(f"{owner}: set exactly one of url, url_env, url_file")
         if self.url is not None:
             check_url(owner, "url", self.url)
+            if literal_secret_url(self.url):
+                raise ConfigError(f"{owner}.url carries a secret (credentials, a query or a Slack hook); "
+                                  "put it in the environment or a file: url_env or url_file")
         check_ref(owner, "url", self.url_env, self.url_file, required=False)
         check_ref(owner, "secret", self.secret_env, self.secret_file, required=False)
         check_headers(owner, self.headers)
-        bad = sorted(k for k in self.headers if k.lower() in RESERVED_HEADERS)
+        check_headers(owner, self.headers_env)
+        secret = sorted(k for k in self.headers if secret_header(k))
+        if secret:
+            raise ConfigError(f"{owner}.headers.{secret[0]} looks like a secret; give it by reference: "
+                              f"headers_env = {{{secret[0]} = \"VARIABLE\"}}")
+        bad = sorted(k for k in {**self.headers, **self.headers_env} if k.lower() in RESERVED_HEADERS)
         if bad:
             raise ConfigError(f"{owner}.headers.{bad[0]} is set by the sink and cannot be overridden")
         object.__setattr__(self, "headers", dict(self.headers))
+        object.__setattr__(self, "headers_env", dict(self.headers_env))
         if self.healthcheck_url is not None:
             check_url(owner, "healthcheck_url", self.healthcheck_url)
         for name in ("timeout_s", "min_interval_s"):
@@ -176,6 +187,7 @@ class WebhookSink:
         self.queue_size = config.queue_size
         self._url = url
         self._key = key
+        self._headers = dict(config.headers)  # plus headers_env, resolved in ``build``
         self._http = HttpClient(config.timeout_s)
 
     @classmethod
@@ -188,7 +200,10 @@ class WebhookSink:
             key = signing_key(secret) if secret is not None else None
         except ConfigError as exc:
             raise ConfigError(f"{owner}.{exc}") from None
-        return cls(config, url, key)
+        sink = cls(config, url, key)
+        sink._headers = {**config.headers, **{name: resolve(f"{owner}.headers_env.{name}", var, None, env)
+                                              for name, var in config.headers_env.items()}}
+        return sink
 
     def request(self, alerts: Sequence[Alert], now: float) -> tuple[bytes, dict[str, str]]:
         """Body and headers of one attempt (the signature covers this exact body)."""
@@ -196,7 +211,7 @@ class WebhookSink:
                       link_base_url=self.config.link_base_url)
         body = json.dumps(doc, separators=(",", ":")).encode()
         msg_id, ts = message_id(alerts), int(now)
-        headers = {**self.config.headers, "Content-Type": "application/json",
+        headers = {**self._headers, "Content-Type": "application/json",
                    "webhook-id": msg_id, "webhook-timestamp": str(ts)}
         if self._key is not None:
             headers["webhook-signature"] = sign(self._key, msg_id, ts, body)

@@ -68,6 +68,9 @@ async def stream(db: str, runs: int, events: int) -> None:
     cfg = config_mod.load(environ={"WTWIND_STATE__PATH": db, "WTWIND_HTTP__PORT": "0",
                                    "WTWIND_LISTEN__ENDPOINTS": f"ipc://{sock_dir}/s.sock",
                                    "WTWIND_RUNS__MAX_SERIES_RUNS": "10",
+                                   # one connection feeds every run here (a trainer farm's proxy)
+                                   "WTWIND_RUNS__MAX_RUNS_PER_CLIENT": str(runs),
+                                   "WTWIND_RUNS__MAX_RUNS": str(max(runs, 10_000)),
                                    # the jump of the clock past the TTL must not read as a stall
                                    "WTWIND_DETECTION__STALL_AFTER_S": str(30 * 86400)})
     configure("warning", "json")

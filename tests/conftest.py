@@ -11,6 +11,13 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from helpers import Daemon  # noqa: E402
 
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+# run secrets (emitters/run_secret.py) go to a private folder, not ~/.local/state; trainer
+# subprocesses inherit it, so a resumed trainer finds its run's secret as in real use
+os.environ.setdefault("WTWIN_SECRET_DIR", tempfile.mkdtemp(prefix="wtwin-secrets-"))
+
 
 @pytest.fixture
 def daemon(tmp_path):

@@ -88,7 +88,8 @@ class Daemon:
         self.http_port = free_port()
         self.env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=f"{self.ipc},{self.tcp}",
                         WTWIND_HTTP__PORT=str(self.http_port), WTWIND_LOG__FORMAT="json",
-                        WTWIND_STATE__PATH=str(self.tmp / "wtwind.db"))  # a private store
+                        WTWIND_STATE__PATH=str(self.tmp / "wtwind.db"),  # a private store
+                        WTWIND_JOBS__CHECKPOINT_ROOTS=str(self.tmp))  # checkpoints under it only
         self.env.update(extra_env or {})
         self.args = args
         self.proc: subprocess.Popen | None = None

@@ -348,3 +348,58 @@ def test_shipped_tomls_are_valid_toml():
     """Every TOML under deploy/ parses (the daemon's --check runs on the two that are configs)."""
     for path in DEPLOY.rglob("*.toml"):
         tomllib.loads(path.read_text())
+
+
+class TestSafeByDefault:
+    """Issue 15, attack 12: the shipped deploys do not expose the daemon to the network."""
+
+    def test_container_config_has_curve_private_ipc_and_checkpoint_roots(self):
+        cfg = config_mod.load(DEPLOY / "docker" / "wtwind.toml", environ={})
+        assert cfg.curve.enabled and cfg.curve.allowed_clients_dir
+        assert int(cfg.listen.ipc_mode, 8) & 0o007 == 0
+        assert cfg.jobs.checkpoint_roots == ("/checkpoints",)
+
+    def test_compose_publishes_http_on_loopback_only_and_has_no_default_password(self):
+        import yaml
+
+        svcs = yaml.safe_load((DEPLOY / "docker" / "compose.yaml").read_text())["services"]
+        for name, svc in svcs.items():
+            for port in svc.get("ports", []):
+                if not port.startswith("5557"):  # the ZeroMQ port: CURVE
+                    assert port.startswith("127.0.0.1:"), f"{name}: {port}"
+        grafana = svcs["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"]
+        assert ":?" in grafana and "admin}" not in grafana
+        mounts = [v.rsplit(":", 2)[1] for v in svcs["wtwind"]["volumes"]]
+        assert {"/etc/wtwind/keys", "/etc/wtwind/clients"} <= set(mounts)
+
+    def test_k8s_config_has_curve_and_a_network_policy_for_both_ports(self, tmp_path):
+        path = tmp_path / "wtwind.toml"
+        path.write_text(k8s_kind("ConfigMap")["data"]["wtwind.toml"])
+        cfg = config_mod.load(path, environ={})
+        assert cfg.curve.enabled and cfg.curve.server_key_env == "WTWIND_CURVE_SERVER_SECRET"
+        pol, dep = k8s_kind("NetworkPolicy"), k8s_kind("Deployment")
+        assert pol["spec"]["podSelector"]["matchLabels"].items() <= \
+            dep["spec"]["template"]["metadata"]["labels"].items()
+        ports = {p["name"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        allowed = {p["port"] for rule in pol["spec"]["ingress"] for p in rule["ports"]}
+        assert allowed == ports == {"http", "zmq"}
+
+    def test_emitter_default_socket_is_never_a_shared_tmp_name(self):
+        from wtwin.emitters.emitter import default_ipc_endpoint
+
+        for env in ({}, {"XDG_RUNTIME_DIR": "/run/user/1000"}, {"RUNTIME_DIRECTORY": "/run/wtwind"}):
+            ep = default_ipc_endpoint(env)
+            assert ep != "ipc:///tmp/wtwind.sock"
+            assert not ep.startswith("ipc:///tmp/") or ep.startswith(f"ipc:///tmp/wtwind-{os.getuid()}/")
+
+    def test_daemon_refuses_an_ipc_folder_others_can_write(self, tmp_path):
+        from wtwin.daemon.errors import ConfigError
+        from wtwin.daemon.receiver import secure_ipc_dir
+
+        open_dir = tmp_path / "open"
+        open_dir.mkdir()
+        os.chmod(open_dir, 0o777)
+        with pytest.raises(ConfigError, match="writable by others"):
+            secure_ipc_dir(str(open_dir))
+        secure_ipc_dir(str(tmp_path / "fresh"))
+        assert os.stat(tmp_path / "fresh").st_mode & 0o777 == 0o750

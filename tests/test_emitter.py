@@ -109,3 +109,27 @@ class TestNullEmitter:
         emit = connect("tcp://127.0.0.1:1")
         emit.close(timeout=1)
         assert emit.run in capsys.readouterr().err
+
+
+class TestRunSecret:
+    """The per-run secret: created once (0600), found again by a resumed trainer."""
+
+    def test_created_once_private_and_read_back(self, tmp_path):
+        from wtwin.emitters import run_secret
+
+        env = {"HOME": str(tmp_path)}
+        first = run_secret.load_or_create("a/b c", tmp_path / "ckpt", environ=env)
+        path = run_secret.secret_path("a/b c", tmp_path / "ckpt")
+        assert path.parent == tmp_path / "ckpt" and path.name.endswith(".wtwin-secret")
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert run_secret.load_or_create("a/b c", tmp_path / "ckpt", environ=env) == first
+        assert run_secret.load_or_create("other", tmp_path / "ckpt", environ=env) != first
+
+    def test_environment_wins(self, tmp_path):
+        from wtwin.emitters import run_secret
+
+        env = {"WTWIN_RUN_SECRET": "from-env", "HOME": str(tmp_path)}
+        assert run_secret.load_or_create("r", tmp_path, environ=env) == "from-env"
+        env = {"WTWIN_SECRET_DIR": str(tmp_path / "op"), "HOME": str(tmp_path)}
+        run_secret.load_or_create("r", tmp_path / "lib", environ=env)
+        assert (tmp_path / "op" / "r.wtwin-secret").exists()

@@ -1,10 +1,16 @@
-"""Fuzz the ROUTER: >= 10^5 random and mutated frames at a real socket, in process.
+"""Fuzz the ROUTER: >= 10^5 random, mutated and poisoned frames at a real socket, in process.
 
 Every frame goes DEALER -> the daemon's own ROUTER (``Server.receiver``) over ipc
-and through ``Server.handle_frame``. After each batch: the daemon is alive (no
-exception, no loop error), every frame was seen, each rejected event is counted
-under exactly the reason the wire module gives, and every good frame interleaved
-with the garbage was processed (its run's processed-event count says so).
+and through ``Server.handle_frame``, with the real SQLite store on. After each batch:
+the daemon is alive (no exception, no loop error), every frame was seen, each rejected
+event is counted under exactly the reason the wire module gives, every good frame
+interleaved with the garbage was processed (its run's processed-event count says so)
+and **acked** (persisted), and no run was quarantined.
+
+The poison mix (issue 15): steps of 2**64-1 and 2**63, negative eval/checkpoint steps,
+configs nested 999 deep, over-long emitter ids, valid events at step 2**63-1 (int64's
+maximum: accepted and stored), and events for the good run from another principal
+(refused ``not_owner``, counted, never applied). About 12 s on the 2-core machine.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import wait_for
+from test_wire import deep_config_frame
 from wtwin.daemon.config import DaemonConfig, ListenConfig
 from wtwin.daemon.server import Server
 from wtwin.daemon.store.config import StateConfig
@@ -69,18 +76,40 @@ def mutate(rng: random.Random, draw_value, frame_obj: dict) -> bytes:
     return raw
 
 
+def poison(rng: random.Random) -> tuple[bytes, bool]:
+    """A hostile frame; True when it is a valid event for the good run from someone else."""
+    run = f"fz{rng.randrange(50)}"
+    how = rng.randrange(7)
+    if how == 0:
+        return deep_config_frame(999), False
+    if how == 6:
+        return wire.encode({"v": 1, "type": "loss", "run": "good", "seq": rng.randrange(1, 1 << 30),
+                            "step": 1, "loss": float("nan"), "emitter": "intruder", "auth": "not-it"}), True
+    ev = {"v": 1, "run": run, "seq": rng.randrange(1, 1 << 20)}
+    ev.update([
+        None,
+        {"type": "loss", "step": rng.choice([2**64 - 1, 2**63]), "loss": 1.0},
+        {"type": "eval", "step": -rng.randrange(1, 100), "metrics": {"val_loss": 1.0}},
+        {"type": "checkpoint", "step": -1, "path": "/etc/shadow"},
+        {"type": "loss", "step": 1, "loss": 1.0, "emitter": "e" * 65},
+        {"type": "loss", "step": 2**63 - 1, "loss": 1.0, "emitter": f"edge{rng.randrange(4)}"},
+    ][how])
+    return wire.encode(ev), False
+
+
 class Harness:
     def __init__(self, tmp_path) -> None:
         cfg = DaemonConfig(listen=ListenConfig(endpoints=(f"ipc://{tmp_path}/fz.sock",),
                                                max_frame_bytes=MAX_FRAME),
-                           state=StateConfig(enabled=False))
+                           state=StateConfig(path=str(tmp_path / "fz.db"), flush_interval_s=60))
         self.server = Server(cfg)
+        self.server.state.open(asyncio.get_running_loop())
         self.server.receiver.bind()
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.connect(cfg.listen.endpoints[0])
-        self.sent = self.good = self.envelopes = 0
+        self.sent = self.good = self.envelopes = self.intruding = self.acked = 0
         self.expected: dict[str, int] = {}
 
     def send(self, frame: bytes) -> None:
@@ -92,8 +121,20 @@ class Harness:
     def send_good(self) -> None:
         self.good += 1
         ev = {"v": 1, "type": "loss", "run": "good", "seq": self.good, "step": self.good,
-              "loss": 2.0, "emitter": "good-emitter"}
+              "loss": 2.0, "emitter": "good-emitter", "auth": "the-good-secret"}
         self.send(wire.encode(ev))
+
+    def send_poison(self, rng: random.Random) -> None:
+        frame, intruding = poison(rng)
+        self.intruding += intruding
+        self.send(frame)
+
+    def read_acks(self) -> int:
+        while self.sock.poll(0):
+            msg = wire.unpack(self.sock.recv())
+            if msg.get("type") == "ack" and msg.get("emitter") == "good-emitter" and not msg.get("resend"):
+                self.acked = max(self.acked, msg["seq"])
+        return self.acked
 
     def settle(self) -> None:
         srv = self.server
@@ -106,6 +147,15 @@ class Harness:
         assert srv.stats.loop_errors == 0
         assert {k: v for k, v in srv.stats.rejected.items() if v} == self.expected
         assert srv.table.get("good").events == self.good
+        assert srv.stats.dropped["not_owner"] == self.intruding
+        srv.state.flush()
+
+        def acked():
+            srv.state.writer.poll_completed()
+            return self.read_acks() == self.good
+
+        wait_for(acked, timeout=30, interval=0.002, what="the good run acked up to its last event")
+        assert len(srv.state.quarantine) == 0 and srv.state.writer.failed_ops == 0
 
 
 def test_router_survives_and_counts_105k_random_and_mutated_frames(tmp_path):
@@ -126,6 +176,8 @@ async def _fuzz(tmp_path):
             r = rng.random()
             if i % 10 == 0:
                 h.send_good()
+            elif r < 0.05:
+                h.send_poison(rng)
             elif r < 0.08:
                 h.send(rng.randbytes(rng.randrange(64)))
             elif r < 0.16:
@@ -142,6 +194,8 @@ async def _fuzz(tmp_path):
     h.settle()
     assert h.sent + h.envelopes >= EXAMPLES * FRAMES_PER_EXAMPLE and sum(h.expected.values()) > 0.3 * h.sent
     assert set(h.expected) >= {"oversized", "undecodable", "not_a_map", "bad_version",
-                               "unknown_type", "missing_field", "bad_type", "bad_batch"}
+                               "unknown_type", "missing_field", "bad_type", "bad_batch", "bad_value"}
+    assert h.intruding > 0 and "nonfinite" not in h.server.table.get("good").policy.firing  # the intruder's NaN
     h.sock.close()
     h.server.receiver.close()
+    await h.server.state.close()

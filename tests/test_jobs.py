@@ -40,7 +40,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=120), results.append)
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=120), results.append)
             assert runner.submit("r1", _event(10, path)) == "queued"
             await _until(lambda: results)
             stats = runner.stats()
@@ -63,7 +63,7 @@ class TestJobRunner:
         good = _save(tmp_path / "good.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=120, max_checkpoint_bytes=100_000, queue_size=8),
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=120, max_checkpoint_bytes=100_000, queue_size=8),
                                lambda r: results.__setitem__(r.run, r))
             runner.submit("missing", _event(1, str(tmp_path / "nope.pt")))
             runner.submit("junk", _event(1, str(garbage)))
@@ -86,7 +86,7 @@ class TestJobRunner:
         fn = functools.partial(_slow_then_run, 0.0)
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=60, queue_size=2), results.append, job_fn=fn)
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=60, queue_size=2), results.append, job_fn=fn)
             runner.submit("busy", {"step": 0, "path": path, "want": ["sleep"]})
             for step in (1, 2, 3):
                 runner.submit("r", _event(step, path))
@@ -107,7 +107,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=3.0), results.append, job_fn=_slow_then_run_sleepy)
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=3.0), results.append, job_fn=_slow_then_run_sleepy)
             runner.submit("slow", {"step": 1, "path": path, "want": ["sleep"], "seconds": 60})
             runner.submit("fast", _event(2, path))
             await _until(lambda: len(results) == 2, timeout=90)
@@ -126,7 +126,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=8.0, workers=2), results.append, job_fn=_marker_job)
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=8.0, workers=2), results.append, job_fn=_marker_job)
             runner.submit("slow", {"step": 1, "path": path, "want": ["slow", str(tmp_path)]})
             await _until(lambda: (tmp_path / "slow.started").exists())
             runner.submit("bystander", {"step": 2, "path": path, "want": ["bystander", str(tmp_path)]})
@@ -145,7 +145,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=60), results.append, job_fn=_crash_or_run)
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=60), results.append, job_fn=_crash_or_run)
             runner.submit("bad", {"step": 1, "path": path, "want": ["crash"]})
             await _until(lambda: len(results) == 1)
             runner.submit("good", _event(2, path))
@@ -164,7 +164,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(timeout_s=600), results.append, job_fn=_slow_then_run_sleepy)
+            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=600), results.append, job_fn=_slow_then_run_sleepy)
             runner.submit("slow", {"step": 1, "path": path, "want": ["sleep"], "seconds": 120})
             runner.submit("queued", _event(2, path))
             await _until(lambda: runner.stats().running == 1 and runner._executor is not None)

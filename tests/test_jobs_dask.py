@@ -37,7 +37,7 @@ class TestDaskExecutor:
         results = {}
 
         async def main():
-            cfg = JobsConfig(executor="dask", dask_address=cluster.scheduler_address, timeout_s=120)
+            cfg = JobsConfig(checkpoint_roots=("/",), executor="dask", dask_address=cluster.scheduler_address, timeout_s=120)
             runner = JobRunner(cfg, lambda r: results.__setitem__(r.run, r))
             runner.submit("a", {"step": 5, "path": str(path)})
             runner.submit("b", {"step": 6, "path": str(tmp_path / "missing.pt")})

@@ -155,7 +155,7 @@ class TestSpectralPersisted:
         torch.save({"a.weight": torch.randn(128, 64, generator=g), "b.weight": torch.randn(64, 64, generator=g)},
                    ckpt)
         db = tmp_path / "state.db"
-        d = daemon(tmp_path, WTWIND_JOBS__TIMEOUT_S="120").start()
+        d = daemon(tmp_path, WTWIND_JOBS__TIMEOUT_S="120", WTWIND_JOBS__CHECKPOINT_ROOTS=str(tmp_path)).start()
         emit = Emitter(d.tcp, run="spec", heartbeat_s=3600)
         try:
             for step in range(1, 51):

@@ -122,10 +122,31 @@ class TestPayload:
         assert doc["alerts"][0]["endsAt"] == "2023-11-14T22:14:50.500Z"
 
     def test_configured_headers_sent(self):
-        """Configured headers are sent as given."""
-        hook, _, _ = asyncio.run(deliver([], [alert()], headers={"X-Team": "llm", "Authorization": "Bearer t"}))
+        """Configured headers are sent as given; a secret one comes by reference (headers_env)."""
+        hook, _, _ = asyncio.run(deliver([], [alert()], headers={"X-Team": "llm"},
+                                         headers_env={"Authorization": "HOOK_AUTH"},
+                                         env={"HOOK_SECRET": SECRET, "HOOK_AUTH": "Bearer t"}))
         h = hook.requests[0].headers
         assert h["X-Team"] == "llm" and h["Authorization"] == "Bearer t"
+
+    def test_literal_secrets_are_refused_pointing_to_env_or_file(self):
+        """A URL with credentials or a query, a Slack hook, a secret-looking header: refused."""
+        for url in ("https://user:pw@h.example/x", "https://h.example/x?token=abc",
+                    "https://hooks.slack.com/services/T/B/X"):
+            with pytest.raises(ConfigError, match="url_env or url_file") as err:
+                WebhookConfig(name="am", url=url)
+            assert "abc" not in str(err.value) and "pw" not in str(err.value)
+        with pytest.raises(ConfigError, match="headers_env"):
+            WebhookConfig(name="am", url="http://h.example/x", headers={"X-Api-Key": "k"})
+        with pytest.raises(ConfigError) as err:
+            WebhookConfig(name="am", url="htp:/secret-token-in-a-bad-url")
+        assert "secret-token" not in str(err.value)
+
+    def test_errors_carry_no_url_path_or_query(self):
+        from wtwin.sinks.retry import describe
+
+        text = describe(ValueError("cannot reach https://user:pw@h.example:8443/hook/s3cr3t?x=1 now"))
+        assert "s3cr3t" not in text and "pw" not in text and "h.example:8443" in text
 
     def test_unsigned_without_secret(self):
         """No secret configured: no signature header, still delivered."""

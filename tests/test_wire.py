@@ -96,3 +96,60 @@ class TestRewindEvent:
         """Only the two steps are required."""
         events, rejects = wire.decode(wire.encode({**self.BASE, "step": 0, "from_step": 0}))
         assert rejects == [] and events[0]["step"] == 0
+
+
+def deep_config_frame(depth: int) -> bytes:
+    """A run_start whose config nests ``depth`` maps deep (msgpack's own packer stops at 512)."""
+    config = b"\x81\xa1a" * (depth - 1) + b"\x80"
+    head = wire.encode({"v": 1, "type": "run_start", "run": "deep", "seq": 1})
+    return bytes([head[0] + 1]) + head[1:] + b"\xa6config" + config  # one more key: config
+
+
+class TestBounds:
+    """Every number fits SQLite's int64; every nested value has a bounded depth and size."""
+
+    @pytest.mark.parametrize("fields", [
+        {"step": 2**64 - 1}, {"step": 2**63}, {"seq": 2**63}, {"rank": -1}, {"rank": 2**64 - 1},
+        {"emitter": "e" * 65}, {"auth": "a" * 129},
+    ])
+    def test_loss_fields_out_of_range_are_bad_value(self, fields):
+        assert wire.decode(wire.encode(ev(**fields))) == ([], ["bad_value"])
+
+    def test_int64_max_step_is_accepted(self):
+        events, rejects = wire.decode(wire.encode(ev(step=2**63 - 1)))
+        assert rejects == [] and events[0]["step"] == 2**63 - 1
+
+    @pytest.mark.parametrize("kind,fields", [
+        ("eval", {"step": -1, "metrics": {"val_loss": 1.0}}),
+        ("checkpoint", {"step": -5, "path": "/c.pt"}),
+        ("checkpoint", {"step": 1, "path": "/c.pt", "epoch": -1}),
+        ("checkpoint", {"step": 2**64 - 1, "path": "/c.pt"}),
+        ("checkpoint", {"step": 1, "path": "/c.pt", "want": ["analyze"] * 5}),
+        ("heartbeat", {"dropped": -1}),
+        ("eval", {"step": 1, "metrics": {f"m{i}": 1.0 for i in range(65)}}),
+        ("eval", {"step": 1, "metrics": {"m" * 129: 1.0}}),
+        ("run_start", {"preset": "p" * 65}),
+        ("run_start", {"config": {"s": "x" * 4097}}),
+        ("run_start", {"config": {"n": 2**64 - 1}}),
+        ("run_start", {"config": {f"k{i}": [0] * 10 for i in range(400)}}),
+        ("run_start", {"config": {f"k{i}": "x" * 4000 for i in range(17)}}),
+    ])
+    def test_out_of_bounds_is_bad_value(self, kind, fields):
+        frame = wire.encode({"v": 1, "type": kind, "run": "r", "seq": 1, **fields})
+        assert wire.decode(frame) == ([], ["bad_value"])
+
+    def test_config_nested_999_deep_is_rejected_without_recursion(self):
+        assert wire.decode(deep_config_frame(999)) == ([], ["bad_value"])
+        assert wire.decode(deep_config_frame(16))[1] == []
+
+    def test_config_with_a_binary_value_or_key_is_bad_type(self):
+        for config in ({"b": b"\x00"}, {b"k": 1}):
+            raw = msgpack.packb({"v": 1, "type": "run_start", "run": "r", "seq": 1, "config": config},
+                                use_bin_type=True)
+            assert wire.decode(raw)[1] in (["bad_type"], ["undecodable"])
+
+    def test_batch_auth_is_inherited_like_the_emitter_id(self):
+        frame = msgpack.packb({"v": 1, "type": "batch", "emitter": "e", "auth": "s3cret",
+                               "events": [ev(seq=1), ev(seq=2)]})
+        events, _ = wire.decode(frame)
+        assert [e["auth"] for e in events] == ["s3cret", "s3cret"]

@@ -10,6 +10,8 @@ threads_per_worker = 1       # BLAS/torch threads inside each worker
 queue_size = 16              # queued jobs across all runs; one per run at most
 timeout_s = 600
 max_checkpoint_bytes = 8589934592
+checkpoint_roots = ["/data/checkpoints"]  # only paths under these are opened (none: no jobs)
+worker_memory_bytes = 17179869184         # address-space limit of each local worker
 max_layers_exported = 32     # per-run layer series in /metrics
 alpha_min = 2.0              # the healthy band for alerts
 alpha_max = 6.0
@@ -65,6 +67,8 @@ class JobsConfig:
     queue_size: int = 16
     timeout_s: float = 600.0
     max_checkpoint_bytes: int = 8 << 30
+    checkpoint_roots: tuple[str, ...] = ()
+    worker_memory_bytes: int = 16 << 30
     max_layers_exported: int = 32
     alpha_min: float = 2.0
     alpha_max: float = 6.0
@@ -82,6 +86,9 @@ class JobsConfig:
         _require(1 <= self.queue_size <= 100_000, f"queue_size: {self.queue_size} must be in 1..100000")
         _require(self.timeout_s > 0, f"timeout_s: {self.timeout_s} must be > 0 seconds")
         _require(self.max_checkpoint_bytes > 0, "max_checkpoint_bytes: must be > 0")
+        for root in self.checkpoint_roots:
+            _require(root.startswith("/"), f"checkpoint_roots: {root!r} must be an absolute path")
+        _require(self.worker_memory_bytes >= 1 << 30, "worker_memory_bytes: must be >= 1 GiB")
         _require(0 <= self.max_layers_exported <= 10_000, "max_layers_exported: must be in 0..10000")
         _require(0 < self.alpha_min < self.alpha_max,
                  f"alpha_min/alpha_max: need 0 < alpha_min < alpha_max, got {self.alpha_min}, {self.alpha_max}")

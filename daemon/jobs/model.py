@@ -9,7 +9,7 @@ from typing import Any
 
 from ..spectral.result import LayerResult
 
-OUTCOMES = ("ok", "failed", "timeout", "crashed", "cancelled", "skipped", "dropped")
+OUTCOMES = ("ok", "failed", "timeout", "crashed", "cancelled", "skipped", "dropped", "refused")
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
 
 

@@ -5,15 +5,24 @@ same directory, fsynced, then renamed over the target (atomic on POSIX), so a
 trainer that sees ``projection_ready`` never reads a half-written file. A torch
 checkpoint is written as the bare state_dict (optimizer state and other entries of
 a wrapping dict are not carried over); a safetensors file stays safetensors.
+
+A projection never overwrites a file it did not create (issue 15: ``want=["project"]``
+on another directory's ``model.pt`` once replaced its ``model.wwpgd.pt``). Each file it
+writes carries the extended attribute ``user.wtwin.projection``; an existing target
+without it is left alone and the job fails with reason ``target_exists``. Where the
+filesystem has no user xattrs, an existing target is never replaced. The new file gets
+the checkpoint's permission bits and, when the daemon may (root), its owner and group.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from typing import Any
 
-from ..spectral.checkpoint import infer_format
+from ..spectral.checkpoint import CheckpointError, infer_format
 from ..spectral.layers import select_layers
 
 
@@ -38,13 +47,58 @@ def project_checkpoint(state_dict: dict[str, Any], path: str, fmt: str | None,
         out[f"{spec.name}.weight"] = new.contiguous()
         report[spec.name] = {k: v for k, v in info.items() if k in ("projected", "alpha_before", "alpha_after")}
     target = projected_path(path)
-    _atomic_save(out, target, infer_format(path, fmt))
+    _atomic_save(out, target, infer_format(path, fmt), os.stat(path))
     return target, report
 
 
-def _atomic_save(tensors: dict[str, Any], target: str, fmt: str) -> None:
+MARK = "user.wtwin.projection"
+
+
+def ours(target: str) -> bool:
+    """Whether the file at ``target`` is a projection this daemon wrote."""
+    try:
+        return os.getxattr(target, MARK, follow_symlinks=False) == b"1"
+    except OSError:
+        return False
+
+
+def _place(tmp: str, target: str) -> None:
+    """``tmp`` becomes ``target``: a new name, or over a projection of ours; never else."""
+    try:
+        os.link(tmp, target)  # fails if anything exists there: no overwrite by accident
+        os.unlink(tmp)
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:  # a filesystem without hard links
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if not os.path.lexists(target):
+            os.replace(tmp, target)
+            return
+    if not ours(target):
+        raise CheckpointError("target_exists", f"{target} exists and was not written by wtwind; "
+                              "move it away to project this checkpoint")
+    os.replace(tmp, target)
+
+
+def _keep_access(fd: int, source: os.stat_result) -> None:
+    os.fchmod(fd, stat.S_IMODE(source.st_mode) & 0o777)
+    try:
+        os.fchown(fd, source.st_uid, source.st_gid)
+    except PermissionError:  # not root: the file stays the daemon user's
+        pass
+    try:
+        os.setxattr(fd, MARK, b"1")
+    except OSError as exc:  # no user xattrs here: this file will never be replaced
+        if exc.errno not in (errno.ENOTSUP, errno.EPERM):
+            raise
+
+
+def _atomic_save(tensors: dict[str, Any], target: str, fmt: str, source: os.stat_result) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".wwpgd-", dir=os.path.dirname(target) or ".")
     try:
+        _keep_access(fd, source)
         with os.fdopen(fd, "wb") as fh:
             if fmt == "safetensors":
                 from safetensors.torch import save
@@ -56,7 +110,7 @@ def _atomic_save(tensors: dict[str, Any], target: str, fmt: str) -> None:
                 torch.save(tensors, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        _place(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

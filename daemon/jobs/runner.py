@@ -33,6 +33,7 @@ import structlog
 
 from . import worker
 from .config import JobsConfig
+from ..spectral.roots import refusal, resolve_roots
 from .model import DURATION_BUCKETS, OUTCOMES, Job, JobResult, JobStats, job_from_event
 
 log = structlog.get_logger("wtwind.jobs")
@@ -53,6 +54,7 @@ class JobRunner:
         self._starting = asyncio.Lock()
         self._requeue: set[asyncio.Task] = set()
         self._closed = False
+        self._roots = resolve_roots(config.checkpoint_roots)
         self._counts = dict.fromkeys(OUTCOMES, 0)
         self._buckets = [0] * len(DURATION_BUCKETS)
         self._duration_sum = 0.0
@@ -65,6 +67,10 @@ class JobRunner:
         if self._closed:
             return "closed"
         job = job_from_event(run, event)
+        refused = refusal(job.path, self._roots)
+        if refused is not None:  # before any open, on the loop (daemon/spectral/roots.py)
+            self._finish(job, "refused", "outside_roots", 0.0, error=refused)
+            return "refused"
         if run in self._queue:
             self._queue[run] = job
             self._count("skipped")
@@ -164,6 +170,7 @@ class JobRunner:
         proj = cfg.projection
         return {"path": job.path, "format": job.format, "want": job.want, "engine": cfg.engine,
                 "threads": cfg.threads_per_worker, "device": cfg.device, "max_bytes": cfg.max_checkpoint_bytes,
+                "roots": self._roots,
                 "projection": {"q": proj.q, "eta": proj.eta, "beta": proj.beta, "erg": proj.erg}}
 
     # -- executors -------------------------------------------------------------
@@ -188,7 +195,8 @@ class JobRunner:
 
         pool = ProcessPoolExecutor(
             max_workers=self.config.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=worker.init_pool_worker, initargs=(self.config.engine, self.config.threads_per_worker))
+            initializer=worker.init_pool_worker,
+            initargs=(self.config.engine, self.config.threads_per_worker, self.config.worker_memory_bytes))
         pings = [asyncio.wrap_future(pool.submit(worker.ping, 0.2)) for _ in range(self.config.workers)]
         try:
             await asyncio.wait_for(asyncio.gather(*pings), STARTUP_TIMEOUT_S)

@@ -4,7 +4,13 @@ torch files are read with ``weights_only=True`` (no pickled code runs) and mappe
 CPU; a file of the common ``{"model": state_dict, "optimizer": ...}`` shape is
 unwrapped. Everything that can go wrong (missing, unreadable, over the size limit,
 not a checkpoint, no tensors) raises ``CheckpointError`` with a message meant for an
-operator: it becomes the job's failure, never a dead worker.
+operator: it becomes the job's failure, never a dead worker. Messages name the path and
+the kind of failure but never quote the loader's own error text: the run page shows
+them, and torch's text once leaked a file's first byte ("Unsupported operand 118").
+
+Before any math, each tensor's claimed size (elements x element size) is checked
+against the storage that backs it: a stride-0 ``expand()`` of a 1-element storage to
+20000x4000 once passed as an 80 million element tensor (issue 15, the worker bomb).
 """
 
 from __future__ import annotations
@@ -52,14 +58,38 @@ def check_file(path: str, max_bytes: int | None) -> int:
     return st.st_size
 
 
-def load_state_dict(path: str, fmt: str | None = None, *, max_bytes: int | None = None) -> dict[str, Any]:
-    """Name -> tensor (CPU torch tensors) of the checkpoint at ``path``."""
+def load_state_dict(path: str, fmt: str | None = None, *, max_bytes: int | None = None,
+                    roots: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Name -> tensor (CPU torch tensors) of the checkpoint at ``path``.
+
+    ``roots`` (resolved ``[jobs] checkpoint_roots``): checked again right before the open."""
+    if roots is not None:
+        from .roots import refusal
+
+        refused = refusal(path, tuple(roots))
+        if refused is not None:
+            raise CheckpointError("outside_roots", refused)
     fmt = infer_format(path, fmt)
     check_file(path, max_bytes)
     tensors = _load_safetensors(path) if fmt == "safetensors" else _load_torch(path)
     if not tensors:
         raise CheckpointError("no_tensors", f"{path} holds no tensors")
+    check_sizes(tensors, path, max_bytes)
     return tensors
+
+
+def check_sizes(tensors: dict[str, Any], path: str, max_bytes: int | None) -> None:
+    """Every tensor's claimed bytes fit in its storage; all of them in ``max_bytes``."""
+    total = 0
+    for name, t in tensors.items():
+        claimed = t.numel() * t.element_size()
+        storage = t.untyped_storage().nbytes()
+        if claimed > storage - t.storage_offset() * t.element_size():
+            raise CheckpointError("bad_tensor", f"{path}: tensor {name[:100]!r} claims {claimed} bytes "
+                                  f"over a storage of {storage} (an expanded or strided view)")
+        total += claimed
+    if max_bytes is not None and total > max_bytes:
+        raise CheckpointError("too_large", f"{path}: tensors claim {total} bytes, limit is {max_bytes}")
 
 
 def _load_safetensors(path: str) -> dict[str, Any]:
@@ -69,7 +99,8 @@ def _load_safetensors(path: str) -> dict[str, Any]:
     try:
         return load_file(path, device="cpu")
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise CheckpointError("not_a_checkpoint", f"{path} is not a readable safetensors file: {exc}") from None
+        raise CheckpointError("not_a_checkpoint",
+                              f"{path} is not a readable safetensors file ({type(exc).__name__})") from None
 
 
 def _load_torch(path: str) -> dict[str, Any]:
@@ -79,10 +110,11 @@ def _load_torch(path: str) -> dict[str, Any]:
 
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=_is_zip(path))
-    except pickle.UnpicklingError as exc:
-        raise CheckpointError("unsafe", f"{path} needs code to unpickle (weights_only refused it): {exc}") from None
+    except pickle.UnpicklingError:
+        raise CheckpointError("unsafe", f"{path} needs code to unpickle (weights_only refused it)") from None
     except Exception as exc:  # torch.load on arbitrary bytes raises anything (IndexError, KeyError...)
-        raise CheckpointError("not_a_checkpoint", f"{path} is not a torch checkpoint: {type(exc).__name__}: {exc}") from None
+        raise CheckpointError("not_a_checkpoint",
+                              f"{path} is not a torch checkpoint ({type(exc).__name__})") from None
     return _tensors(obj, torch, path)
 
 

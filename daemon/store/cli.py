@@ -155,7 +155,11 @@ def _alerts_ls(conn, state, sink, as_json: bool) -> int:
            + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id")
     keys = ("id", "sink", "state", "attempts", "next_attempt_at", "last_error", "key", "run",
             "kind", "status", "step")
+    from wtwin.sinks.base import redact_url  # rows written before errors were redacted
+
     rows = [dict(zip(keys, r)) for r in conn.execute(sql, params)]
+    for r in rows:
+        r["last_error"] = redact_url(r["last_error"] or "")
     if as_json:
         print(json.dumps(rows))
         return 0
@@ -177,7 +181,7 @@ def _replay(args, cfg) -> int:
 
         url = f"http://{cfg.http.host}:{cfg.http.port}"
         argv = ["replay", "--url", url] + (["--sink", args.sink] if args.sink else [])
-        return sinks_cli.main(argv)
+        return sinks_cli.main(argv, token=cfg.http.token())  # [http] token, if set
     from .outbox import SqliteOutbox
 
     async def go() -> int:

@@ -63,6 +63,7 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     d["hwm"] = dict(run.hwm)
     d["rewinds"] = list(run.rewinds)
     d["spark"] = run.spark.snapshot()
+    d["owner"] = run.owner  # a principal: a key or a secret's hash, never the secret
     if extra:
         d.update(extra)
     return d
@@ -71,7 +72,7 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
 def encode(run, extra: dict[str, Any] | None = None) -> tuple:
     """The row for ``runs``: (run, status, preset, config, first, last, step, blob)."""
     blob = _pack(snapshot(run, extra))
-    return (run.run, run.status, run.preset, json.dumps(run.config, default=str),
+    return (run.run, run.status, run.preset, run.config_json,
             run.first_seen, run.last_seen, run.step, blob)
 
 
@@ -94,7 +95,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     d = decode_head(blob)
     if d.get("format") not in READABLE_FORMATS:
         raise ValueError(f"snapshot format {d.get('format')!r} is not one of {READABLE_FORMATS}")
-    run.config = json.loads(config_json or "{}")
+    run.config_json = config_json or "{}"
     for name in _FIELDS:
         if name in d:
             setattr(run, name, d[name])
@@ -103,6 +104,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     run.rewinds.extend(r for r in d.get("rewinds") or () if isinstance(r, dict))
     if d.get("spark"):
         run.spark = Spark.restore(d["spark"])
+    run.owner = d.get("owner")
     monitor = d["monitor"]
     run.preset = d["preset"]
     run.freeze(Frozen(monitor if isinstance(monitor, bytes) else _pack(monitor)))

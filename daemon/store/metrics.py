@@ -19,5 +19,20 @@ def collect(store):
                               "Event-loop time spent taking run snapshots (paced to [state] flush_share)",
                               value=store.flush_loop_s)
     yield GaugeMetricFamily("wtwind_store_dirty_runs", "Runs with unwritten changes", value=len(store._dirty))
+    yield CounterMetricFamily("wtwind_store_failed_operations",
+                              "Store operations that failed even in a transaction of their own",
+                              value=w.failed_ops if w else 0)
+    yield CounterMetricFamily("wtwind_store_flush_errors",
+                              "Run snapshots that could not be encoded or written", value=store.flush_errors)
+    yield CounterMetricFamily("wtwind_store_journal_errors",
+                              "Alert journal writes that failed (the outbox row is written apart)",
+                              value=store.journal_errors)
+    yield CounterMetricFamily("wtwind_store_quarantined_runs",
+                              "Runs quarantined because their state cannot be stored",
+                              value=store.quarantine.total)
+    yield GaugeMetricFamily("wtwind_store_quarantined_runs_current", "Runs in quarantine now",
+                            value=len(store.quarantine))
+    yield GaugeMetricFamily("wtwind_store_failing", "1 while persistence is failing (/readyz is red)",
+                            value=1.0 if store.failing else 0.0)
     yield GaugeMetricFamily("wtwind_store_restored_runs", "Runs restored from the store at startup",
                             value=store.restored)

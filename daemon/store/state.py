@@ -31,17 +31,13 @@ from .config import StateConfig
 from .db import connect, open_db
 from .metrics import collect  # noqa: F401  (the server imports it from here)
 from .outbox import SqliteOutbox
+from .quarantine import Quarantine, write_runs
 from .writer import Writer
 
 __all__ = ["StateStore", "collect"]
 
 log = structlog.get_logger("wtwind.store")
 
-_UPSERT_RUN = """INSERT INTO runs(run, status, preset, config, first_seen, last_seen, step,
-    snapshot, updated_at) VALUES (?,?,?,?,?,?,?,?,?)
-    ON CONFLICT(run) DO UPDATE SET status=excluded.status, preset=excluded.preset,
-    config=excluded.config, last_seen=excluded.last_seen, step=excluded.step,
-    snapshot=excluded.snapshot, updated_at=excluded.updated_at"""
 _INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body,
     created_at) VALUES (?,?,?,?,?,?,?,?)"""
 FLUSH_MAX_RUNS = 500  # runs snapshotted per flush call (~0.5-1 ms each, on the loop)
@@ -76,6 +72,8 @@ class StateStore:
         self.restored = 0
         self.flushes = 0
         self.flush_errors = 0
+        self.journal_errors = 0  # alerts whose journal row failed (the outbox row is separate)
+        self.quarantine = Quarantine(stats, send)
         self._timer: asyncio.TimerHandle | None = None
         # the durable outbox; usable once open() has run (the server starts delivery after)
         # DaemonConfig() built by hand has no path: memory only (config.load() always sets one)
@@ -88,6 +86,11 @@ class StateStore:
     @property
     def durable(self) -> bool:
         return self.writer is not None
+
+    @property
+    def failing(self) -> bool:
+        """Persistence is failing (not one quarantined run): /readyz turns red."""
+        return self.writer is not None and self.writer.failing
 
     # ---- startup / shutdown --------------------------------------------------------------
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -105,8 +108,13 @@ class StateStore:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Periodic flushes from now on (call once the run table is loaded)."""
         def periodic():
-            self.tick()
-            self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
+            try:
+                self.tick()
+            except Exception:  # task boundary: never lose the timer (issue 15, attack 2)
+                self.flush_errors += 1
+                log.exception("flush_failed", path=self.path)
+            finally:
+                self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
 
         self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
 
@@ -199,7 +207,8 @@ class StateStore:
                     self.stats.dropped["seq_gap"] += base - hwm - 1
             run.hwm[em] = seq
         run.events += 1
-        self._dirty[run.run] = run
+        if run.run not in self.quarantine:
+            self._dirty[run.run] = run
         return True
 
     def touch(self, name: str) -> None:
@@ -266,28 +275,53 @@ class StateStore:
             runs = [self._dirty.pop(n) for n in names]
             self._last_flush -= self.cfg.flush_interval_s  # the rest at the next turn
         self._dirty_events = 0
-        acks = [(r, em, seq) for r in runs for em, seq in r.hwm.items()]
         if self.writer is None:
-            self._send_acks(acks)
+            self._send_acks([(r, em, seq) for r in runs for em, seq in r.hwm.items()])
             return len(runs)
-        rows = [self._encode(r) for r in runs]
-        for row in rows:
-            self._inflight[row[0]] = row
-        self.writer.submit(lambda conn, rows=rows: _write_runs(conn, rows),
-                           done=lambda _res, err: self._flushed(rows, runs, acks, err))
+        self._write(runs)
         return len(runs)
 
-    def _flushed(self, rows, runs, acks, err) -> None:
+    def _write(self, runs) -> None:
+        """Encode each run (a failure quarantines that run alone) and hand the rows over."""
+        rows, kept = [], []
+        for r in runs:
+            row = self._encode_or_quarantine(r, "encode")
+            if row is not None:
+                rows.append(row)
+                kept.append(r)
+        if not rows:
+            return
+        acks = [(r, em, seq) for r in kept for em, seq in r.hwm.items()]
+        for row in rows:
+            self._inflight[row[0]] = row
+        self.writer.submit(lambda conn: write_runs(conn, rows),
+                           done=lambda failed, err: self._flushed(rows, kept, acks, failed, err))
+
+    def _encode_or_quarantine(self, run, where: str):
+        if run.run in self.quarantine:
+            return None
+        try:
+            return self._encode(run)
+        except Exception as exc:  # one run's state no codec takes: that run alone
+            self.flush_errors += 1
+            self.quarantine.add(run, f"{type(exc).__name__}: {exc}", where)
+            return None
+
+    def _flushed(self, rows, runs, acks, failed, err) -> None:
         for row in rows:
             if self._inflight.get(row[0]) is row:
                 del self._inflight[row[0]]
-        if err is not None:
+        if err is not None:  # the transaction itself failed (disk, lock): all of it again later
             self.flush_errors += 1
-            for r in runs:  # try again at the next flush; emitters keep the events meanwhile
+            for r in runs:  # emitters keep the events meanwhile
                 self._dirty.setdefault(r.run, r)
             return
+        for r in runs:
+            if r.run in failed:
+                self.flush_errors += 1
+                self.quarantine.add(r, failed[r.run], "write")
         self.flushes += 1
-        self._send_acks(acks)
+        self._send_acks([a for a in acks if a[0].run not in failed])
 
     def _send_acks(self, acks) -> None:
         for run, em, seq in acks:
@@ -298,11 +332,8 @@ class StateStore:
     def evict(self, run) -> None:
         """A run leaving memory (TTL): make sure its last state is written."""
         if self._dirty.pop(run.run, None) is not None and self.writer is not None:
-            row = self._encode(run)
-            self._inflight[row[0]] = row
-            acks = [(run, em, seq) for em, seq in run.hwm.items()]
-            self.writer.submit(lambda conn: _write_runs(conn, [row]),
-                               done=lambda _r, err: self._flushed([row], [run], acks, err))
+            self._write([run])
+        self.quarantine.forget(run.run)
 
     # ---- alerts -----------------------------------------------------------------------------
     def on_alert(self, alert: Alert) -> None:
@@ -310,7 +341,7 @@ class StateStore:
         if self.writer is None:
             return
         run = self.table.get(alert.run)
-        row = self._encode(run) if run is not None else None
+        row = self._encode_or_quarantine(run, "alert") if run is not None else None
         if row is not None:
             self._inflight[row[0]] = row
         body = json.dumps(alert.to_dict())
@@ -319,16 +350,20 @@ class StateStore:
 
         def op(conn):
             conn.execute(_INSERT_ALERT, params)
-            if row is not None:
-                _write_runs(conn, [row])
+            return write_runs(conn, [row]) if row is not None else {}
 
-        self.writer.submit(op, full=True, done=lambda _r, err: self._journaled(row, err, alert))
+        self.writer.submit(op, full=True, done=lambda failed, err: self._journaled(row, failed, err, alert))
 
-    def _journaled(self, row, err, alert: Alert) -> None:
+    def _journaled(self, row, failed, err, alert: Alert) -> None:
         if row is not None and self._inflight.get(row[0]) is row:
             del self._inflight[row[0]]
-        if err is not None:
-            log.error("alert_not_persisted", run=alert.run, kind=alert.kind, error=str(err))
+        if err is not None:  # the outbox row is written on its own path (sinks/delivery.py)
+            self.journal_errors += 1
+            log.error("alert_not_journaled", run=alert.run, kind=alert.kind, error=str(err)[:300])
+        elif failed:
+            run = self.table.get(alert.run)
+            if run is not None:
+                self.quarantine.add(run, failed[alert.run], "write")
 
     # ---- lazy restore ------------------------------------------------------------------------
     def _on_create(self, run) -> None:
@@ -351,7 +386,3 @@ class StateStore:
             self.stats.loop_errors += 1
             log.exception("snapshot_restore_failed", run=run.run, path=self.path)
 
-
-def _write_runs(conn, rows) -> None:
-    now = time.time()
-    conn.executemany(_UPSERT_RUN, [(*row, now) for row in rows])

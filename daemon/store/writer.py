@@ -4,8 +4,12 @@ The event loop submits operations (``fn(conn) -> result``) with ``submit``; the
 thread takes everything queued, runs it in one transaction and commits, with
 ``synchronous=FULL`` when any operation in the batch asks for it (alerts and
 outbox rows) and the configured mode otherwise. Results come back as asyncio
-futures resolved on the loop, or as plain callbacks run on the loop (``poll_completed``). A failed batch
-is rolled back and every operation in it fails with the error: nothing half-written.
+futures resolved on the loop, or as plain callbacks run on the loop
+(``poll_completed``). A failed batch is rolled back, nothing half-written, and its
+operations are run again in halves (and halves of those): one poisoned operation (a
+value SQLite cannot store) fails alone, and every other run's snapshot and every alert
+in the batch still commit (issue 15: one bad step once stopped persistence for every
+run). Operations must therefore be safe to run again after a rollback.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ class Writer:
         self.loop = loop
         self.base_sync = synchronous.upper()
         self.commits = 0
-        self.errors = 0
+        self.errors = 0            # transactions rolled back
+        self.failed_ops = 0        # operations that failed even on their own
+        self.consecutive_errors = 0  # batches in a row that committed nothing: /readyz
         self.ops = 0
         self._q: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._completed: queue.SimpleQueue = queue.SimpleQueue()  # (done, result, error)
@@ -89,7 +95,10 @@ class Writer:
                     break
             stop = item is None
             if batch:
+                before = self.commits
                 self._run(batch)
+                # a poisoned operation alone is not "persistence failing"; nothing committed is
+                self.consecutive_errors = 0 if self.commits > before else self.consecutive_errors + 1
 
     def _set_sync(self, mode: str) -> None:
         if mode != self._sync:
@@ -97,30 +106,40 @@ class Writer:
             self._sync = mode
 
     def _run(self, batch: list[_Item]) -> None:
+        results, error = self._transaction(batch)
+        if error is not None and len(batch) > 1:  # find the poisoned operation(s): halve, in order
+            mid = len(batch) // 2
+            self._run(batch[:mid])
+            self._run(batch[mid:])
+            return
+        if error is not None:
+            self.failed_ops += 1
+            log.error("store_write_failed", error=f"{type(error).__name__}: {error}"[:300],
+                      hint="state not persisted; emitters keep unacknowledged events")
+        for i, item in enumerate(batch):
+            if item.done is not None:
+                res = results[i] if error is None else None
+                self._deliver(item.done, res, error)
+
+    def _transaction(self, batch: list[_Item]) -> tuple[list[Any], BaseException | None]:
         results: list[Any] = []
-        error: BaseException | None = None
         try:
             self._set_sync("FULL" if any(i.full for i in batch) else self.base_sync)
             self.conn.execute("BEGIN")
             for item in batch:
                 results.append(item.fn(self.conn))
             self.conn.execute("COMMIT")
-            self.commits += 1
-            self.ops += len(batch)
-        except Exception as exc:  # task boundary: roll back, fail every op, count, log
-            error = exc
+        except Exception as exc:  # task boundary: roll back and count; the caller logs
             self.errors += 1
             try:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-            log.error("store_write_failed", error=str(exc), ops=len(batch),
-                      hint="state not persisted; emitters keep unacknowledged events")
-        for i, item in enumerate(batch):
-            if item.done is not None:
-                res = results[i] if error is None else None
-                self._deliver(item.done, res, error)
+            return results, exc
+        self.commits += 1
+        self.ops += len(batch)
+        return results, None
 
     def _deliver(self, done, result, error) -> None:
         self._completed.put((done, result, error))
@@ -128,6 +147,11 @@ class Writer:
             self.loop.call_soon_threadsafe(self.poll_completed)
         except RuntimeError:  # loop closed: nobody is waiting any more
             pass
+
+    @property
+    def failing(self) -> bool:
+        """Three batches in a row committed nothing: the disk, not one bad value."""
+        return self.consecutive_errors >= 3
 
     def poll_completed(self) -> int:
         """Run finished operations' callbacks (on the loop thread); returns how many.

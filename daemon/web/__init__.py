@@ -12,7 +12,6 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
@@ -136,14 +135,13 @@ class Handlers:
         return watch
 
     async def analyze(self, request: web.Request) -> web.Response:
-        origin = request.headers.get("Origin")
-        if origin and urlsplit(origin).netloc != request.host:   # another site's page posting here
-            return _json({"error": "uploads from other sites' pages are refused."}, 403)
+        # another site's page posting here is refused before this (web/guard.py)
         loop = asyncio.get_running_loop()
         async with self._analyze_slots:
             with private_tmpdir() as tmp:
                 try:
-                    path, name, preset = await save_upload(request, tmp)
+                    path, name, preset = await save_upload(request, tmp,
+                                                           self.server.config.http.body_timeout_s)
                     preset = preset or self.server.config.detection.preset
                     t0 = time.perf_counter()
                     out = await loop.run_in_executor(None, analyze_file, path, name, preset)

@@ -1,6 +1,8 @@
 """`/api/analyze`: run the daemon's detectors over a dropped training log, on this machine.
 
-The upload is streamed to a private temporary directory (at most ``MAX_UPLOAD_BYTES``),
+The upload is streamed to a private temporary directory (at most ``MAX_UPLOAD_BYTES`` and
+``MAX_ROWS`` lines, counted as the bytes arrive, within ``BODY_TIMEOUT_S``: issue 15, a 15
+MiB CSV of tiny rows once added 1.46 GB of RSS and two slow uploads held both slots),
 read with `wtwin.daemon.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
 through a fresh `RunMonitor` and `AlertPolicy`, exactly as live events would be, into the
 same `RunSeries` the run page plots. Nothing is kept afterwards. A file that cannot be read
@@ -12,6 +14,7 @@ every transition the detectors make is shown.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import tempfile
@@ -25,7 +28,9 @@ from ..logs import LogError, read_log
 from ..series import RunSeries
 from .views import alert_view, num
 
-MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+MAX_UPLOAD_BYTES = 16 * 1024 * 1024
+MAX_ROWS = 200_000        # lines of a CSV/JSONL upload (a trainer_state.json is bounded by bytes)
+BODY_TIMEOUT_S = 30.0     # the whole upload must arrive within this
 MAX_TRANSITIONS = 500
 
 
@@ -89,8 +94,16 @@ def _result(tlog, name, preset, series, policy, transitions, dropped) -> dict[st
             "markers": list(series.markers)}
 
 
-async def save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
-    """Stream the request's file into ``tmpdir``: (path, display name, preset field)."""
+async def save_upload(request, tmpdir: str, timeout_s: float = BODY_TIMEOUT_S) -> tuple[str, str, str | None]:
+    """Stream the request's file into ``tmpdir``: (path, display name, preset field),
+    within ``timeout_s`` (``[http] body_timeout_s``)."""
+    try:
+        return await asyncio.wait_for(_save_upload(request, tmpdir), timeout_s)
+    except asyncio.TimeoutError:
+        raise AnalyzeError(f"the upload did not arrive within {timeout_s:g} s.") from None
+
+
+async def _save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
     path = os.path.join(tmpdir, "upload")
     name, preset = display_name(request.query.get("name")), request.query.get("preset")
     if request.content_type.startswith("multipart/"):
@@ -111,12 +124,15 @@ async def save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
 
 
 async def _copy(read, path: str) -> None:
-    total = 0
+    total = lines = 0
     with open(path, "wb") as fh:
         while chunk := await read(1 << 16):
             total += len(chunk)
+            lines += chunk.count(b"\n")
             if total > MAX_UPLOAD_BYTES:
                 raise AnalyzeError(f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB.")
+            if lines > MAX_ROWS:
+                raise AnalyzeError(f"the file has more than {MAX_ROWS:,} rows; thin it (every k-th row) first.")
             fh.write(chunk)
 
 

@@ -1,0 +1,139 @@
+"""Who may write to which run, and how much of the daemon one client may take (issue 15).
+
+**Runs belong to a principal.** The first event of a run binds it to the principal that
+sent it: the CURVE client key when CURVE is on, else the hash of the run's secret
+(``auth``, emitters/run_secret.py), else ``anonymous``. From then on an event, a
+``run_end`` or a checkpoint from any other principal is refused (an ``error`` reply with
+reason ``not_owner``, ``wtwind_events_dropped_total{reason="not_owner"}``, a
+rate-limited WARNING), and its sender is never registered to receive the run's alerts.
+A resumed trainer reads the same secret (or has the same key) and goes on. Runs whose
+name matches ``[runs] shared`` take events from every principal. The owner is kept in the
+run's snapshot (only the hash of a secret, never the secret) and never shown.
+
+**Quotas.** A new run beyond ``max_runs`` (the whole table) or ``max_runs_per_client``
+(live runs created by one client: its CURVE key, or its connection without CURVE) is
+refused with ``run_table_full`` / ``client_run_quota``. A run holds at most
+``max_emitters_per_run`` emitter ids: a new one first evicts ids silent for
+``emitter_idle_s`` (trainer processes that are gone), else it is refused
+(``emitter_quota``). A ``run_start`` config over ``max_config_bytes`` is refused
+(``config_quota``). Every refusal: an error reply (at most one a second per connection),
+a counter by reason, a rate-limited log line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from fnmatch import fnmatchcase
+from typing import Callable
+
+import msgpack
+import structlog
+
+from wtwin.emitters import wire
+
+from .logsetup import RateLimited
+
+log = structlog.get_logger("wtwind.admission")
+ANONYMOUS = "anonymous"
+REPLY_INTERVAL_S = 1.0
+_MAX_CACHE = 10_000
+
+
+class Admission:
+    def __init__(self, cfg, table, stats, send: Callable[[bytes, bytes], bool], *,
+                 curve: bool) -> None:
+        self.cfg = cfg
+        self.table = table
+        self.stats = stats
+        self.send = send
+        self.curve = curve
+        self.per_client: Counter = Counter()   # live runs created, by client
+        self._hashes: dict[str, str] = {}       # secret -> principal (hashing once per secret)
+        self._replied: dict[bytes, float] = {}  # identity -> last error reply (monotonic)
+        self._log = RateLimited(log)
+
+    def principal(self, ev: dict, user: str | None) -> str:
+        """Who sent ``ev``; the secret leaves the event here (nothing downstream sees it)."""
+        auth = ev.pop("auth", None)
+        if self.curve:
+            return f"key:{user}" if user else ANONYMOUS
+        if auth is None:
+            return ANONYMOUS
+        found = self._hashes.get(auth)
+        if found is None:
+            if len(self._hashes) >= _MAX_CACHE:
+                self._hashes.clear()
+            found = self._hashes[auth] = "secret:" + hashlib.sha256(auth.encode()).hexdigest()
+        return found
+
+    def run_for(self, ev: dict, identity: bytes, principal: str, now: float):
+        """The run ``ev`` may act on, or None (refused: replied, counted, logged)."""
+        name = ev["run"]
+        run = self.table.get(name)
+        if run is None:
+            run = self._create(name, identity, principal, now)
+            if run is None:
+                return None
+        if run.owner is None:  # a new run, or one stored before runs had owners
+            run.owner = principal
+        elif run.owner != principal and not self._shared(run):
+            return self._refuse("not_owner", identity, name, "run belongs to another client")
+        em = ev.get("emitter")
+        if em is not None and em not in run.hwm and not self._room_for_emitter(run, now):
+            return self._refuse("emitter_quota", identity, name,
+                                f"run has {self.cfg.max_emitters_per_run} live emitter ids")
+        if ev["type"] == "run_start" and ev.get("config"):
+            size = len(msgpack.packb(ev["config"], use_bin_type=True))
+            if size > self.cfg.max_config_bytes:
+                return self._refuse("config_quota", identity, name,
+                                    f"config of {size} bytes over {self.cfg.max_config_bytes}")
+        return run
+
+    def forget(self, run) -> None:
+        """A run left memory: its creator may create another."""
+        creator = getattr(run, "creator", None)
+        if creator is not None:
+            self.per_client[creator] -= 1
+            if self.per_client[creator] <= 0:
+                del self.per_client[creator]
+
+    # ---- internals -------------------------------------------------------------------
+    def _create(self, name: str, identity: bytes, principal: str, now: float):
+        client = principal if self.curve and principal != ANONYMOUS else identity
+        if self.per_client[client] >= self.cfg.max_runs_per_client:
+            return self._refuse("client_run_quota", identity, name,
+                                f"this client already has {self.cfg.max_runs_per_client} live runs")
+        run = self.table.get_or_create(name, now)
+        if run is None:
+            return self._refuse("run_table_full", identity, name,
+                                f"the daemon holds its maximum of {self.cfg.max_runs} runs")
+        run.creator = client
+        self.per_client[client] += 1
+        return run
+
+    def _shared(self, run) -> bool:
+        return any(fnmatchcase(run.run, pattern) for pattern in self.cfg.shared)
+
+    def _room_for_emitter(self, run, now: float) -> bool:
+        if len(run.hwm) < self.cfg.max_emitters_per_run:
+            return True
+        idle = [em for em in run.hwm if now - run.emitter_seen.get(em, 0.0) >= self.cfg.emitter_idle_s]
+        for em in idle:  # processes that are gone: their dedup marks no longer matter
+            run.hwm.pop(em, None)
+            run.identities.pop(em, None)
+            run.emitter_seen.pop(em, None)
+        self.stats.evicted_emitters += len(idle)
+        return len(run.hwm) < self.cfg.max_emitters_per_run
+
+    def _refuse(self, reason: str, identity: bytes, run: str, message: str) -> None:
+        self.stats.dropped[reason] += 1
+        self._log.warning("event_refused", reason, reason=reason, run=run[:200], detail=message)
+        now = time.monotonic()
+        if now - self._replied.get(identity, -1e18) >= REPLY_INTERVAL_S:
+            if len(self._replied) >= _MAX_CACHE:
+                self._replied.clear()
+            self._replied[identity] = now
+            self.send(identity, wire.reply("error", reason=reason, run=run, message=message))
+        return None

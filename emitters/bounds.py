@@ -1,0 +1,79 @@
+"""Bounds on every field of protocol v1 (docs/PROTOCOL.md, "Bounds").
+
+Everything a client sends ends up in memory, in a SQLite row or in a JSON document,
+so every number must fit the column it is written to (SQLite integers are int64), and
+every nested value must have a bounded depth and size: a 2 KB frame with a config
+nested 999 deep once made ``json.dumps`` raise ``RecursionError`` inside the daemon's
+flush timer, and a step of 2**64-1 made every SQLite flush fail (issue 15).
+
+Checks raise ``(reason, detail)`` through the caller's ``WireError``; this module
+imports only msgpack and the stdlib (it is on the trainer's side).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import msgpack
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+MAX_RUN_LEN = 200
+MAX_EMITTER_LEN = 64       # the emitter's id is 16 hex chars
+MAX_AUTH_LEN = 128         # the run secret: 43 chars of urlsafe base64
+MAX_STR_LEN = 4096         # paths, presets, resumed_from, config strings
+MAX_KEY_LEN = 128          # keys of metrics and config maps
+MAX_METRICS = 64           # entries in eval.metrics
+MAX_WANTS = 4              # items in checkpoint.want
+MAX_CONFIG_DEPTH = 16      # run_start.config nesting (a map in a map is depth 2)
+MAX_CONFIG_NODES = 4096    # values of every kind in the config, containers included
+MAX_CONFIG_BYTES = 64 * 1024  # the config as msgpack
+
+_LEAVES = (str, int, float, bool, type(None))
+
+
+def int_in_range(val: int) -> bool:
+    return INT64_MIN <= val <= INT64_MAX
+
+
+def check_config(config: dict, fail: Callable[[str, str], Exception]) -> None:
+    """A JSON-able tree of bounded depth, node count and size, or ``raise fail(...)``.
+
+    Iterative (an explicit stack), so a deep config costs no Python recursion."""
+    stack: list[tuple[Any, int]] = [(config, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_CONFIG_NODES:
+            raise fail("bad_value", f"run_start.config has more than {MAX_CONFIG_NODES} values")
+        if isinstance(node, dict):
+            if depth > MAX_CONFIG_DEPTH:
+                raise fail("bad_value", f"run_start.config nests deeper than {MAX_CONFIG_DEPTH}")
+            for key, val in node.items():
+                if type(key) is not str or len(key) > MAX_KEY_LEN:
+                    raise fail("bad_type", f"run_start.config keys must be strings of <= {MAX_KEY_LEN} chars")
+                stack.append((val, depth + 1))
+        elif isinstance(node, list):
+            if depth > MAX_CONFIG_DEPTH:
+                raise fail("bad_value", f"run_start.config nests deeper than {MAX_CONFIG_DEPTH}")
+            stack.extend((val, depth + 1) for val in node)
+        elif not isinstance(node, _LEAVES):
+            raise fail("bad_type", f"run_start.config holds a {type(node).__name__} (not JSON-able)")
+        elif type(node) is str and len(node) > MAX_STR_LEN:
+            raise fail("bad_value", f"run_start.config strings must be <= {MAX_STR_LEN} chars")
+        elif type(node) is int and not int_in_range(node):
+            raise fail("bad_value", "run_start.config integers must fit in int64")
+    size = len(msgpack.packb(config, use_bin_type=True))
+    if size > MAX_CONFIG_BYTES:
+        raise fail("bad_value", f"run_start.config is {size} bytes packed, over {MAX_CONFIG_BYTES}")
+
+
+def check_metrics(metrics: dict, fail: Callable[[str, str], Exception]) -> None:
+    if len(metrics) > MAX_METRICS:
+        raise fail("bad_value", f"eval.metrics has more than {MAX_METRICS} entries")
+    for key, val in metrics.items():
+        if type(key) is not str or type(val) is bool or not isinstance(val, (int, float)):
+            raise fail("bad_type", "eval.metrics must map names to numbers")
+        if len(key) > MAX_KEY_LEN:
+            raise fail("bad_value", f"eval.metrics names must be <= {MAX_KEY_LEN} chars")
