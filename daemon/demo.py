@@ -94,7 +94,8 @@ DEGRADATION = ("drift", "divergence", "plateau")
 
 def alert_series(metrics_url: str) -> list[str]:
     body = wait_http(metrics_url, time.monotonic() + 5) or ""
-    return [l for l in body.splitlines() if l.startswith("wtwind_run_alert_active{")]
+    return [l for l in body.splitlines()
+            if l.startswith(("wtwind_run_alert_active{", "wtwind_run_alert_severity{"))]
 
 
 def stream(endpoint: str, metrics_url: str) -> bool:

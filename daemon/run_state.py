@@ -56,6 +56,9 @@ class RunState:
         self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
         self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
 
+        self.ended_at: float | None = None
+        self.ended_firing: dict[str, str] = {}   # kind -> severity of what fired at run_end
+        self.nonnegative = True                  # every loss so far >= 0 (cross-entropy-like)
     @property
     def config(self) -> dict[str, Any]:
         """The run's config. Held as compact JSON (what the store writes), decoded when a
@@ -115,6 +118,8 @@ class RunState:
         self.last_progress = now
         self.step = ev["step"]
         self.loss = float(ev["loss"])
+        if self.loss < 0:
+            self.nonnegative = False
         self.lr = ev.get("lr", self.lr)
         monitor = self.monitor if self._announced is None else _Announced(self)  # after a rewind
         state, out = observe_loss(monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
@@ -142,6 +147,7 @@ class RunState:
             except ValueError:
                 pass  # unknown preset: keep the daemon's default
         self.status = "running"
+        self.ended_at, self.ended_firing = None, {}
         return []
 
     def _on_heartbeat(self, ev: dict, now: float) -> list[Alert]:
@@ -150,6 +156,8 @@ class RunState:
 
     def _on_run_end(self, ev: dict, now: float) -> list[Alert]:
         self.status = ev.get("status") or "completed"
+        self.ended_at = now
+        self.ended_firing = {kind: a.severity for kind, a in self.policy.firing.items()}
         return self.policy.resolve_all(self.step or 0, now, f"run ended ({self.status})")
 
     def _on_checkpoint(self, ev: dict, now: float) -> list[Alert]:
@@ -245,9 +253,16 @@ class RunTable:
     def forget(self, run: str) -> RunState | None:
         return self._runs.pop(run, None)
 
-    def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> list[RunState]:
+    def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float,
+               ended_series_s: float = 0.0) -> list[RunState]:
+        """Ended runs leave after ``ended_ttl_s``, or ``ended_series_s`` if longer while
+        they ended with an alert firing (its series stay for Prometheus); idle ones after
+        ``idle_ttl_s``."""
+        def ended_for(r: RunState) -> float:
+            return max(ended_ttl_s, ended_series_s) if r.ended_firing else ended_ttl_s
+
         gone = [r for r in self._runs.values()
-                if (r.status != "running" and now - r.last_seen >= ended_ttl_s)
+                if (r.status != "running" and now - r.last_seen >= ended_for(r))
                 or now - r.last_seen >= idle_ttl_s]
         for r in gone:
             del self._runs[r.run]

@@ -127,8 +127,8 @@ class TestAlerts:
         with connect(daemon.ipc, run="nan") as emit:
             emit.loss(1, 2.0)
             emit.loss(2, float("nan"))
-            wait_for(lambda: sample(daemon, "wtwind_run_alert_active", run="nan",
-                                    kind="nonfinite", severity="critical") == 1, what="nonfinite")
+            wait_for(lambda: sample(daemon, "wtwind_run_alert_severity", run="nan",
+                                    kind="nonfinite") == 3, what="nonfinite")
 
 
 class TestStall:
@@ -137,11 +137,12 @@ class TestStall:
         with Daemon(env, tmpdir=str(tmp_path)) as d:
             emit = connect(d.ipc, run="quiet", heartbeat_s=0.1)
             emit.loss(1, 1.0)
-            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled",
-                                    severity="warning") == 1, what="stalled alert")
+            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled") == 1
+                     and sample(d, "wtwind_run_alert_severity", run="quiet", kind="stalled") == 2,
+                     what="stalled alert")
             emit.loss(2, 1.0)
-            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled",
-                                    severity="warning") is None, what="stall resolved")
+            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled") is None,
+                     what="stall resolved")
             emit.close()
 
 
@@ -180,8 +181,8 @@ timeout_s = 60.0
             with connect(d.ipc, run="stuck") as emit:
                 emit.loss(1, 2.0)
                 emit.loss(2, float("nan"))      # a critical alert for the sink to (never) take
-                wait_for(lambda: sample(d, "wtwind_run_alert_active", run="stuck",
-                                        kind="nonfinite", severity="critical") == 1, what="alert")
+                wait_for(lambda: sample(d, "wtwind_run_alert_severity", run="stuck",
+                                        kind="nonfinite") == 3, what="alert")
             d.proc.send_signal(signal.SIGTERM)
             wait_for(lambda: '"event": "stopping"' in d.log(), what="first signal handled")
             time.sleep(1.0)
