@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector as _Base
 
-from wtwin.sinks.alert import KINDS, SEVERITIES
+from wtwin.detect.alert import KINDS, SEVERITIES
 
 from .run_state import RunState, RunTable
 from .stats import Stats

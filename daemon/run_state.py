@@ -18,8 +18,11 @@ import structlog
 from wtwin.detect.alert import Alert
 
 from wtwin.detect import Finding, MonitorState, RunMonitor
+from wtwin.detect.alert import Alert
 from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
+from wtwin.emitters.wire import KIND_PRESETS
+
 from .series import RunSeries, Spark
 
 log = structlog.get_logger("wtwind.runs")
@@ -31,6 +34,7 @@ class RunState:
         self.run = run
         self.preset = preset
         self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
+        self.kind: str | None = None   # run_start.kind: "pretraining", "finetuning", ...
         self.status = "running"
         self.first_seen = now
         self.last_seen = now           # any event, heartbeats included
@@ -139,7 +143,8 @@ class RunState:
 
     def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
         self.config = dict(ev.get("config") or {})
-        preset = ev.get("preset")
+        self.kind = ev.get("kind", self.kind)
+        preset = ev.get("preset") or KIND_PRESETS.get(self.kind or "")  # a named preset wins
         if preset and preset != self.preset and self.step is None:
             try:
                 self.monitor = RunMonitor(preset)

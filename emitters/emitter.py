@@ -66,7 +66,7 @@ class Emitter:
     """Publishes one run's events to wtwind. Use ``wtwin.emitters.connect()``."""
 
     def __init__(self, endpoint: str | None = None, run: str | None = None, *,
-                 config: dict | None = None, preset: str | None = None,
+                 config: dict | None = None, preset: str | None = None, kind: str | None = None,
                  resumed_from: str | None = None,
                  on_alert: Callable[[dict], Any] | None = None,
                  on_projection: Callable[[dict], Any] | None = None,
@@ -117,6 +117,8 @@ class Emitter:
         start: dict[str, Any] = {"config": dict(config or {})}
         if preset:
             start["preset"] = preset
+        if kind:
+            start["kind"] = kind  # selects the daemon's preset when none is named (wire.KIND_PRESETS)
         if resumed_from:
             start["resumed_from"] = resumed_from
         self._q.append(("run_start", time.time(), start))

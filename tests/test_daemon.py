@@ -131,6 +131,30 @@ class TestAlerts:
                                     kind="nonfinite") == 3, what="nonfinite")
 
 
+class TestRunKind:
+    def test_kind_picks_the_preset_and_a_named_preset_wins(self, daemon):
+        """run_start.kind "finetuning" -> preset finetuning; with preset named too, the preset;
+        a kind the daemon does not know -> the daemon's default."""
+        cases = {"ft": ({"kind": "finetuning"}, "finetuning"),
+                 "cpt": ({"kind": "continued_pretraining"}, "adaptive_pretraining"),
+                 "both": ({"kind": "finetuning", "preset": "pretraining"}, "pretraining"),
+                 "odd": ({"kind": "rlhf"}, "pretraining")}
+        for run, (fields, _) in cases.items():
+            with connect(daemon.ipc, run=run, **fields) as emit:
+                emit.loss(1, 2.0)
+
+        def presets():
+            out = {}
+            for run in cases:
+                status, body = http_get(f"{daemon.url}/api/runs/{run}")
+                if status == 200 and json.loads(body).get("step") == 1:
+                    out[run] = json.loads(body)["preset"]
+            return out if len(out) == len(cases) else None
+
+        got = wait_for(presets, what="the four runs")
+        assert got == {run: want for run, (_, want) in cases.items()}
+
+
 class TestStall:
     def test_silent_run_is_reported_stalled(self, tmp_path):
         env = {"WTWIND_DETECTION__STALL_AFTER_S": "0.5", "WTWIND_TICK_S": "0.1"}
