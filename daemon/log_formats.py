@@ -31,9 +31,10 @@ def from_export(names: list[str], rows: list[dict], loss_col: str | None):
     if [n.strip() for n in names] == TB_CSV:
         rows = ({"step": r.get("Step"), "loss": r.get("Value")} for r in rows)
         return ["step", "loss"], rows, None if loss_col in (None, "Value") else loss_col
-    runs = [m for n in names if (m := _WANDB.match(n)) and not m["metric"].endswith(("__MIN", "__MAX"))]
-    if not runs or not any(n.strip().lower() == "step" for n in names):
-        return names, rows, loss_col
+    others = [n for n in names if n.strip().lower() != "step"]
+    if len(others) == len(names) or not others or not all(_WANDB.match(n) for n in others):
+        return names, rows, loss_col  # a W&B export is Step and "<run> - <metric>" only
+    runs = [m for n in others if not (m := _WANDB.match(n))["metric"].endswith(("__MIN", "__MAX"))]
     run = _wandb_run(runs, loss_col)
     keep = {m.string: m["metric"] for m in runs if m["run"] == run}
     if loss_col is not None and loss_col in keep:

@@ -150,3 +150,12 @@ class TestLightningCsvLogger:
         assert log.loss_col == "train_loss_step" and log.n_loss == 5 * 20 and log.n_val == 5
         doc = caught(metrics)
         assert doc["steps"] == 100
+
+
+class TestPlainCsvUnchanged:
+    def test_a_dash_in_a_plain_csv_column_is_not_an_export(self, tmp_path):
+        """Only a file of Step and "<run> - <metric>" columns is read as a W&B export."""
+        p = tmp_path / "plain.csv"
+        p.write_text("step,loss,lr - schedule\n1,2.0,0.1\n2,1.9,0.1\n")
+        log = read_log(p)
+        assert log.loss_col == "loss" and log.n_loss == 2
