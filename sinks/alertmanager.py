@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from .alert import Alert
+from wtwin.detect.alert import Alert
 from .base import HttpClient, check_headers, check_name, check_positive, check_url, raise_for_status, run_link
 from .errors import ConfigError
 from .secrets import check_ref, resolve

@@ -13,7 +13,7 @@ import pytest
 from helpers import Daemon, free_port, need_binary, wait_for
 from test_e2e_alerting import api, start, up
 from wtwin.emitters import connect
-from wtwin.sinks.alert import Alert
+from wtwin.detect.alert import Alert
 from wtwin.sinks.alertmanager import AlertmanagerConfig, AlertmanagerSink, postable
 from wtwin.sinks.errors import ConfigError, SinkError
 from wtwin.sinks.registry import parse_sink
@@ -122,7 +122,7 @@ receivers:
 @pytest.mark.slow
 def test_wtwind_posts_to_a_real_alertmanager_which_routes_it(alertmanager, tmp_path):
     """NaN: the alert is in Alertmanager's API and its route posts it to the receiver;
-    the run ends: wtwind posts the resolution and the receiver gets "resolved"."""
+    finite losses again: wtwind posts the resolution and the receiver gets "resolved"."""
     url, recv = alertmanager
     cfg = tmp_path / "wtwind.toml"
     cfg.write_text(f"""
@@ -152,7 +152,9 @@ cap_s = 0.5
                     if a["labels"]["alertname"] == "WTwinLossNonFinite" and a["status"] == status]
         (firing, *_) = wait_for(lambda: routed("firing"), 20, 0.2, "the receiver got it firing")
         assert firing["labels"]["severity"] == "critical" and firing["labels"]["kind"] == "nonfinite"
-        emit.close("failed")
+        for step in range(22, 200):  # the policy resolves after 100 quiet steps
+            emit.loss(step, 2.0 + 1.0 / step)
         wait_for(lambda: routed("resolved"), 20, 0.2, "the receiver got it resolved")
+        emit.close()
         m = d.metrics()
         assert m[("wtwind_deliveries_total", (("outcome", "success"), ("sink", "am")))] >= 2
