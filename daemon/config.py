@@ -108,7 +108,8 @@ class RunsConfig:
     shared: tuple[str, ...] = ()
     idle_ttl_s: float = 24 * 3600.0
     ended_ttl_s: float = 600.0
-    # a run that ended while an alert fired keeps its series (and that alert) this long
+    # a run that ended while an alert fired, or failed or was killed, keeps its series
+    # (and that alert) this long
     ended_series_s: float = 900.0
     max_series_runs: int = 1000
 

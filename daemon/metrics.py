@@ -1,9 +1,9 @@
 """Prometheus collector: renders live state at scrape time (nothing is pre-registered).
 
 Per-run series exist for running runs, and for ``ended_series_s`` after a run ended
-while an alert fired (``wtwind_run_alert_active`` stays 1 for those alerts meanwhile), so
-that a run that fails and exits at once still reaches Alertmanager through the shipped
-rules; capped at ``max_series_runs`` (most recently active first), the number of runs
+while an alert fired (``wtwind_run_alert_active`` stays 1 for those alerts meanwhile) or
+ended as failed or killed, so that a run that fails and exits at once still reaches
+Alertmanager through the shipped rules; capped at ``max_series_runs`` (most recently active first), the number of runs
 beyond the cap exported. Other components add families by passing ``providers``:
 callables that yield metric families.
 """
@@ -95,10 +95,11 @@ class DaemonCollector(_Base):
         yield _counter("wtwind_alerts", "Alerts fired", ["kind", "severity"], fired)
 
     def exported(self, r: RunState, now: float) -> bool:
-        """Running, or ended while an alert fired and not longer ago than ``ended_series_s``."""
+        """Running, or ``held`` (ended with an alert firing, failed or killed) and ended
+        not longer ago than ``ended_series_s``."""
         if r.status == "running":
             return True
-        return bool(r.ended_firing) and now - (r.ended_at or 0.0) < self.ended_series_s
+        return r.held and now - (r.ended_at or 0.0) < self.ended_series_s
 
     def _run_metrics(self):
         now = self.clock()

@@ -74,6 +74,12 @@ class RunState:
         self.config_json = json.dumps(value, default=str, separators=(",", ":"))
 
     @property
+    def held(self) -> bool:
+        """An ended run whose series stay for a while: it ended with an alert firing, or
+        it failed or was killed (``runs.ended_series_s``)."""
+        return self.status != "running" and (bool(self.ended_firing) or self.status in ("failed", "killed"))
+
+    @property
     def monitor(self) -> RunMonitor:
         """The run's detectors, built on first use, so that restoring 1k stored runs at
         startup costs a few milliseconds: a waiting snapshot is restored then (``thaw``)."""
@@ -260,11 +266,10 @@ class RunTable:
 
     def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float,
                ended_series_s: float = 0.0) -> list[RunState]:
-        """Ended runs leave after ``ended_ttl_s``, or ``ended_series_s`` if longer while
-        they ended with an alert firing (its series stay for Prometheus); idle ones after
-        ``idle_ttl_s``."""
+        """Ended runs leave after ``ended_ttl_s``, or ``ended_series_s`` if longer for a
+        ``held`` run (its series stay for Prometheus); idle ones after ``idle_ttl_s``."""
         def ended_for(r: RunState) -> float:
-            return max(ended_ttl_s, ended_series_s) if r.ended_firing else ended_ttl_s
+            return max(ended_ttl_s, ended_series_s) if r.held else ended_ttl_s
 
         gone = [r for r in self._runs.values()
                 if (r.status != "running" and now - r.last_seen >= ended_for(r))

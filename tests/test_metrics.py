@@ -62,6 +62,15 @@ class TestEndedRunHold:
         assert reg.get_sample_value("wtwind_run_step", {"run": "ok"}) is None
         assert reg.get_sample_value("wtwind_run_status", {"run": "ok", "status": "completed"}) is None
 
+    def test_a_failed_run_without_alerts_is_held_too(self):
+        """A crash with no alert: its status "failed" is there to scrape for the hold."""
+        table, clock, reg = setup(ended_series_s=300.0)
+        feed(table, "crash", [*losses([2.0, 1.9]), {"type": "run_end", "status": "failed"}])
+        assert reg.get_sample_value("wtwind_run_status", {"run": "crash", "status": "failed"}) == 1
+        assert reg.get_sample_value("wtwind_run_alert_active", {"run": "crash", "kind": "nonfinite"}) is None
+        clock.now = T0 + 301
+        assert reg.get_sample_value("wtwind_run_status", {"run": "crash", "status": "failed"}) is None
+
     def test_the_table_keeps_a_held_run_past_ended_ttl(self):
         """expire() keeps the run while its series are held, then lets it go."""
         table, clock, reg = setup()
