@@ -35,6 +35,7 @@ class RunState:
         self.preset = preset
         self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
         self.kind: str | None = None   # run_start.kind: "pretraining", "finetuning", ...
+        self.preset_from = "default"   # or "run_start.preset", "run_start.kind"
         self.status = "running"
         self.first_seen = now
         self.last_seen = now           # any event, heartbeats included
@@ -59,10 +60,10 @@ class RunState:
         self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
         self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
         self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
-
         self.ended_at: float | None = None
         self.ended_firing: dict[str, str] = {}   # kind -> severity of what fired at run_end
         self.nonnegative = True                  # every loss so far >= 0 (cross-entropy-like)
+
     @property
     def config(self) -> dict[str, Any]:
         """The run's config. Held as compact JSON (what the store writes), decoded when a
@@ -150,13 +151,16 @@ class RunState:
     def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
         self.config = dict(ev.get("config") or {})
         self.kind = ev.get("kind", self.kind)
-        preset = ev.get("preset") or KIND_PRESETS.get(self.kind or "")  # a named preset wins
+        named = ev.get("preset")
+        preset = named or KIND_PRESETS.get(self.kind or "")  # a named preset wins
         if preset and preset != self.preset and self.step is None:
             try:
                 self.monitor = RunMonitor(preset)
                 self.preset = preset
             except ValueError:
                 pass  # unknown preset: keep the daemon's default
+        if preset and preset == self.preset:
+            self.preset_from = "run_start.preset" if named else "run_start.kind"
         self.status = "running"
         self.ended_at, self.ended_firing = None, {}
         return []

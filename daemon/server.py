@@ -117,6 +117,9 @@ class Server:
             return
         for alert in transitions:
             self.publish(alert)
+        if ev["type"] == "run_start":
+            log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
+                     kind=run.kind)
         if ev["type"] == "checkpoint":
             self.spectral.submit(ev)
 

@@ -153,6 +153,11 @@ class TestRunKind:
 
         got = wait_for(presets, what="the four runs")
         assert got == {run: want for run, (_, want) in cases.items()}
+        started = {json.loads(line)["run"]: json.loads(line) for line in daemon.log().splitlines()
+                   if '"event": "run_started"' in line}
+        assert started["ft"]["preset_from"] == "run_start.kind" and started["ft"]["kind"] == "finetuning"
+        assert started["both"]["preset_from"] == "run_start.preset"
+        assert started["odd"]["preset_from"] == "default" and started["odd"]["preset"] == "pretraining"
 
 
 class TestStall:

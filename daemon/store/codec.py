@@ -26,7 +26,7 @@ READABLE_FORMATS = (1, 2)
 _FIELDS = ("status", "first_seen", "last_seen", "last_progress", "step", "loss", "lr",
            "last_eval", "emitter_dropped", "stalled", "events",
            # absent from older snapshots: the RunState defaults stay
-           "kind", "ended_at", "ended_firing", "nonnegative")
+           "kind", "preset_from", "ended_at", "ended_firing", "nonnegative")
 
 
 class Frozen:
