@@ -67,7 +67,7 @@ def read_tfevents(path, loss_col: str | None = None) -> TrainingLog:
                        "pip install 'wtwin[tensorboard]'.") from None
     if not os.path.exists(path):
         raise LogError(f"{path}: no such file or folder.")
-    acc = EventAccumulator(os.fspath(path), size_guidance={"scalars": 0})
+    acc = EventAccumulator(_run_folder(os.fspath(path)), size_guidance={"scalars": 0})
     try:
         acc.Reload()
     except Exception as e:  # a corrupt or truncated file: tensorboard raises several types
@@ -82,6 +82,19 @@ def read_tfevents(path, loss_col: str | None = None) -> TrainingLog:
             by_step.setdefault(int(ev.step), {"step": int(ev.step)})[col] = float(ev.value)
     rows = [by_step[s] for s in sorted(by_step)]
     return _build(path, rows, ["step", *chosen], None, {"tfevents_tags": dict(chosen)})
+
+
+def _run_folder(path: str) -> str:
+    """A file, or the one folder under ``path`` that holds event files (a logdir of one
+    run, as Lightning's ``lightning_logs/version_0/``); several runs: name one."""
+    if not os.path.isdir(path):
+        return path
+    holders = sorted({d for d, _, files in os.walk(path) if any("tfevents" in f for f in files)})
+    if len(holders) > 1:
+        runs = ", ".join(os.path.relpath(d, path) for d in holders[:5])
+        raise LogError(f"{path}: event files of {len(holders)} runs ({runs}"
+                       f"{', ...' if len(holders) > 5 else ''}); give the folder or file of one.")
+    return holders[0]
 
 
 def _tags(path, tags: list[str], loss_col: str | None) -> dict[str, str]:

@@ -101,6 +101,20 @@ class TestTfevents:
         r = wtwin("monitor", str(logdir), "--loss-col", "nope")
         assert r.returncode == 2 and "Traceback" not in r.stderr and "Loss/train" in r.stderr
 
+    def test_a_logdir_of_one_run_below_and_of_several(self, logdir, tmp_path):
+        """lightning_logs/version_0/events...: found below the folder given; two runs
+        below it: one sentence naming them."""
+        nested = tmp_path / "lightning_logs"
+        (nested / "version_0").mkdir(parents=True)
+        for f in logdir.iterdir():
+            (nested / "version_0" / f.name).write_bytes(f.read_bytes())
+        assert read_log(nested).n_loss == N
+        (nested / "version_1").mkdir()
+        for f in logdir.iterdir():
+            (nested / "version_1" / f.name).write_bytes(f.read_bytes())
+        with pytest.raises(LogError, match="event files of 2 runs .version_0, version_1."):
+            read_log(nested)
+
     def test_a_broken_event_file_is_one_sentence(self, tmp_path):
         p = tmp_path / "events.out.tfevents.123.host"
         p.write_bytes(b"\x00\x01garbage" * 10)
