@@ -57,7 +57,7 @@ def warmup_caveats(log, preset: str) -> list[str]:
         return []
     names = ", ".join(f"{name} ({w} steps)" for w, name in waiting)
     return [f"the log spans {span} steps ({len(steps)} points): shorter than the warm-up of "
-            f"{names}; those detectors had not started, so no alert from them says nothing yet "
+            f"{names}: they had not started, so their silence means nothing yet "
             f"(non-finite losses are checked from the first step)"]
 
 

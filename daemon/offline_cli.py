@@ -134,7 +134,8 @@ def main(argv=None) -> int:
     m.add_argument("--preset", choices=list(PRESETS),
                    help="detector preset (default: pretraining; finetuning for a trainer_state.json "
                         "that looks like a fine-tune)")
-    m.add_argument("--loss-col", help="column to use as the training loss")
+    m.add_argument("--loss-col",
+                   help="column, TensorBoard scalar tag or W&B metric to use as the training loss")
     m.add_argument("--json", action="store_true", help="one JSON document on stdout")
     m.add_argument("--plot", metavar="PNG", help="write loss, forecast band, W and alerts")
     m.add_argument("--all", action="store_true", help="also list info findings")
