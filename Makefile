@@ -1,7 +1,15 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# what is installed: everything (test, bench, screenshots); the daemon only (demo);
+# the daemon and torch (demo-gpt)
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+GPT_STAMP := $(VENV)/.installed-gpt
+# torch==2.13.0 comes from pip's configured index. Where that index's default build is
+# CUDA (PyPI on Linux), `make test TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu`.
+TORCH_INDEX_URL ?=
+TORCH := torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 
 .PHONY: demo demo-gpt test screenshots bench bench-detection install clean
 
@@ -9,19 +17,28 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# torch 2.13.0 (CPU build, local disk) first, so nothing later pulls a CUDA build.
+# torch 2.13.0 first, always, so that no later install picks a torch build of its own.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[spectral,dask,hf,lightning,wandb,dev]'
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[daemon,spectral,dask,hf,lightning,wandb,plot,tensorboard,dev]'
 	touch $(STAMP)
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[daemon]'
+	touch $(DEMO_STAMP)
+
+$(GPT_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[daemon]'
+	touch $(GPT_STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m wtwin.daemon.demo
 
 # A tiny GPT trained on CPU with the one-line emitter, LR blow-up at step 300 (examples/tiny_gpt.py).
-demo-gpt: $(STAMP)
+demo-gpt: $(GPT_STAMP)
 	$(BIN)/python examples/tiny_gpt.py --with-daemon --blowup-at 300
 
 test: $(STAMP)

@@ -108,6 +108,9 @@ class RunsConfig:
     shared: tuple[str, ...] = ()
     idle_ttl_s: float = 24 * 3600.0
     ended_ttl_s: float = 600.0
+    # a run that ended while an alert fired, or failed or was killed, keeps its series
+    # (and that alert) this long
+    ended_series_s: float = 900.0
     max_series_runs: int = 1000
 
     def __post_init__(self) -> None:
@@ -117,6 +120,7 @@ class RunsConfig:
         _require(self.emitter_idle_s >= 0, "emitter_idle_s: must be >= 0 seconds")
         _require(1 <= self.max_config_bytes <= MAX_CONFIG_BYTES,
                  f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
+        _require(self.ended_series_s >= 0, "ended_series_s: must be >= 0 seconds")
         _require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
         _require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
 

@@ -94,7 +94,8 @@ DEGRADATION = ("drift", "divergence", "plateau")
 
 def alert_series(metrics_url: str) -> list[str]:
     body = wait_http(metrics_url, time.monotonic() + 5) or ""
-    return [l for l in body.splitlines() if l.startswith("wtwind_run_alert_active{")]
+    return [l for l in body.splitlines()
+            if l.startswith(("wtwind_run_alert_active{", "wtwind_run_alert_severity{"))]
 
 
 def stream(endpoint: str, metrics_url: str) -> bool:
@@ -118,7 +119,8 @@ def stream(endpoint: str, metrics_url: str) -> bool:
         seen = seen or [l for l in alert_series(metrics_url) if "demo-degrading" in l]
         time.sleep(0.1)
     body = wait_http(metrics_url, time.monotonic() + 5) or ""
-    seen += [l for l in body.splitlines() if l.startswith("wtwind_alerts_total{")]
+    seen += [l for l in body.splitlines()  # the counters that counted (all are exported from 0)
+             if l.startswith("wtwind_alerts_total{") and not l.endswith(" 0.0")]
     for emit in emitters.values():
         emit.poll()
         emit.close()

@@ -2,7 +2,7 @@
 
 Used by the offline CLI and reusable by the web page. Columns are found by name:
 step (``step``, ``iter``, ``iteration``, ``global_step``, ``epoch``), train loss
-(``loss``, ``train_loss``, ``training_loss``), validation loss (``val_loss``,
+(``loss``, ``train_loss``, ``training_loss``, Lightning's ``train_loss_step``), validation loss (``val_loss``,
 ``eval_loss``, ``validation_loss``) and learning rate (``lr``, ``learning_rate``).
 An empty cell means "not logged here"; a literal ``nan`` is kept (a non-finite loss is
 an event, not a parse error). Every failure is a `LogError` with one clear sentence.
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
-LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss")
+LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
+             "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
 VAL_COLS = ("val_loss", "eval_loss", "validation_loss", "valid_loss", "eval/loss", "val/loss")
 LR_COLS = ("lr", "learning_rate", "train/learning_rate")
 MAX_BYTES = 2 * 1024 ** 3
@@ -150,7 +151,12 @@ def _read_text(path) -> str:
 
 
 def read_log(path, loss_col: str | None = None) -> TrainingLog:
-    """Read ``path`` (format from its content), choosing columns as the module says."""
+    """Read ``path`` (format from its content), choosing columns as the module says;
+    TensorBoard event files and W&B/TensorBoard CSV exports through ``log_formats``."""
+    from . import log_formats
+
+    if log_formats.is_tfevents(path):
+        return log_formats.read_tfevents(path, loss_col)
     text = _read_text(path)
     head = text.lstrip()[:1]
     if head == "{" or head == "[":
@@ -167,7 +173,10 @@ def _read_csv(path, text, loss_col) -> TrainingLog:
     names = reader.fieldnames or []
     if len(names) < 1:
         raise LogError(f"{path}: no header row found.")
-    return _build(path, _csv_rows(path, reader), names, loss_col)
+    from .log_formats import from_export
+
+    names, rows, loss_col = from_export(names, _csv_rows(path, reader), loss_col)
+    return _build(path, rows, names, loss_col)
 
 
 def _csv_rows(path, reader):

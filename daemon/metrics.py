@@ -1,22 +1,38 @@
 """Prometheus collector: renders live state at scrape time (nothing is pre-registered).
 
-Per-run series exist only for running runs, capped at ``max_series_runs`` (most recently
-active first); the number of runs beyond the cap is exported. Other components add
-families by passing ``providers``: callables that yield metric families.
+Per-run series exist for running runs, and for ``ended_series_s`` after a run ended
+while an alert fired (``wtwind_run_alert_active`` stays 1 for those alerts meanwhile) or
+ended as failed or killed, so that a run that fails and exits at once still reaches
+Alertmanager through the shipped rules; capped at ``max_series_runs`` (most recently active first), the number of runs
+beyond the cap exported. Other components add families by passing ``providers``:
+callables that yield metric families.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector as _Base
 
-from .run_state import RunTable
+from wtwin.detect.alert import KINDS, SEVERITIES
+
+from .run_state import RunState, RunTable
 from .stats import Stats
 from .version import __version__
 
 Provider = Callable[[], Iterable]
+STATUSES = ("running", "completed", "failed", "killed")
+SEVERITY_VALUE = {"info": 1, "warning": 2, "critical": 3}
+
+
+def lower_band(r: RunState, s) -> float | None:
+    """The band's lower edge; never below 0 for a run whose losses were all >= 0."""
+    if s is None or s.band_lo is None:
+        return None
+    return max(0.0, s.band_lo) if r.nonnegative else s.band_lo
+
 
 _RUN_GAUGES = (
     ("wtwind_run_loss", "Last training loss observed", lambda r, s: r.loss),
@@ -25,24 +41,26 @@ _RUN_GAUGES = (
     ("wtwind_run_last_event_timestamp_seconds", "Unix time of the run's last event",
      lambda r, s: r.last_seen),
     ("wtwind_run_forecast_loss", "Loss the forecast expects at this step", lambda r, s: s and s.l_pred),
-    ("wtwind_run_forecast_lower_loss", "Lower edge of the forecast band", lambda r, s: s and s.band_lo),
+    ("wtwind_run_forecast_lower_loss", "Lower edge of the forecast band (>= 0 while every loss was)",
+     lower_band),
     ("wtwind_run_forecast_upper_loss", "Upper edge of the forecast band", lambda r, s: s and s.band_hi),
     ("wtwind_run_score_w", "W-Twin warning score W (above 0: degradation building)",
      lambda r, s: s and s.W),
     ("wtwind_run_score_d", "W-Twin deviation D (standardized residual)", lambda r, s: s and s.D),
     ("wtwind_run_confidence_q", "W-Twin forecast confidence Q in [0, 1]", lambda r, s: s and s.Q),
-    ("wtwind_run_emitter_dropped_events", "Events the run's emitter reported dropping",
-     lambda r, s: r.emitter_dropped),
 )
 
 
 class DaemonCollector(_Base):
     def __init__(self, table: RunTable, stats: Stats, *, max_series_runs: int = 1000,
-                 providers: Iterable[Provider] = ()) -> None:
+                 ended_series_s: float = 900.0, providers: Iterable[Provider] = (),
+                 clock: Callable[[], float] = time.time) -> None:
         self.table = table
         self.stats = stats
         self.max_series_runs = max_series_runs
+        self.ended_series_s = ended_series_s
         self.providers = list(providers)
+        self.clock = clock
 
     def collect(self):
         yield from self._self_metrics()
@@ -71,15 +89,25 @@ class DaemonCollector(_Base):
                                   value=self.stats.evicted_emitters)
         yield _counter("wtwind_http_refused", "HTTP requests refused (Host, Origin, token)", ["reason"],
                        self.stats.http_refused)
-        yield _counter("wtwind_alerts", "Alerts fired", ["kind", "severity"],
-                       {k: v for k, v in self.stats.alerts.items()})
+        # every (kind, severity) from 0, so that increase() sees the first alert of a kind
+        fired = dict.fromkeys(((k, s) for k in KINDS for s in SEVERITIES), 0)
+        fired.update(self.stats.alerts)
+        yield _counter("wtwind_alerts", "Alerts fired", ["kind", "severity"], fired)
+
+    def exported(self, r: RunState, now: float) -> bool:
+        """Running, or ``held`` (ended with an alert firing, failed or killed) and ended
+        not longer ago than ``ended_series_s``."""
+        if r.status == "running":
+            return True
+        return r.held and now - (r.ended_at or 0.0) < self.ended_series_s
 
     def _run_metrics(self):
-        runs = sorted((r for r in self.table if r.status == "running"),
+        now = self.clock()
+        runs = sorted((r for r in self.table if self.exported(r, now)),
                       key=lambda r: r.last_seen, reverse=True)
         shown, hidden = runs[: self.max_series_runs], max(0, len(runs) - self.max_series_runs)
         yield GaugeMetricFamily("wtwind_runs_over_series_cap",
-                                "Running runs not exported because of max_series_runs",
+                                "Runs not exported because of max_series_runs",
                                 value=hidden)
         for name, doc, get in _RUN_GAUGES:
             fam = GaugeMetricFamily(name, doc, labels=["run"])
@@ -88,12 +116,36 @@ class DaemonCollector(_Base):
                 if val is not None:
                     fam.add_metric([r.run], float(val))
             yield fam
-        active = GaugeMetricFamily("wtwind_run_alert_active", "1 while an alert of this kind fires",
-                                   labels=["run", "kind", "severity"])
+        dropped = CounterMetricFamily("wtwind_run_emitter_dropped_events",
+                                      "Events the run's emitter reported dropping", labels=["run"])
+        status = GaugeMetricFamily("wtwind_run_status", "1 for the run's status, 0 for the others",
+                                   labels=["run", "status"])
         for r in shown:
-            for kind, alert in r.policy.firing.items():
-                active.add_metric([r.run, kind, alert.severity], 1.0)
-        yield active
+            dropped.add_metric([r.run], r.emitter_dropped)
+            for st in STATUSES:
+                status.add_metric([r.run, st], float(r.status == st))
+        yield dropped
+        yield status
+        yield from _alert_metrics(shown)
+
+
+def _alert_metrics(shown: list[RunState]):
+    """One series per (run, kind) whatever the severity, so escalation keeps the series:
+    ``wtwind_run_alert_active`` is 1 while it fires, ``wtwind_run_alert_severity`` says
+    how bad (1 info, 2 warning, 3 critical). An ended run shows what fired at its end."""
+    active = GaugeMetricFamily("wtwind_run_alert_active", "1 while an alert of this kind fires",
+                               labels=["run", "kind"])
+    severity = GaugeMetricFamily("wtwind_run_alert_severity",
+                                 "Severity of the firing alert: 1 info, 2 warning, 3 critical",
+                                 labels=["run", "kind"])
+    for r in shown:
+        firing = ({k: a.severity for k, a in r.policy.firing.items()} if r.status == "running"
+                  else r.ended_firing)
+        for kind, sev in sorted(firing.items()):
+            active.add_metric([r.run, kind], 1.0)
+            severity.add_metric([r.run, kind], float(SEVERITY_VALUE.get(sev, 0)))
+    yield active
+    yield severity
 
 
 def _counter(name: str, doc: str, labels: list[str], values: dict) -> CounterMetricFamily:

@@ -1,23 +1,28 @@
 """``wtwin``: the offline CLI. Runs the daemon's detectors over a finished log.
 
     wtwin monitor PATH [--preset P] [--loss-col C] [--json] [--plot out.png] [--all]
+                       [--fail-on warning|critical]
     wtwin demo
 
-Exit status: 0 when the log was read (whatever it contains), 2 when it cannot be read
-(one sentence on stderr says why) or the arguments are wrong.
+PATH: CSV, JSONL, trainer_state.json, a W&B or TensorBoard CSV export, Lightning's
+metrics.csv, or TensorBoard event files (``log_formats.py``).
+
+Exit status: 0 when the log was read (whatever it contains), 1 with ``--fail-on`` when an
+alert at or above that severity was found, 2 when it cannot be read (one sentence on
+stderr says why) or the arguments are wrong.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 
 from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import replay
 
+from . import offline_checks, offline_plot, offline_progress
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
@@ -67,53 +72,34 @@ def _human(res: dict, path: str) -> str:
     return "\n".join(lines)
 
 
-def _plot(res: dict, out: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    s = res["_series"]
-    steps = [r[0] for r in s]
-    fig, (ax, aw) = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
-                                 gridspec_kw={"height_ratios": [3, 1]})
-    ax.plot(steps, [r[1] if math.isfinite(r[1]) else float("nan") for r in s], lw=0.6,
-            color="0.4", label="loss")
-    fs = [r for r in s if r[2] is not None]
-    if fs:
-        ax.plot([r[0] for r in fs], [r[2] for r in fs], color="C0", label="forecast")
-        ax.fill_between([r[0] for r in fs], [r[3] for r in fs], [r[4] for r in fs],
-                        color="C0", alpha=0.2, label="band")
-        aw.plot([r[0] for r in fs], [r[5] for r in fs], color="C1", lw=0.8)
-    aw.axhline(0, color="k", lw=0.5)
-    aw.set_ylabel("W")
-    for a in res["alerts"]:
-        c = {"critical": "red", "warning": "orange"}.get(a["severity"], "0.7")
-        for axis in (ax, aw):
-            axis.axvline(a["step"], color=c, lw=0.8, ls="--")
-    ax.set_ylabel("loss")
-    ax.legend(loc="upper right")
-    aw.set_xlabel("step")
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-
-
 def _monitor(a) -> int:
+    if a.plot and not offline_plot.available():
+        print(f"wtwin: {offline_plot.INSTALL_HINT}", file=sys.stderr)
+        return 2
     try:
         log = read_log(a.path, loss_col=a.loss_col)
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
-    res = monitor_log(log, a.preset, keep_series=bool(a.plot), include_info=a.all)
+    preset, source = offline_checks.choose_preset(log, a.preset)
+    shown = offline_progress.with_progress(log, offline_progress.wanted(a.json))
+    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
+    res["preset_from"] = source
+    res["caveats"] = offline_checks.warmup_caveats(log, preset)
     if a.plot:
         try:
-            _plot(res, a.plot)
+            offline_plot.plot(res, a.plot, a.path)
         except (OSError, ValueError) as e:
             print(f"wtwin: cannot write the plot {a.plot}: {e}", file=sys.stderr)
             return 2
     res.pop("_series", None)
-    print(json.dumps(res) if a.json else _human(res, a.path))
-    return 0
+    if a.json:
+        print(json.dumps(res))
+    else:
+        note = offline_checks.preset_note(preset, source, log)
+        print("\n".join([*(["note: " + note] if note else []),
+                         *("caveat: " + c for c in res["caveats"]), _human(res, a.path)]))
+    return 1 if offline_checks.failed(res["alerts"], a.fail_on) else 0
 
 
 def demo_run(seed: int = 0, n: int = 10000, onset: int = 6000):
@@ -142,13 +128,19 @@ def _demo(a) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="wtwin", description="Run wtwin's detectors offline.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("monitor", help="run the detectors over a log (CSV, JSONL, trainer_state.json)")
+    m = sub.add_parser("monitor", help="run the detectors over a log (CSV, JSONL, trainer_state.json, "
+                       "W&B or TensorBoard CSV export, Lightning metrics.csv, TensorBoard event files)")
     m.add_argument("path")
-    m.add_argument("--preset", default="pretraining", choices=list(PRESETS))
-    m.add_argument("--loss-col", help="column to use as the training loss")
+    m.add_argument("--preset", choices=list(PRESETS),
+                   help="detector preset (default: pretraining; finetuning for a trainer_state.json "
+                        "that looks like a fine-tune)")
+    m.add_argument("--loss-col",
+                   help="column, TensorBoard scalar tag or W&B metric to use as the training loss")
     m.add_argument("--json", action="store_true", help="one JSON document on stdout")
     m.add_argument("--plot", metavar="PNG", help="write loss, forecast band, W and alerts")
     m.add_argument("--all", action="store_true", help="also list info findings")
+    m.add_argument("--fail-on", choices=("warning", "critical"),
+                   help="exit 1 when an alert of this severity or worse is found (a CI gate)")
     sub.add_parser("demo", help="a synthetic drifting run, and where it is caught")
     a = ap.parse_args(argv)
     try:

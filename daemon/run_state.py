@@ -18,8 +18,11 @@ import structlog
 from wtwin.detect.alert import Alert
 
 from wtwin.detect import Finding, MonitorState, RunMonitor
+from wtwin.detect.alert import Alert
 from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
+from wtwin.emitters.wire import KIND_PRESETS
+
 from .series import RunSeries, Spark
 
 log = structlog.get_logger("wtwind.runs")
@@ -31,6 +34,8 @@ class RunState:
         self.run = run
         self.preset = preset
         self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
+        self.kind: str | None = None   # run_start.kind: "pretraining", "finetuning", ...
+        self.preset_from = "default"   # or "run_start.preset", "run_start.kind"
         self.status = "running"
         self.first_seen = now
         self.last_seen = now           # any event, heartbeats included
@@ -55,6 +60,9 @@ class RunState:
         self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
         self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
         self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
+        self.ended_at: float | None = None
+        self.ended_firing: dict[str, str] = {}   # kind -> severity of what fired at run_end
+        self.nonnegative = True                  # every loss so far >= 0 (cross-entropy-like)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -65,6 +73,12 @@ class RunState:
     @config.setter
     def config(self, value: dict[str, Any]) -> None:
         self.config_json = json.dumps(value, default=str, separators=(",", ":"))
+
+    @property
+    def held(self) -> bool:
+        """An ended run whose series stay for a while: it ended with an alert firing, or
+        it failed or was killed (``runs.ended_series_s``)."""
+        return self.status != "running" and (bool(self.ended_firing) or self.status in ("failed", "killed"))
 
     @property
     def monitor(self) -> RunMonitor:
@@ -115,6 +129,8 @@ class RunState:
         self.last_progress = now
         self.step = ev["step"]
         self.loss = float(ev["loss"])
+        if self.loss < 0:
+            self.nonnegative = False
         self.lr = ev.get("lr", self.lr)
         monitor = self.monitor if self._announced is None else _Announced(self)  # after a rewind
         state, out = observe_loss(monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
@@ -134,14 +150,19 @@ class RunState:
 
     def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
         self.config = dict(ev.get("config") or {})
-        preset = ev.get("preset")
+        self.kind = ev.get("kind", self.kind)
+        named = ev.get("preset")
+        preset = named or KIND_PRESETS.get(self.kind or "")  # a named preset wins
         if preset and preset != self.preset and self.step is None:
             try:
                 self.monitor = RunMonitor(preset)
                 self.preset = preset
             except ValueError:
                 pass  # unknown preset: keep the daemon's default
+        if preset and preset == self.preset:
+            self.preset_from = "run_start.preset" if named else "run_start.kind"
         self.status = "running"
+        self.ended_at, self.ended_firing = None, {}
         return []
 
     def _on_heartbeat(self, ev: dict, now: float) -> list[Alert]:
@@ -150,6 +171,8 @@ class RunState:
 
     def _on_run_end(self, ev: dict, now: float) -> list[Alert]:
         self.status = ev.get("status") or "completed"
+        self.ended_at = now
+        self.ended_firing = {kind: a.severity for kind, a in self.policy.firing.items()}
         return self.policy.resolve_all(self.step or 0, now, f"run ended ({self.status})")
 
     def _on_checkpoint(self, ev: dict, now: float) -> list[Alert]:
@@ -245,9 +268,15 @@ class RunTable:
     def forget(self, run: str) -> RunState | None:
         return self._runs.pop(run, None)
 
-    def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> list[RunState]:
+    def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float,
+               ended_series_s: float = 0.0) -> list[RunState]:
+        """Ended runs leave after ``ended_ttl_s``, or ``ended_series_s`` if longer for a
+        ``held`` run (its series stay for Prometheus); idle ones after ``idle_ttl_s``."""
+        def ended_for(r: RunState) -> float:
+            return max(ended_ttl_s, ended_series_s) if r.held else ended_ttl_s
+
         gone = [r for r in self._runs.values()
-                if (r.status != "running" and now - r.last_seen >= ended_ttl_s)
+                if (r.status != "running" and now - r.last_seen >= ended_for(r))
                 or now - r.last_seen >= idle_ttl_s]
         for r in gone:
             del self._runs[r.run]

@@ -52,6 +52,7 @@ class Server:
                                         changed=lambda run: self.state.touch(run))
         self.collector = DaemonCollector(self.table, self.stats,
                                          max_series_runs=config.runs.max_series_runs,
+                                         ended_series_s=config.runs.ended_series_s,
                                          providers=[self.spectral.collect])
         self.receiver = Receiver(config.listen, self.handle_frame)
         self.collector.providers.append(self.receiver.collect)
@@ -116,6 +117,9 @@ class Server:
             return
         for alert in transitions:
             self.publish(alert)
+        if ev["type"] == "run_start":
+            log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
+                     kind=run.kind)
         if ev["type"] == "checkpoint":
             self.spectral.submit(ev)
 
@@ -190,7 +194,8 @@ class Server:
             for alert in run.check_stall(now, stall):
                 self.publish(alert)
         runs = self.config.runs
-        for gone in self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s):
+        for gone in self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s,
+                                      ended_series_s=runs.ended_series_s):
             self.state.evict(gone)  # leaves memory, stays in the store
             self.admission.forget(gone)
             log.info("run_expired", run=gone.run, status=gone.status)

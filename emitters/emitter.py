@@ -17,6 +17,10 @@ is re-sent in order; the daemon drops what it already has by seq. Past its bound
 buffer drops oldest-first and counts it (``replay_evicted``); timeouts back off
 (doubling, at most 60 s) until acks progress again. All of this runs on the
 I/O thread: the caller's cost is unchanged.
+
+A daemon that does not answer is said once in the trainer's log (``reach.py``): nothing
+acked for ``warn_unacked_s`` while events wait, with the endpoint, and again when acks
+come back; ``stats`` has ``unreachable`` and ``no_ack_s``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any, Callable
 import zmq
 
 from . import run_secret, wire
+from .reach import Reach, log
 
 DEFAULT_ENDPOINT = "ipc:///run/wtwind/wtwind.sock"  # a system wtwind's RuntimeDirectory
 
@@ -61,7 +66,7 @@ class Emitter:
     """Publishes one run's events to wtwind. Use ``wtwin.emitters.connect()``."""
 
     def __init__(self, endpoint: str | None = None, run: str | None = None, *,
-                 config: dict | None = None, preset: str | None = None,
+                 config: dict | None = None, preset: str | None = None, kind: str | None = None,
                  resumed_from: str | None = None,
                  on_alert: Callable[[dict], Any] | None = None,
                  on_projection: Callable[[dict], Any] | None = None,
@@ -69,13 +74,16 @@ class Emitter:
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
                  curve: dict | None = None, replay_size: int = 20_000,
                  ack_timeout_s: float = 5.0, secret: str | None = None,
-                 secret_dir: str | os.PathLike | None = None) -> None:
+                 secret_dir: str | os.PathLike | None = None,
+                 warn_unacked_s: float = 30.0) -> None:
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
         if replay_size < 0 or ack_timeout_s <= 0:
             raise ValueError("replay_size must be >= 0 and ack_timeout_s > 0")
         self.endpoint = endpoint or default_endpoint()
         self.run = run or f"run-{uuid.uuid4().hex[:8]}"
+        self._reach = Reach(self.endpoint, warn_unacked_s)
+        self._last_sent = 0  # highest seq sent
         self.id = uuid.uuid4().hex[:16]
         self.on_alert = on_alert
         self.on_projection = on_projection
@@ -109,6 +117,8 @@ class Emitter:
         start: dict[str, Any] = {"config": dict(config or {})}
         if preset:
             start["preset"] = preset
+        if kind:
+            start["kind"] = kind  # selects the daemon's preset when none is named (wire.KIND_PRESETS)
         if resumed_from:
             start["resumed_from"] = resumed_from
         self._q.append(("run_start", time.time(), start))
@@ -173,6 +183,8 @@ class Emitter:
         s["queued"] = len(self._q) + sum(len(p[0]) for p in self._pending)
         s["unacked"] = len(self._unacked)
         s["acked"] = self._acked
+        s["unreachable"] = int(self._reach.unreachable)
+        s["no_ack_s"] = int(self._reach.silent_s(time.monotonic()))
         return s
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -227,8 +239,10 @@ class Emitter:
             sock.curve_serverkey = self._curve["server_key"]
         try:
             sock.connect(self.endpoint)
-        except zmq.ZMQError:
+        except zmq.ZMQError as exc:
             self._stats["connect_errors"] += 1
+            log.warning("wtwin: cannot connect to wtwind at %s (%s); this run's events are dropped",
+                        self.endpoint, exc)
             self._drain_forever_without_socket()
             return
         try:
@@ -256,6 +270,7 @@ class Emitter:
                 next_hb = time.monotonic() + self._heartbeat_s
                 self._q.append(("heartbeat", time.time()))
             self._check_ack_timeout()
+            self._reach.check(time.monotonic(), self._last_sent - self._acked)
             if self._is_idle():  # judged here, on the thread that moves events around
                 self._idle_at = time.monotonic()
                 self._idle.set()
@@ -275,6 +290,8 @@ class Emitter:
         self._pending.clear()
         if self._ack_seen and self._unacked:  # sent, but the daemon never confirmed them
             self._stats["unacked_at_close"] += len(self._unacked)
+        if not self._ack_seen:
+            self._reach.closing(time.monotonic(), self._last_sent - self._acked)
 
     def _pack_queue(self) -> None:
         while self._q:
@@ -327,6 +344,8 @@ class Emitter:
                 return
             self._pending.popleft()
             self._stats["sent"] += len(item[0])
+            self._last_sent = max(self._last_sent, item[0][-1]["seq"])
+            self._reach.sent(time.monotonic())
             if self._replay_size:
                 self._hold(item[0])
 
@@ -344,6 +363,7 @@ class Emitter:
             self._stats["bad_replies"] += 1
             return
         self._ack_seen = True
+        self._reach.heard(time.monotonic(), all_acked=seq >= self._last_sent)
         if msg.get("resend"):  # "I have up to seq in memory": not an ack (not yet persisted)
             if seq == self._resent_after and time.monotonic() - self._resent_at < self._ack_timeout_s:
                 self._stats["resend_requests_ignored"] += 1  # that re-send is still on its way

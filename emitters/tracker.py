@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from . import _is_rank_zero, connect
 from .emitter import NullEmitter
+from .wire import KIND_PRESETS
 
 AlertCallback = Callable[[dict], Any]
 
@@ -34,13 +35,15 @@ def daemon_configured(endpoint=None, run=None, emitter=None) -> bool:
 
 class Tracker:
     def __init__(self, *, endpoint: str | None = None, run: str | None = None,
-                 preset: str = "pretraining", embedded: bool | None = None,
+                 preset: str | None = None, kind: str | None = None,
+                 embedded: bool | None = None,
                  emitter=None, on_alert: AlertCallback | None = None, wandb=None,
                  config: dict | None = None, monitor: dict | None = None,
                  cooldown_s: float = 60.0, all_ranks: bool = False,
                  enabled: bool = True, max_alerts: int = 1000,
                  secret_dir: str | None = None) -> None:
-        self.preset = preset
+        # an explicit preset wins; else the run's kind picks it (wire.KIND_PRESETS)
+        self.preset = preset or KIND_PRESETS.get(kind or "", "pretraining")
         self.on_alert = on_alert
         self.wandb = wandb
         self.active = enabled and (all_ranks or _is_rank_zero())
@@ -55,11 +58,11 @@ class Tracker:
         use_daemon = daemon_configured(endpoint, run, emitter)
         if use_daemon:
             self.emitter = emitter if emitter is not None else connect(
-                endpoint, run, all_ranks=all_ranks, config=config, preset=preset,
+                endpoint, run, all_ranks=all_ranks, config=config, preset=preset, kind=kind,
                 secret_dir=secret_dir)  # the run's secret beside its checkpoints (run_secret.py)
             self.emitter.on_alert = self._from_daemon
         if embedded or (embedded is None and not use_daemon):
-            self.monitor = EmbeddedMonitor(preset, run=self.run or "local", cooldown_s=cooldown_s,
+            self.monitor = EmbeddedMonitor(self.preset, run=self.run or "local", cooldown_s=cooldown_s,
                                            **(monitor or {}))
 
     @property

@@ -29,6 +29,10 @@ REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
 ERROR_REASONS = ("not_owner", "run_table_full", "client_run_quota", "emitter_quota",
                  "config_quota", "quarantined")
 RUN_END_STATUSES = ("completed", "failed", "killed")
+# run_start.kind (what the trainer says the run is) -> the detector preset the daemon uses
+# when run_start names none. Any other kind is accepted and kept; it selects nothing.
+KIND_PRESETS = {"pretraining": "pretraining", "continued_pretraining": "adaptive_pretraining",
+                "finetuning": "finetuning"}
 CHECKPOINT_FORMATS = ("torch", "safetensors")
 CHECKPOINT_WANTS = ("analyze", "project")
 
@@ -63,7 +67,7 @@ _INT = (int,)
 
 # type -> (required fields, optional fields); each field -> accepted python types
 SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
-    "run_start": ({}, {"config": _MAP, "preset": _STR, "resumed_from": _STR}),
+    "run_start": ({}, {"config": _MAP, "preset": _STR, "kind": _STR, "resumed_from": _STR}),
     "loss": (
         {"step": _INT, "loss": _NUM},
         {"lr": _NUM, "grad_norm": _NUM, "tokens": _NUM, "rank": _INT},

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from .alertmanager import AlertmanagerConfig, AlertmanagerSink
 from .base import Sink
 from .errors import ConfigError
 from .log import LogConfig, LogSink
@@ -22,6 +23,7 @@ from .slack import SlackConfig, SlackSink
 from .webhook import WebhookConfig, WebhookSink
 
 SINK_TYPES: dict[str, tuple[type, type]] = {
+    "alertmanager": (AlertmanagerConfig, AlertmanagerSink),
     "log": (LogConfig, LogSink),
     "slack": (SlackConfig, SlackSink),
     "webhook": (WebhookConfig, WebhookSink),

@@ -5,7 +5,8 @@ of the Standard Webhooks spec (https://www.standardwebhooks.com/):
 ``webhook-id`` (the alert's idempotency key: the same on every retry, so receivers
 can drop duplicates), ``webhook-timestamp`` (Unix seconds of this attempt) and
 ``webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`` where
-the key is the base64 part of a ``whsec_...`` secret. No secret, no signature.
+the key is the base64 part of a ``whsec_...`` secret, computed by the spec's own
+``standardwebhooks`` library (the one receivers verify with). No secret, no signature.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import hmac
 import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
+
+from standardwebhooks.webhooks import Webhook
 
 from wtwin.detect.alert import Alert
 from .base import (HttpClient, check_headers, check_name, check_positive, check_url, literal_secret_url,
@@ -165,8 +167,9 @@ def signing_key(secret: str) -> bytes:
 
 
 def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
-    digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
+    """The ``webhook-signature`` value for this exact body (``standardwebhooks``)."""
+    when = datetime.fromtimestamp(timestamp, timezone.utc)
+    return Webhook(key).sign(msg_id, when, body.decode("utf-8"))
 
 
 def message_id(alerts: Sequence[Alert]) -> str:

@@ -127,8 +127,37 @@ class TestAlerts:
         with connect(daemon.ipc, run="nan") as emit:
             emit.loss(1, 2.0)
             emit.loss(2, float("nan"))
-            wait_for(lambda: sample(daemon, "wtwind_run_alert_active", run="nan",
-                                    kind="nonfinite", severity="critical") == 1, what="nonfinite")
+            wait_for(lambda: sample(daemon, "wtwind_run_alert_severity", run="nan",
+                                    kind="nonfinite") == 3, what="nonfinite")
+
+
+class TestRunKind:
+    def test_kind_picks_the_preset_and_a_named_preset_wins(self, daemon):
+        """run_start.kind "finetuning" -> preset finetuning; with preset named too, the preset;
+        a kind the daemon does not know -> the daemon's default."""
+        cases = {"ft": ({"kind": "finetuning"}, "finetuning"),
+                 "cpt": ({"kind": "continued_pretraining"}, "adaptive_pretraining"),
+                 "both": ({"kind": "finetuning", "preset": "pretraining"}, "pretraining"),
+                 "odd": ({"kind": "rlhf"}, "pretraining")}
+        for run, (fields, _) in cases.items():
+            with connect(daemon.ipc, run=run, **fields) as emit:
+                emit.loss(1, 2.0)
+
+        def presets():
+            out = {}
+            for run in cases:
+                status, body = http_get(f"{daemon.url}/api/runs/{run}")
+                if status == 200 and json.loads(body).get("step") == 1:
+                    out[run] = json.loads(body)["preset"]
+            return out if len(out) == len(cases) else None
+
+        got = wait_for(presets, what="the four runs")
+        assert got == {run: want for run, (_, want) in cases.items()}
+        started = {json.loads(line)["run"]: json.loads(line) for line in daemon.log().splitlines()
+                   if '"event": "run_started"' in line}
+        assert started["ft"]["preset_from"] == "run_start.kind" and started["ft"]["kind"] == "finetuning"
+        assert started["both"]["preset_from"] == "run_start.preset"
+        assert started["odd"]["preset_from"] == "default" and started["odd"]["preset"] == "pretraining"
 
 
 class TestStall:
@@ -137,11 +166,12 @@ class TestStall:
         with Daemon(env, tmpdir=str(tmp_path)) as d:
             emit = connect(d.ipc, run="quiet", heartbeat_s=0.1)
             emit.loss(1, 1.0)
-            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled",
-                                    severity="warning") == 1, what="stalled alert")
+            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled") == 1
+                     and sample(d, "wtwind_run_alert_severity", run="quiet", kind="stalled") == 2,
+                     what="stalled alert")
             emit.loss(2, 1.0)
-            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled",
-                                    severity="warning") is None, what="stall resolved")
+            wait_for(lambda: sample(d, "wtwind_run_alert_active", run="quiet", kind="stalled") is None,
+                     what="stall resolved")
             emit.close()
 
 
@@ -180,8 +210,8 @@ timeout_s = 60.0
             with connect(d.ipc, run="stuck") as emit:
                 emit.loss(1, 2.0)
                 emit.loss(2, float("nan"))      # a critical alert for the sink to (never) take
-                wait_for(lambda: sample(d, "wtwind_run_alert_active", run="stuck",
-                                        kind="nonfinite", severity="critical") == 1, what="alert")
+                wait_for(lambda: sample(d, "wtwind_run_alert_severity", run="stuck",
+                                        kind="nonfinite") == 3, what="alert")
             d.proc.send_signal(signal.SIGTERM)
             wait_for(lambda: '"event": "stopping"' in d.log(), what="first signal handled")
             time.sleep(1.0)

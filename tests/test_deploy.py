@@ -139,6 +139,15 @@ class TestContainer:
                     assert (ROOT / src).exists(), src
                     assert any(src.rstrip("/") == a or src.startswith(a + "/") for a in allowed), src
 
+    def test_dockerfile_copies_every_package_folder(self):
+        """The wheel built in the image has every folder pyproject maps into wtwin."""
+        import tomllib
+
+        folders = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values())
+        copied = {arg.split()[0].rstrip("/") for op, arg in dockerfile()
+                  if op == "COPY" and not arg.startswith("--from")}
+        assert folders <= copied, folders - copied
+
     def test_container_config_matches_exposed_ports(self):
         """The image's config loads and listens where EXPOSE and the HEALTHCHECK say."""
         cfg = config_mod.load(DEPLOY / "docker" / "wtwind.toml", environ={})

@@ -180,3 +180,43 @@ def test_degrading_run_fires_in_prometheus_and_reaches_receivers(stack):
         stop.set()
         trainer.join(10)
         emit.close()
+
+
+@pytest.mark.binary
+@pytest.mark.slow
+def test_run_that_nans_and_exits_at_once_reaches_alertmanager(stack):
+    """A trainer hits NaN and exits within one scrape interval (1 s): wtwind holds the
+    ended run's series, so WTwinLossNonFinite fires in Prometheus and Alertmanager posts
+    it; the counter backstop WTwinCriticalAlertsRaised fires too."""
+    prom, recv, daemon = stack["prom"], stack["recv"], stack["daemon"]
+    wait_for(lambda: up(prom + "/-/ready"), 30, 0.1, "prometheus ready")
+    wait_for(lambda: up(stack["am"] + "/-/ready"), 30, 0.1, "alertmanager ready")
+    scraped = urllib.parse.quote('wtwind_alerts_total{kind="nonfinite",severity="critical"}')
+    wait_for(lambda: api(f"{prom}/api/v1/query?query={scraped}")["data"]["result"], 30, 0.2,
+             "a first scrape of wtwind (the counter at 0)")
+    emit = connect(daemon.ipc, run="e2e-nan")
+    for step in range(1, 21):
+        emit.loss(step, 2.0 + 1.0 / step)
+    emit.loss(21, float("nan"))
+    emit.close("failed")
+    status, body = http_get(daemon.url + "/api/runs/e2e-nan")
+    run = json.loads(body)
+    assert status == 200 and run["status"] == "failed"
+    lived = run["last_seen"] - run["first_seen"]  # as wtwind saw it: run_start to run_end
+    assert lived < 1.0, f"the run lived {lived:.2f} s, not within one scrape interval"
+
+    def via_alertmanager():
+        return [a for r in recv.requests("/alertmanager") for a in r.json()["alerts"]
+                if a["labels"]["alertname"] == "WTwinLossNonFinite" and a["status"] == "firing"]
+    try:
+        (am_alert, *_) = wait_for(via_alertmanager, 30, 0.2, "Alertmanager webhook with WTwinLossNonFinite")
+    except AssertionError as exc:
+        seen = api(f"{prom}/api/v1/query?query=" + urllib.parse.quote("ALERTS or wtwind_run_alert_active"))
+        raise AssertionError(f"{exc}; Prometheus: {seen['data']['result']}") from None
+    assert am_alert["labels"]["run"] == "e2e-nan" and am_alert["labels"]["severity"] == "critical"
+    status = urllib.parse.quote('wtwind_run_status{run="e2e-nan",status="failed"}')
+    assert api(f"{prom}/api/v1/query?query={status}")["data"]["result"][0]["value"][1] == "1"
+    backstop = urllib.parse.quote('ALERTS{alertname="WTwinCriticalAlertsRaised",alertstate="firing"}')
+    (fired, *_) = wait_for(lambda: api(f"{prom}/api/v1/query?query={backstop}")["data"]["result"],
+                           30, 0.2, "the counter backstop firing")
+    assert fired["metric"]["kind"] == "nonfinite"

@@ -1,6 +1,7 @@
 """The emitter against a real wtwind over real ZeroMQ sockets."""
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -93,6 +94,50 @@ class TestDaemonDown:
             assert received(d, "run_start") == 1  # never the one dropped: the config survives
             status, body = http_get(d.url + "/api/runs/late")
             assert status == 200 and json.loads(body)["config"] == {"model": "tiny"}
+
+
+class TestUnreachableDaemon:
+    def test_warns_once_with_the_endpoint_then_once_when_acks_come_back(self, tmp_path, caplog):
+        """No daemon listens: one warning naming the endpoint; wtwind starts there: one recovery line."""
+        caplog.set_level(logging.WARNING, logger="wtwin.emitters")
+        d = Daemon(tmpdir=str(tmp_path))
+        emit = Emitter(d.tcp, run="nobody-home", warn_unacked_s=0.5, heartbeat_s=0.1)
+        for step in range(1, 21):
+            emit.loss(step, 2.0)
+        wait_for(lambda: emit.stats["unreachable"] == 1, 10, what="the emitter to call the daemon unreachable")
+        assert emit.stats["acked"] == 0 and emit.stats["no_ack_s"] >= 0
+        time.sleep(1.5)  # three more warning periods, heartbeats still unanswered: still one line
+        silent = [r.getMessage() for r in caplog.records if "nothing acked" in r.getMessage()]
+        assert len(silent) == 1 and d.tcp in silent[0], silent
+        assert "events waiting" in silent[0]
+        with d:
+            wait_for(lambda: emit.stats["unreachable"] == 0, 20, what="acks from the daemon that started")
+            assert emit.flush(10) and emit.stats["acked"] >= 21
+            emit.close()
+        back = [r.getMessage() for r in caplog.records if "acks again" in r.getMessage()]
+        assert len(back) == 1 and d.tcp in back[0]
+        assert len([r for r in caplog.records if "nothing acked" in r.getMessage()]) == 1
+
+    def test_a_short_run_with_no_daemon_says_so_on_stderr_at_close(self, tmp_path):
+        """Shorter than the warning period, no logging configured: the line still reaches stderr."""
+        endpoint = f"ipc://{tmp_path}/nobody.sock"
+        code = ("import wtwin.emitters as w; e = w.connect(%r, run='short'); "
+                "[e.loss(i, 1.0) for i in range(202)]; e.close()" % endpoint)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "never acked by wtwind at " + endpoint in out.stderr, out.stderr
+
+    def test_a_daemon_that_acks_gets_no_warning(self, daemon, caplog):
+        caplog.set_level(logging.WARNING, logger="wtwin.emitters")
+        with Emitter(daemon.tcp, run="fine", warn_unacked_s=1.5) as emit:
+            end, step = time.monotonic() + 3.0, 0  # twice the warning period, acks flowing
+            while time.monotonic() < end:
+                step += 1
+                emit.loss(step, 2.0)
+                time.sleep(0.01)
+            assert emit.flush(10)
+            assert emit.stats["unreachable"] == 0 and emit.stats["acked"] > step
+        assert not [r for r in caplog.records if r.name == "wtwin.emitters"]
 
 
 class TestNullEmitter:

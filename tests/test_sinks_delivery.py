@@ -321,7 +321,7 @@ class TestRegistry:
 
     def test_unknown_type(self):
         """A missing or unknown type lists the known ones."""
-        with pytest.raises(ConfigError, match=r"sinks\[0\]\.type: 'pager' is not one of \['log', 'slack', 'webhook'\]"):
+        with pytest.raises(ConfigError, match=r"sinks\[0\]\.type: 'pager' is not one of \['alertmanager', 'log', 'slack', 'webhook'\]"):
             parse_sink({"type": "pager"})
 
     def test_field_errors_prefixed(self):

@@ -80,6 +80,18 @@ EXPECTED_ALERT = {
 
 
 class TestPayload:
+    def test_signature_is_the_spec_formula(self):
+        """The library-made signature equals the spec's HMAC-SHA256 of "<id>.<ts>.<body>"."""
+        import hashlib
+        import hmac
+
+        from wtwin.sinks.webhook import sign, signing_key
+
+        key = signing_key(SECRET)
+        body = b'{"version":"4","alerts":[]}'
+        want = base64.b64encode(hmac.new(key, b"msg_1.1700000000." + body, hashlib.sha256).digest()).decode()
+        assert sign(key, "msg_1", 1_700_000_000, body) == "v1," + want
+
     def test_alertmanager_v4_shape_exact(self):
         """The body is exactly Alertmanager's webhook document, verified by standardwebhooks."""
         hook, d, _ = asyncio.run(deliver([], [alert()], external_url="http://wtwind.local:9464",

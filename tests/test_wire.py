@@ -57,9 +57,13 @@ class TestDecode:
         assert all(e["emitter"] == "e1" for e in events)
         assert sorted(rejects) == ["bad_type", "not_a_map"]
 
+    def test_run_start_kind_is_a_string(self):
+        frame = wire.encode({"v": 1, "type": "run_start", "run": "r", "seq": 1, "kind": 3})
+        assert wire.decode(frame) == ([], ["bad_type"])
+
     def test_every_event_type_has_a_valid_example(self):
         examples = {
-            "run_start": {"config": {"lr": 1e-3}, "preset": "pretraining"},
+            "run_start": {"config": {"lr": 1e-3}, "preset": "pretraining", "kind": "finetuning"},
             "loss": {"step": 1, "loss": 1.0},
             "eval": {"step": 1, "metrics": {"val_loss": 1.0}},
             "checkpoint": {"step": 1, "path": "/c.pt", "format": "torch", "want": ["analyze"]},

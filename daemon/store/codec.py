@@ -24,7 +24,9 @@ SNAPSHOT_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 
 _FIELDS = ("status", "first_seen", "last_seen", "last_progress", "step", "loss", "lr",
-           "last_eval", "emitter_dropped", "stalled", "events")
+           "last_eval", "emitter_dropped", "stalled", "events",
+           # absent from older snapshots: the RunState defaults stay
+           "kind", "preset_from", "ended_at", "ended_firing", "nonnegative")
 
 
 class Frozen:

@@ -1,0 +1,116 @@
+"""Logs as other tools write them, turned into the columns ``logs.py`` reads.
+
+- W&B chart CSV export: ``"Step","<run> - train/loss","<run> - train/loss__MIN",
+  "<run> - train/loss__MAX"``: one run's metric columns, ``<run> - `` dropped and the
+  ``__MIN``/``__MAX`` envelope ignored (the first run, or the one ``--loss-col`` names).
+- TensorBoard scalar CSV export: ``Wall time,Step,Value``: ``Value`` is the loss.
+- Lightning ``CSVLogger`` ``metrics.csv``: ``train_loss_step`` is in ``logs.LOSS_COLS``.
+- TensorBoard event files (a ``*tfevents*`` file or a folder holding them), read with
+  tensorboard's own ``EventAccumulator`` (extra ``wtwin[tensorboard]``); the scalar tag
+  is ``--loss-col`` or the first of the usual names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .logs import LOSS_COLS, LR_COLS, VAL_COLS, LogError, TrainingLog, _build
+
+TB_CSV = ["Wall time", "Step", "Value"]
+_WANDB = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
+# what TensorBoard users call their scalars, beyond the CSV names
+TB_LOSS = LOSS_COLS + ("loss/train", "train/loss_step", "training/loss", "train_loss_step")
+TB_VAL = VAL_COLS + ("loss/val", "loss/valid", "loss/eval", "loss/validation", "validation/loss")
+TB_LR = LR_COLS + ("train/lr", "lr-adamw", "lr-adam", "lr-sgd", "learning-rate")
+
+
+def from_export(names: list[str], rows: list[dict], loss_col: str | None):
+    """(names, rows, loss_col) with a W&B or TensorBoard CSV export's columns renamed;
+    any other CSV unchanged."""
+    if [n.strip() for n in names] == TB_CSV:
+        rows = ({"step": r.get("Step"), "loss": r.get("Value")} for r in rows)
+        return ["step", "loss"], rows, None if loss_col in (None, "Value") else loss_col
+    others = [n for n in names if n.strip().lower() != "step"]
+    if len(others) == len(names) or not others or not all(_WANDB.match(n) for n in others):
+        return names, rows, loss_col  # a W&B export is Step and "<run> - <metric>" only
+    runs = [m for n in others if not (m := _WANDB.match(n))["metric"].endswith(("__MIN", "__MAX"))]
+    run = _wandb_run(runs, loss_col)
+    keep = {m.string: m["metric"] for m in runs if m["run"] == run}
+    if loss_col is not None and loss_col in keep:
+        loss_col = keep[loss_col]
+    step = next(n for n in names if n.strip().lower() == "step")
+    rows = ({"step": r.get(step), **{new: r.get(old) for old, new in keep.items()}} for r in rows)
+    return ["step", *keep.values()], rows, loss_col
+
+
+def _wandb_run(runs: list[re.Match], loss_col: str | None) -> str:
+    for m in runs:  # --loss-col names a column ("<run> - train/loss") or a metric ("train/loss")
+        if loss_col is not None and loss_col in (m.string, m["metric"]):
+            return m["run"]
+    return runs[0]["run"]
+
+
+def is_tfevents(path) -> bool:
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return any("tfevents" in f for _, _, files in os.walk(path) for f in files)
+    return "tfevents" in os.path.basename(path)
+
+
+def read_tfevents(path, loss_col: str | None = None) -> TrainingLog:
+    """The scalars of an event file (or of every event file under a folder), one row a step."""
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ModuleNotFoundError:
+        raise LogError(f"{path}: reading TensorBoard event files needs the tensorboard package: "
+                       "pip install 'wtwin[tensorboard]'.") from None
+    if not os.path.exists(path):
+        raise LogError(f"{path}: no such file or folder.")
+    acc = EventAccumulator(_run_folder(os.fspath(path)), size_guidance={"scalars": 0})
+    try:
+        acc.Reload()
+    except Exception as e:  # a corrupt or truncated file: tensorboard raises several types
+        raise LogError(f"{path}: not a readable TensorBoard event file ({type(e).__name__}).") from None
+    tags = acc.Tags().get("scalars", [])
+    if not tags:
+        raise LogError(f"{path}: no scalars in the TensorBoard event file(s).")
+    chosen = _tags(path, tags, loss_col)
+    by_step: dict[int, dict] = {}
+    for col, tag in chosen.items():
+        for ev in acc.Scalars(tag):
+            by_step.setdefault(int(ev.step), {"step": int(ev.step)})[col] = float(ev.value)
+    rows = [by_step[s] for s in sorted(by_step)]
+    return _build(path, rows, ["step", *chosen], None, {"tfevents_tags": dict(chosen)})
+
+
+def _run_folder(path: str) -> str:
+    """A file, or the one folder under ``path`` that holds event files (a logdir of one
+    run, as Lightning's ``lightning_logs/version_0/``); several runs: name one."""
+    if not os.path.isdir(path):
+        return path
+    holders = sorted({d for d, _, files in os.walk(path) if any("tfevents" in f for f in files)})
+    if len(holders) > 1:
+        runs = ", ".join(os.path.relpath(d, path) for d in holders[:5])
+        raise LogError(f"{path}: event files of {len(holders)} runs ({runs}"
+                       f"{', ...' if len(holders) > 5 else ''}); give the folder or file of one.")
+    return holders[0]
+
+
+def _tags(path, tags: list[str], loss_col: str | None) -> dict[str, str]:
+    """{"loss"/"val_loss"/"lr": tag}; ``loss_col`` must name a tag when given."""
+    low = {t.lower(): t for t in tags}
+    if loss_col is not None and loss_col not in tags and loss_col.lower() not in low:
+        raise LogError(f"{path}: there is no scalar tag named {loss_col!r} (tags: {', '.join(tags)}).")
+    out = {}
+    for col, wanted in (("loss", TB_LOSS), ("val_loss", TB_VAL), ("lr", TB_LR)):
+        if col == "loss" and loss_col is not None:
+            out[col] = low.get(loss_col.lower(), loss_col)
+            continue
+        tag = next((low[w] for w in wanted if w in low), None)
+        if tag is not None:
+            out[col] = tag
+    if "loss" not in out and "val_loss" not in out:
+        raise LogError(f"{path}: no loss scalar found (tags: {', '.join(tags)}); "
+                       "name one with --loss-col.")
+    return out

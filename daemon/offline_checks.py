@@ -1,0 +1,69 @@
+"""What ``wtwin monitor`` says around the detectors' verdict: the preset when none is
+named, caveats when a log is too short to judge, and the exit status for ``--fail-on``.
+
+The preset: ``--preset`` always wins. A Hugging Face ``trainer_state.json`` that looks
+like a fine-tune (at most ``FINETUNE_MAX_STEPS`` steps, first loss below
+``PRETRAINED_START``: the model did not start from scratch) gets ``finetuning``. Every
+other log, CSV above all, gets ``pretraining``, as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+FINETUNE_MAX_STEPS = 20_000
+PRETRAINED_START = 7.0  # a language model from scratch starts near ln(vocab), 10 or more
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def is_trainer_state(meta: dict) -> bool:
+    return isinstance(meta.get("global_step"), int) and "max_steps" in meta
+
+
+def choose_preset(log, explicit: str | None) -> tuple[str, str]:
+    """(preset, where it comes from: ``--preset``, ``trainer_state.json`` or ``default``)."""
+    if explicit:
+        return explicit, "--preset"
+    if not is_trainer_state(log.meta):
+        return "pretraining", "default"
+    steps = log.meta.get("max_steps") or log.meta["global_step"]
+    first = next((r.loss for r in log.records if r.loss is not None and math.isfinite(r.loss)), None)
+    if isinstance(steps, int) and steps <= FINETUNE_MAX_STEPS and (first is None or first < PRETRAINED_START):
+        return "finetuning", "trainer_state.json"
+    return "pretraining", "trainer_state.json"
+
+
+def preset_note(preset: str, source: str, log) -> str | None:
+    """One line for the human output when the preset was not given nor the plain default."""
+    if source != "trainer_state.json":
+        return None
+    steps = log.meta.get("max_steps") or log.meta.get("global_step")
+    why = ("a fine-tune" if preset == "finetuning" else "not a fine-tune")
+    return (f"preset {preset}: trainer_state.json of {steps} steps looks like {why} "
+            f"(at most {FINETUNE_MAX_STEPS:,} steps from a first loss below {PRETRAINED_START:g}); "
+            "--preset overrides")
+
+
+def warmup_caveats(log, preset: str) -> list[str]:
+    """A caveat when the log ends before the warm-up of detectors that page: their silence
+    says nothing yet. Warm-ups are in steps since the first loss (``warmup`` arguments)."""
+    from wtwin.detect import RunMonitor
+
+    steps = [r.step for r in log.records if r.loss is not None] or [r.step for r in log.records]
+    span = steps[-1] - steps[0] if steps else 0
+    waiting = sorted((w, name) for name, det in RunMonitor(preset).detectors.items()
+                     if isinstance(w := getattr(det, "warmup", None), int) and span < w)
+    if not waiting:
+        return []
+    names = ", ".join(f"{name} ({w} steps)" for w, name in waiting)
+    return [f"the log spans {span} steps ({len(steps)} points): shorter than the warm-up of "
+            f"{names}: they had not started, so their silence means nothing yet "
+            f"(non-finite losses are checked from the first step)"]
+
+
+def failed(alerts: list[dict], fail_on: str | None) -> bool:
+    """True when an alert at or above ``fail_on`` (``warning`` or ``critical``) was found."""
+    if fail_on is None:
+        return False
+    least = SEVERITY_RANK[fail_on]
+    return any(a.get("active", True) and SEVERITY_RANK.get(a["severity"], 0) >= least for a in alerts)

@@ -1,0 +1,163 @@
+"""`wtwin monitor` as a CI gate and as a first look: --fail-on, the preset a
+trainer_state.json picks, caveats on short logs, the plot without matplotlib, progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import fcntl
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from test_offline_cli import wtwin, write_run
+from wtwin.daemon import offline_checks, offline_plot
+from wtwin.daemon.logs import read_log
+from wtwin.daemon.offline_cli import monitor_log
+
+
+def nan_run(path):
+    path.write_text("step,loss\n" + "".join(f"{t},{2.0 + 1 / t}\n" for t in range(1, 400)) + "400,nan\n")
+
+
+class TestFailOn:
+    def test_exit_status_follows_the_worst_alert(self, tmp_path):
+        """Drift (warning) fails --fail-on warning, not critical; NaN (critical) fails both;
+        a clean run fails neither; without --fail-on it is always 0."""
+        drift, clean, nan = tmp_path / "drift.csv", tmp_path / "clean.csv", tmp_path / "nan.csv"
+        write_run(drift)
+        write_run(clean, drift=False)
+        nan_run(nan)
+        expect = {(drift, "warning"): 1, (drift, "critical"): 0, (nan, "warning"): 1,
+                  (nan, "critical"): 1, (clean, "warning"): 0, (clean, "critical"): 0}
+        for (path, level), code in expect.items():
+            r = wtwin("monitor", str(path), "--fail-on", level)
+            assert r.returncode == code, (path.name, level, r.stdout[-500:], r.stderr)
+        assert wtwin("monitor", str(nan)).returncode == 0
+        assert wtwin("monitor", str(nan), "--json", "--fail-on", "critical").returncode == 1
+
+    def test_an_unreadable_log_is_still_2(self, tmp_path):
+        p = tmp_path / "x.csv"
+        p.write_text("step,acc\n1,2\n")
+        assert wtwin("monitor", str(p), "--fail-on", "warning").returncode == 2
+
+
+def trainer_state(path, max_steps: int, first_loss: float):
+    hist = [{"epoch": s / 200, "learning_rate": 5e-5, "loss": first_loss * (0.9 + 0.1 * 50 / (50 + s)),
+             "step": s} for s in range(10, max_steps + 1, 10)]
+    path.write_text(json.dumps({"best_metric": None, "best_model_checkpoint": None, "epoch": 3.0,
+                                "eval_steps": 500, "global_step": max_steps, "is_hyper_param_search": False,
+                                "logging_steps": 10, "max_steps": max_steps, "num_train_epochs": 3,
+                                "save_steps": 500, "total_flos": 1.0, "train_batch_size": 8,
+                                "log_history": hist}))
+
+
+class TestPresetFromTheLog:
+    def test_a_fine_tune_state_picks_finetuning_and_says_so(self, tmp_path):
+        p = tmp_path / "trainer_state.json"
+        trainer_state(p, 600, 1.2)
+        doc = json.loads(wtwin("monitor", str(p), "--json").stdout)
+        assert doc["preset"] == "finetuning" and doc["preset_from"] == "trainer_state.json"
+        out = wtwin("monitor", str(p)).stdout
+        assert out.startswith("note: preset finetuning: trainer_state.json of 600 steps")
+
+    def test_explicit_preset_always_wins(self, tmp_path):
+        p = tmp_path / "trainer_state.json"
+        trainer_state(p, 600, 1.2)
+        doc = json.loads(wtwin("monitor", str(p), "--json", "--preset", "pretraining").stdout)
+        assert doc["preset"] == "pretraining" and doc["preset_from"] == "--preset"
+
+    def test_long_or_from_scratch_states_stay_pretraining(self, tmp_path):
+        p = tmp_path / "trainer_state.json"
+        for steps, first in ((50_000, 1.2), (600, 10.8)):
+            trainer_state(p, steps, first)
+            assert offline_checks.choose_preset(read_log(p), None) == ("pretraining", "trainer_state.json")
+
+    def test_csv_keeps_the_pretraining_default(self, tmp_path):
+        """The default for CSV is what the hidden holdouts are scored with: unchanged."""
+        p = tmp_path / "short.csv"
+        p.write_text("step,loss\n" + "".join(f"{t},{1.2 - t * 1e-4}\n" for t in range(1, 600)))
+        doc = json.loads(wtwin("monitor", str(p), "--json").stdout)
+        assert doc["preset"] == "pretraining" and doc["preset_from"] == "default"
+
+
+class TestShortLogCaveat:
+    def test_forty_points_rising_get_a_caveat(self, tmp_path):
+        """The issue's log: 40 points from 1.7 to 6.7, no page; the output says the
+        detectors were still warming up, in --json as a new key."""
+        p = tmp_path / "short.csv"
+        p.write_text("step,loss\n" + "".join(f"{t},{1.7 + 5.0 * (t - 1) / 39}\n" for t in range(1, 41)))
+        doc = json.loads(wtwin("monitor", str(p), "--json").stdout)
+        (caveat,) = doc["caveats"]
+        assert "spans 39 steps (40 points)" in caveat and "forecast (300 steps)" in caveat
+        human = wtwin("monitor", str(p)).stdout.splitlines()
+        assert human[0].startswith("caveat: the log spans 39 steps") and human[-1].startswith("verdict:")
+
+    def test_a_long_log_has_none(self, tmp_path):
+        p = tmp_path / "run.csv"
+        write_run(p, drift=False)
+        assert json.loads(wtwin("monitor", str(p), "--json").stdout)["caveats"] == []
+
+
+class TestPlot:
+    def test_without_matplotlib_an_install_hint(self, tmp_path):
+        p = tmp_path / "run.csv"
+        write_run(p, drift=False)
+        code = ("import sys; sys.modules['matplotlib'] = None; "
+                "from wtwin.daemon.offline_cli import main; "
+                f"sys.exit(main(['monitor', {str(p)!r}, '--plot', {str(tmp_path / 'o.png')!r}]))")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.strip() == "wtwin: --plot needs matplotlib: pip install 'wtwin[plot]'"
+
+    def test_title_and_a_legend_entry_per_alert_kind(self, tmp_path):
+        p = tmp_path / "nan.csv"
+        nan_run(p)
+        res = monitor_log(read_log(p), "pretraining", keep_series=True)
+        fig = offline_plot.figure(res, str(p))
+        title = fig.axes[0].get_title()
+        assert title.startswith("nan.csv: 1 alert(s), first at step 400") and "preset pretraining" in title
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "nonfinite (critical)" in legend and "loss" in legend
+
+
+class TestProgress:
+    def _run_on_a_tty(self, args):
+        """stderr on a pseudo-terminal, as in a user's shell; returns what it showed."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 24x100
+        exe = os.path.join(os.path.dirname(sys.executable), "wtwin")
+        proc = subprocess.Popen([exe, *args], stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:  # until the child exits and the terminal has nothing more to read
+            ready, _, _ = select.select([master], [], [], 0.1)
+            data = b""
+            if ready:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:  # EIO: no writer holds the terminal (yet, or any more)
+                    pass
+            chunks.append(data)
+            if not data and proc.poll() is not None:
+                break
+        proc.wait(120)
+        os.close(master)
+        return proc, b"".join(chunks).decode(errors="replace")
+
+    @pytest.mark.slow
+    def test_a_long_analysis_shows_a_bar_on_a_terminal_only(self, tmp_path):
+        """150k points (~3 s of detectors): a bar on a terminal; none with --json; none when piped."""
+        p = tmp_path / "long.csv"
+        p.write_text("step,loss\n" + "".join(f"{t},{2.6 + 9 * t ** -0.35}\n" for t in range(1, 150_001)))
+        proc, shown = self._run_on_a_tty(["monitor", str(p)])
+        assert proc.returncode == 0 and "wtwin monitor" in shown and "points" in shown, shown
+        proc, shown = self._run_on_a_tty(["monitor", str(p), "--json"])
+        assert proc.returncode == 0 and shown == ""
+        r = wtwin("monitor", str(p))
+        assert r.returncode == 0 and r.stderr == ""

@@ -1,0 +1,116 @@
+"""The distribution as users get it: ``python -m build``, then the wheel's base install.
+
+The base install is the trainer side only (pyzmq, msgpack): a fresh venv with the built
+wheel (``--no-deps``) plus those two imports ``wtwin.emitters`` and streams a run to a
+real wtwind; the console scripts there name the extra to install instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, Daemon, wait_for
+
+pytestmark = pytest.mark.slow
+
+COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__",
+                                     ".pytest_cache", ".hypothesis", "*.db*", "out", "tmp")
+HEAVY = ("numpy", "scipy", "structlog", "aiohttp", "prometheus_client", "torch")
+
+EMIT = textwrap.dedent("""
+    import importlib.util, json, sys
+    import wtwin.emitters
+    emit = wtwin.emitters.connect(sys.argv[1], run="from-the-wheel")
+    for step in range(1, 51):
+        emit.loss(step, 3.0 / step ** 0.3, lr=1e-3)
+    ok = emit.flush(20.0)
+    emit.close()
+    heavy = [m for m in %r if importlib.util.find_spec(m) is not None]
+    print(json.dumps({"flushed": ok, "stats": emit.stats, "heavy": heavy,
+                      "loaded": sorted(m for m in sys.modules if m.split(".")[0] in %r)}))
+""" % (HEAVY, HEAVY))
+
+
+def _run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """``python -m build --wheel`` of a copy of the checkout (the checkout stays clean)."""
+    tmp = tmp_path_factory.mktemp("build")
+    src = tmp / "src"
+    shutil.copytree(REPO, src, ignore=COPY_IGNORE)
+    res = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp / "dist"), str(src)])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = res.stdout + res.stderr
+    for word in ("Deprecat", "BuildBackendWarning", "SetuptoolsWarning"):
+        assert word not in out, f"setuptools warns ({word}):\n{out[-4000:]}"
+    (whl,) = (tmp / "dist").glob("wtwin-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def base_venv(wheel, tmp_path_factory) -> Path:
+    """A fresh venv: the wheel with --no-deps, then pyzmq and msgpack, nothing else."""
+    venv = tmp_path_factory.mktemp("venv") / "v"
+    assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    for args in ([*pip, "--no-deps", str(wheel)], [*pip, "pyzmq", "msgpack"]):
+        res = _run(args)
+        assert res.returncode == 0, res.stderr[-3000:]
+    return venv
+
+
+class TestWheel:
+    def test_metadata_base_is_the_emitter_only(self, wheel):
+        """The wheel requires pyzmq and msgpack and nothing else outside an extra."""
+        import zipfile
+
+        with zipfile.ZipFile(wheel) as z:
+            meta = z.read(f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info/METADATA").decode()
+            names = z.namelist()
+        base = [line.split(":", 1)[1].strip() for line in meta.splitlines()
+                if line.startswith("Requires-Dist:") and "extra ==" not in line]
+        assert sorted(d.split(">")[0].split("=")[0] for d in base) == ["msgpack", "pyzmq"]
+        extras = {line.split(":", 1)[1].strip() for line in meta.splitlines()
+                  if line.startswith("Provides-Extra:")}
+        assert {"daemon", "spectral", "dask", "hf", "lightning", "wandb", "plot", "dev"} <= extras
+        assert "License-Expression: Apache-2.0" in meta
+        assert "wtwin/daemon/web/static/index.html" in names  # package data travels
+
+    def test_fresh_venv_imports_the_emitter_and_streams_to_wtwind(self, base_venv, tmp_path):
+        """With only pyzmq and msgpack, a run streams to a real wtwind and is acked."""
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            res = _run([str(base_venv / "bin" / "python"), "-c", EMIT, d.tcp])
+            assert res.returncode == 0, res.stderr[-3000:]
+            out = json.loads(res.stdout.strip().splitlines()[-1])
+            assert out["heavy"] == [] and out["loaded"] == []
+            assert out["flushed"] is True
+            assert out["stats"]["acked"] >= 51 and out["stats"]["dropped"] == 0
+            wait_for(lambda: _received(d) >= 50, 10, what="the run's 50 losses at wtwind")
+
+    def test_console_scripts_name_the_missing_extra(self, base_venv, tmp_path):
+        """`wtwind` and `wtwin monitor` without the daemon extra: one line, exit 2."""
+        log = tmp_path / "log.csv"
+        log.write_text("step,loss\n1,2.0\n2,1.9\n")
+        env = dict(os.environ, PATH=f"{base_venv / 'bin'}:{os.environ['PATH']}")
+        for cmd in (["wtwind", "--check"], ["wtwin", "monitor", str(log)]):
+            res = _run([str(base_venv / "bin" / cmd[0]), *cmd[1:]], env=env, cwd=tmp_path)
+            assert res.returncode == 2, (cmd, res.stdout, res.stderr)
+            assert "Traceback" not in res.stderr
+            assert "pip install 'wtwin[daemon]'" in res.stderr, res.stderr
+
+
+def _received(d) -> float:
+    m = d.metrics()
+    return sum(v for (name, labels), v in m.items()
+               if name == "wtwind_events_received_total" and ("type", "loss") in labels)
