@@ -54,7 +54,7 @@ _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "to
 
 class WTwinCallback(TrainerCallback):
     def __init__(self, run: str | None = None, endpoint: str | None = None, *,
-                 preset: str = "pretraining", stop_on: str | None = "critical",
+                 preset: str | None = None, stop_on: str | None = "critical",
                  stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
                  embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
                  monitor: dict | None = None, emitter=None, raw_loss: bool = True,
@@ -96,7 +96,10 @@ class WTwinCallback(TrainerCallback):
                   "gradient_accumulation_steps": args.gradient_accumulation_steps,
                   "max_steps": state.max_steps, "world_size": args.world_size,
                   "lr_scheduler_type": str(args.lr_scheduler_type)}
-        self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
+        # no preset named: a model loaded from pretrained weights is being fine-tuned
+        origin = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
+        kind = "finetuning" if origin else "pretraining"
+        self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset, kind=kind,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
                                enabled=state.is_world_process_zero, all_ranks=True,

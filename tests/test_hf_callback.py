@@ -192,3 +192,30 @@ class TestRewind:
         assert len(crit) == 1
         assert [a[3] < self.STEPS for a in alerts if a[0] == "divergence" and a[2] == "resolved"] == [True]
         assert state.band_lo <= state.l_obs <= state.band_hi
+
+
+class TestKind:
+    def test_a_pretrained_model_is_a_finetuning_run_unless_a_preset_is_named(self):
+        """No preset: a model whose config names where its weights came from is sent as a
+        fine-tune (kind "finetuning"), one built from a config as pretraining."""
+        import transformers
+
+        from wtwin.emitters.hf import WTwinCallback
+
+        class Args:
+            learning_rate, per_device_train_batch_size, gradient_accumulation_steps = 1e-3, 2, 1
+            world_size, lr_scheduler_type, output_dir = 1, "linear", None
+
+        class State:
+            max_steps, is_world_process_zero = 10, True
+
+        def preset(name_or_path, **kw):
+            config = transformers.GPT2Config(n_layer=1, n_head=1, n_embd=8, vocab_size=16)
+            model = transformers.GPT2LMHeadModel(config)
+            model.config._name_or_path = name_or_path
+            cb = WTwinCallback(embedded=True, raw_loss=False, **kw)
+            cb.on_train_begin(Args(), State(), None, model=model)
+            return cb.tracker.preset
+        assert preset("gpt2") == "finetuning"
+        assert preset("") == "pretraining"
+        assert preset("gpt2", preset="pretraining") == "pretraining"
