@@ -11,7 +11,10 @@ Arbitration (so that one problem gives one page and clean runs stay silent): a s
 spike or a divergence takes precedence over the forecast's drift; a drift whose loss is
 flat where the forecast falls is reported as ``plateau``; a ``plateau`` slowdown (the
 decline collapsing) gives way to a drift or a divergence while one is active (a loss that
-rises is a drift); benign recovered spikes are ``info``. Findings are emitted when a kind's (active, severity) changes.
+rises is a drift); benign recovered spikes are ``info``. A warning or critical verdict
+then passes the `effect` gate (its deviation in loss units against the run's progress
+and wobble: docs/DETECTION.md, "What it takes to page"); below it, it is ``info``.
+Findings are emitted when a kind's (active, severity) changes.
 
 Resumes: when the step goes back, the detectors are rewound to their state at the newest
 rewind point before it (`rewind`), or started over when there is none, and a
