@@ -161,13 +161,13 @@ class PlateauDetector(Detector):
             self._best = level
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
-        sd = 0.8862 * self._lnoise
-        pz = (ref - self._best) / sd if sd > 0.0 else 0.0    # no scatter at all: the fraction decides
         if self._same + 1 >= self.frozen_points:
-            return PlateauState(step, True, "frozen", progress, loss, z, 0.0, self._same + 1)
-        if (age >= self.grace and self._n >= self.min_points and progress < self.min_progress
-                and pz < self.min_progress_z):
-            return PlateauState(step, True, "no_learning", progress, level, z, 0.0, pz)
+            return PlateauState(step, True, "frozen", progress, loss, z, repeats=self._same + 1)
+        if age >= self.grace and self._n >= self.min_points and progress < self.min_progress:
+            sd = 0.8862 * self._lnoise        # no scatter at all: the fraction decides
+            pz = (ref - self._best) / sd if sd > 0.0 else 0.0
+            if pz < self.min_progress_z:
+                return PlateauState(step, True, "no_learning", progress, level, z, progress_z=pz)
         short = self._shortfall(step, level) if self._onset is not None else 0.0
         slow = z > self.slow_z or (self._slow and (z > 0.0 or short > 0.0))
         if slow and not self._slow and self._armed is not None:
