@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import multiprocessing.connection
 import time
 
 import pytest
@@ -172,14 +173,15 @@ class TestJobRunner:
             procs = list(runner._executor._processes.values())
             t0 = time.monotonic()
             await runner.aclose()
-            for p in procs:
-                p.join(10)
-            return time.monotonic() - t0, procs, runner.submit("late", _event(3, path))
+            # judged right when aclose() returns, by the sentinel (closed once the process is
+            # gone), not by is_alive(): the pool's manager thread may have reaped it first
+            gone = multiprocessing.connection.wait([p.sentinel for p in procs], timeout=0)
+            return time.monotonic() - t0, procs, gone, runner.submit("late", _event(3, path))
 
-        elapsed, procs, late = asyncio.run(main())
+        elapsed, procs, gone, late = asyncio.run(main())
         assert elapsed < 15
         assert sorted((r.run, r.outcome) for r in results) == [("queued", "cancelled"), ("slow", "cancelled")]
-        assert not any(p.is_alive() for p in procs)
+        assert procs and sorted(gone) == sorted(p.sentinel for p in procs)
         assert late == "closed"
 
 

@@ -38,6 +38,7 @@ from .model import DURATION_BUCKETS, OUTCOMES, Job, JobResult, JobStats, job_fro
 
 log = structlog.get_logger("wtwind.jobs")
 STARTUP_TIMEOUT_S = 300.0  # starting a pool (spawn + imports) is not charged to a job's timeout
+WORKER_EXIT_TIMEOUT_S = 10.0  # how long aclose() waits for killed workers to be gone
 
 
 class JobRunner:
@@ -100,7 +101,9 @@ class JobRunner:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        self._shutdown_executor()
+        killed = self._shutdown_executor()
+        if killed:  # return only once the workers are gone, so a restart never finds two pools
+            await asyncio.to_thread(_wait_exited, killed, WORKER_EXIT_TIMEOUT_S)
         if self._client is not None:
             client, self._client = self._client, None
             await asyncio.to_thread(client.close)
@@ -205,18 +208,20 @@ class JobRunner:
             raise
         return pool
 
-    def _shutdown_executor(self) -> None:
+    def _shutdown_executor(self) -> list:
+        """Stop the executor; kill and return the local worker processes that were alive."""
         executor, self._executor = self._executor, None
         if executor is None:
-            return
+            return []
         procs = list((getattr(executor, "_processes", None) or {}).values())
         if isinstance(executor, ProcessPoolExecutor):
             executor.shutdown(wait=False, cancel_futures=True)
         else:  # distributed's ClientExecutor: cancels its own futures
             executor.shutdown(wait=False)
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
+        killed = [proc for proc in procs if proc.is_alive()]
+        for proc in killed:
+            proc.kill()
+        return killed
 
     # -- bookkeeping ------------------------------------------------------------
 
@@ -251,3 +256,17 @@ class JobRunner:
             acc += n
             out.append(acc)
         return out
+
+
+def _wait_exited(procs: list, timeout: float) -> None:
+    """Block until every process has exited, judged by its sentinel (not waitpid, which the
+    pool's own manager thread may already have reaped: then is_alive() can read True)."""
+    from multiprocessing.connection import wait
+
+    pending = {p.sentinel: p for p in procs}
+    deadline = time.monotonic() + timeout
+    while pending and time.monotonic() < deadline:
+        for s in wait(list(pending), timeout=max(0.0, deadline - time.monotonic())):
+            pending.pop(s, None)
+    if pending:
+        log.warning("workers_still_running", pids=[p.pid for p in pending.values()])
