@@ -23,6 +23,7 @@ LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
              "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
 VAL_COLS = ("val_loss", "eval_loss", "validation_loss", "valid_loss", "eval/loss", "val/loss")
 LR_COLS = ("lr", "learning_rate", "train/learning_rate")
+GRAD_COLS = ("grad_norm", "train/grad_norm", "gradient_norm", "grad-norm")
 MAX_BYTES = 2 * 1024 ** 3
 
 
@@ -36,6 +37,7 @@ class Record:
     loss: float | None = None
     val_loss: float | None = None
     lr: float | None = None
+    grad_norm: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class TrainingLog:
     lr_col: str | None = None
     step_col: str = "step"
     meta: dict = field(default_factory=dict)
+    grad_col: str | None = None
 
     @property
     def n_loss(self) -> int:
@@ -58,8 +61,9 @@ class TrainingLog:
     def n_val(self) -> int:
         return sum(r.val_loss is not None for r in self.records)
 
-    def events(self, eval_as_loss: bool | None = None) -> Iterator[tuple[str, int, float, float | None]]:
-        """``("loss", step, value, lr)`` and ``("eval", step, value, None)`` in file order.
+    def events(self, eval_as_loss: bool | None = None, with_grad: bool = False) -> Iterator[tuple]:
+        """``("loss", step, value, lr)`` and ``("eval", step, value, None)`` in file order;
+        ``with_grad``: a fifth item, the gradient norm (None where the log has none).
 
         With no train loss at all (eval-only logs), eval values are yielded as the loss
         stream (``eval_as_loss`` None means: decide that way automatically).
@@ -68,9 +72,10 @@ class TrainingLog:
             eval_as_loss = self.n_loss == 0
         for r in self.records:
             if r.loss is not None:
-                yield "loss", r.step, r.loss, r.lr
+                yield ("loss", r.step, r.loss, r.lr, r.grad_norm) if with_grad else ("loss", r.step, r.loss, r.lr)
             if r.val_loss is not None:
-                yield ("loss" if eval_as_loss else "eval"), r.step, r.val_loss, None
+                kind = "loss" if eval_as_loss else "eval"
+                yield (kind, r.step, r.val_loss, None, None) if with_grad else (kind, r.step, r.val_loss, None)
 
 
 def _number(text, what: str, where: str) -> float | None:
@@ -108,6 +113,7 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
     loss_c = _pick(names, LOSS_COLS, loss_col, "loss column")
     val_c = _pick(names, VAL_COLS)
     lr_c = _pick(names, LR_COLS)
+    grad_c = _pick(names, GRAD_COLS)
     if loss_c is None and val_c is None:
         raise LogError(f"{path}: no loss column found (looked for {', '.join(LOSS_COLS + VAL_COLS)}).")
     recs = []
@@ -122,10 +128,11 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
         if not math.isfinite(step):
             raise LogError(f"{where}: step value {step!r} is not finite.")
         lr = _number(row.get(lr_c), "lr", where) if lr_c else None
-        recs.append(Record(int(step), loss, val, lr))
+        grad = _number(row.get(grad_c), "grad_norm", where) if grad_c else None
+        recs.append(Record(int(step), loss, val, lr, grad))
     if not recs:
         raise LogError(f"{path}: no loss values in the file.")
-    return TrainingLog(str(path), tuple(recs), loss_c, val_c, lr_c, step_c or "row", meta or {})
+    return TrainingLog(str(path), tuple(recs), loss_c, val_c, lr_c, step_c or "row", meta or {}, grad_c)
 
 
 def _read_text(path) -> str:

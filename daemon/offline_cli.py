@@ -34,7 +34,7 @@ def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
     detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
     the firing transitions, as the daemon would page them."""
     alerts, series, n = [], [], 0
-    for r in replay(log.events(), run="offline", preset=preset):
+    for r in replay(log.events(with_grad=True), run="offline", preset=preset):
         if r.kind == "loss":
             n += 1
             if keep_series:

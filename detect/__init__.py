@@ -2,10 +2,10 @@
 
 One detector a module, each registered by name in `REGISTRY`: ``forecast``,
 ``finetuning``, ``spike``, ``nonfinite``, ``divergence``, ``plateau``, ``overfit``,
-``resume_jump``.
+``resume_jump``, ``rise``, ``effect`` and ``gradnorm`` (context for pages, never a page).
 """
 
-from . import divergence, effect, forecast, nonfinite, overfit, plateau, resume, rise, spike  # noqa: F401
+from . import divergence, effect, forecast, gradnorm, nonfinite, overfit, plateau, resume, rise, spike  # noqa: F401
 from .base import REGISTRY, Detector
 from .finding import Finding, MonitorState
 from .monitor import RunMonitor, WTwinMonitor

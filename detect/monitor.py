@@ -39,6 +39,7 @@ DIVERGENCE_OF_PROGRESS = 0.1
 
 JUMPS = ("spike", "resume_jump")   # one point's jump, judged against `effect.jump_gate`
 _RANK = {"info": 0, "warning": 1, "critical": 2}
+GRAD_CONTEXT_STEPS = 200   # a grad-norm surge this recent is named in a loss page
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning"}
@@ -58,6 +59,7 @@ def _build(preset: str, overrides: dict) -> dict:
             spec[main][key] = val
     dets = {name: REGISTRY[name](**kw) for name, kw in spec.items()}
     dets["nonfinite"] = REGISTRY["nonfinite"]()
+    dets["gradnorm"] = REGISTRY["gradnorm"]()
     return dets
 
 
@@ -101,7 +103,12 @@ class RunMonitor:
             return
         self._emitted[kind] = [active, severity]
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
-        out.append(Finding(kind, severity, active, step, msg() if active else f"{kind} resolved"))
+        text = f"{kind} resolved"
+        if active:
+            text = msg()
+            if severity != "info" and (grad := self._d["gradnorm"].context(step, GRAD_CONTEXT_STEPS)):
+                text += f" ({grad})"
+        out.append(Finding(kind, severity, active, step, text))
 
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
@@ -116,6 +123,8 @@ class RunMonitor:
                      else "detectors started over")
         else:
             rj, where = d["resume_jump"].update(step, loss), ""
+        if grad_norm is not None:
+            d["gradnorm"].update(step, grad_norm)
         nf = d["nonfinite"].update(step, loss)
         if rj.active:
             sev = rj.severity if rj.severity == "info" or self._big("resume_jump", abs(rj.jump)) else "info"

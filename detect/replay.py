@@ -82,19 +82,22 @@ class Replayed(NamedTuple):
     lr: float | None
     state: MonitorState | None
     alerts: list
+    grad_norm: float | None = None
 
 
 def replay(events: Iterable[tuple], *, run: str = "log", preset: str = "pretraining",
            **overrides) -> Iterator[Replayed]:
-    """Replay ``(kind, step, value, lr)`` events (``kind`` "loss" or "eval", as
-    `wtwin.daemon.logs.TrainingLog.events` gives them) through one `Session`."""
+    """Replay ``(kind, step, value, lr)`` or ``(kind, step, value, lr, grad_norm)`` events
+    (``kind`` "loss" or "eval", as `wtwin.daemon.logs.TrainingLog.events` gives them)
+    through one `Session`."""
     s = Session(run, preset, **overrides)
-    for i, (kind, step, value, lr) in enumerate(events):
+    for i, (kind, step, value, lr, *rest) in enumerate(events):
+        grad = rest[0] if rest else None
         if kind == "loss":
-            state, out = s.loss(step, value, lr, now=float(i))
+            state, out = s.loss(step, value, lr, grad, now=float(i))
         else:
             state, out = s.eval(step, {"val_loss": value}, now=float(i))
-        yield Replayed(kind, step, value, lr, state, out)
+        yield Replayed(kind, step, value, lr, state, out, grad)
 
 
 def alerts(events: Iterable[tuple], **kw) -> list[Alert]:

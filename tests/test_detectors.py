@@ -300,7 +300,7 @@ class TestMonitor:
 
     def test_registry_names(self):
         assert set(REGISTRY) == {"forecast", "finetuning", "spike", "nonfinite", "divergence",
-                                 "plateau", "overfit", "resume_jump", "rise", "effect"}
+                                 "plateau", "overfit", "resume_jump", "rise", "effect", "gradnorm"}
 
 
 class TestWhatPages:

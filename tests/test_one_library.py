@@ -25,8 +25,8 @@ def test_daemon_and_cli_page_the_same(daemon):
     log = read_log(path)
     last = None
     with connect(daemon.ipc, run="same") as emit:
-        for kind, step, value, lr in log.events():
-            emit.loss(step, value, lr=lr)
+        for kind, step, value, lr, grad in log.events(with_grad=True):
+            emit.loss(step, value, lr=lr, grad_norm=grad)
             last = step
 
     def page():

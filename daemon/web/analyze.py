@@ -60,10 +60,10 @@ def replay(tlog, name: str, preset: str) -> dict[str, Any]:
     transitions: list[dict[str, Any]] = []
     dropped = 0
     session = Session(name, preset)
-    for i, (kind, step, value, lr) in enumerate(tlog.events()):
+    for i, (kind, step, value, lr, grad) in enumerate(tlog.events(with_grad=True)):
         if kind == "loss":
-            state, due = session.loss(step, value, lr, now=float(i))
-            series.add_loss(step, value, state, lr)
+            state, due = session.loss(step, value, lr, grad, now=float(i))
+            series.add_loss(step, value, state, lr, grad)
         else:
             series.add_eval(step, {"val_loss": value})
             state, due = session.eval(step, {"val_loss": value}, now=float(i))
@@ -86,7 +86,7 @@ def _result(tlog, name, preset, series, policy, transitions, dropped) -> dict[st
     return {"file": name, "preset": preset, "points": len(tlog.records),
             "n_loss": tlog.n_loss, "n_val": tlog.n_val,
             "columns": {"step": tlog.step_col, "loss": tlog.loss_col, "val_loss": tlog.val_col,
-                        "lr": tlog.lr_col},
+                        "lr": tlog.lr_col, "grad_norm": tlog.grad_col},
             "step": last.step, "loss": num(last.loss if last.loss is not None else last.val_loss),
             "alerts": counts, "firing": [alert_view(a) for a in firing],
             "transitions": transitions, "transitions_dropped": dropped,
