@@ -6,7 +6,7 @@
     python examples/tiny_gpt.py --with-daemon --blowup-at 300   # starts a private wtwind itself
 
 The one line is ``wtwin.emitters.connect(run=..., on_alert=...)``; ``emit.loss(step,
-loss, lr=lr)`` in the loop. Alerts from the daemon come back on this thread at the next
+loss, lr=lr, grad_norm=norm)`` in the loop. Alerts from the daemon come back on this thread at the next
 ``emit.loss``: here they save a checkpoint (warning and up) and stop training
 (critical, or ``--stop-on warning``). The data are random token sequences following a
 learnable rule (each token is the previous one plus a per-sequence stride), so the loss
@@ -154,7 +154,7 @@ def train(args) -> int:
                                   on_alert=chain(log, SaveCheckpoint(save), stop))
     # ---------------------------------------------------------------------------------
     gen = torch.Generator().manual_seed(1)
-    pending: list[tuple[int, torch.Tensor, float]] = []
+    pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
     step = 0
     for step in range(1, args.steps + 1):
         lr = lr_at(step, args)
@@ -165,13 +165,13 @@ def train(args) -> int:
         loss = F.cross_entropy(logits.reshape(-1, vocab), ids[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # before clipping
         opt.step()
-        pending.append((step, loss.detach(), lr))
+        pending.append((step, loss.detach(), grad_norm.detach(), lr))
         if len(pending) >= args.log_every:
-            values = torch.stack([l for _, l, _ in pending]).tolist()   # one sync
-            for (s, _, r), v in zip(pending, values):
-                emit.loss(s, v, lr=r)
+            values = torch.stack([x for p in pending for x in p[1:3]]).tolist()   # one sync
+            for i, (s, _, _, r) in enumerate(pending):
+                emit.loss(s, values[2 * i], lr=r, grad_norm=values[2 * i + 1])
             pending.clear()
         if step % 250 == 0:
             print(f"step {step} loss {loss.item():.4f} lr {lr:.2e}", flush=True)
