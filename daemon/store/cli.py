@@ -133,7 +133,7 @@ def _alerts(args, cfg) -> int:
         conn.execute("BEGIN")
         n = conn.execute("DELETE FROM deliveries WHERE state = 'delivered' AND updated_at <= ?",
                          (cutoff,)).rowcount
-        conn.execute("DELETE FROM alerts WHERE routed = 1 AND created_at <= ? AND key NOT IN "
+        conn.execute("DELETE FROM alerts WHERE created_at <= ? AND key NOT IN "
                      "(SELECT key FROM deliveries)", (cutoff,))
         conn.execute("COMMIT")
     finally:
