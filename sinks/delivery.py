@@ -256,9 +256,9 @@ class Delivery:
         if then is not None:
             then(rows)
 
-    async def replay(self, sink: str | None = None) -> int:
-        """Dead rows back to pending (``wtwind alerts replay``); returns how many."""
-        n = await self.outbox.replay(sink, now=self.clock())
+    async def replay(self, sink: str | None = None, ids: Sequence[int] | None = None) -> int:
+        """Dead rows (all, or ``ids``) back to pending (``wtwind alerts replay``); returns how many."""
+        n = await self.outbox.replay(sink, ids, now=self.clock())
         for w in self.workers.values():
             w.wake()
         return n
