@@ -28,7 +28,7 @@ def collect(store):
     yield CounterMetricFamily("wtwind_store_flush_errors",
                               "Run snapshots that could not be encoded or written", value=store.flush_errors)
     yield CounterMetricFamily("wtwind_store_journal_errors",
-                              "Alert commits that failed (journal, snapshot and outbox rows together)",
+                              "Alert commits that failed (journal, snapshot and outbox rows together; tried again twice)",
                               value=store.journal_errors)
     yield CounterMetricFamily("wtwind_store_quarantined_runs",
                               "Runs quarantined because their state cannot be stored",

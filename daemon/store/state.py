@@ -40,6 +40,7 @@ log = structlog.get_logger("wtwind.store")
 
 _INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body,
     created_at) VALUES (?,?,?,?,?,?,?,?)"""
+ALERT_RETRY_S = (0.25, 0.5)  # a failed alert commit is tried again after these (a busy disk)
 FLUSH_MAX_RUNS = 500  # runs snapshotted per flush call (~0.5-1 ms each, on the loop)
 NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
 
@@ -317,7 +318,8 @@ class StateStore:
     def on_alert(self, alert: Alert, staged=None) -> None:
         """Journal the alert with its run's snapshot and its outbox rows (``staged``, routed
         by delivery), in one FULL transaction, before any sink sees it. With no store, the
-        rows go to the memory outbox at once."""
+        rows go to the memory outbox at once. A failed commit is tried again twice, without
+        the snapshot (the run is still dirty: the next flush writes it)."""
         if self.writer is None:
             if staged is not None:
                 staged.finish(staged.op(None), None)
@@ -326,24 +328,32 @@ class StateStore:
         row = self._encode_or_quarantine(run, "alert") if run is not None else None
         if row is not None:
             self._inflight[row[0]] = row
-        body = json.dumps(alert.to_dict())
+        self._commit_alert(alert, staged, row, 0)
+
+    def _commit_alert(self, alert: Alert, staged, row, attempt: int) -> None:
         params = (alert.idempotency_key, alert.run, alert.kind, alert.status, alert.severity,
-                  alert.step, body, time.time())
+                  alert.step, json.dumps(alert.to_dict()), time.time())
 
         def op(conn):
             conn.execute(_INSERT_ALERT, params)
             failed = write_runs(conn, [row]) if row is not None else {}
             return failed, (staged.op(conn) if staged is not None else None)
 
-        self.writer.submit(op, full=True, done=lambda res, err: self._journaled(row, res, err, alert, staged))
+        self.writer.submit(op, full=True,
+                           done=lambda res, err: self._journaled(row, res, err, alert, staged, attempt))
 
-    def _journaled(self, row, res, err, alert: Alert, staged) -> None:
+    def _journaled(self, row, res, err, alert: Alert, staged, attempt: int) -> None:
         if row is not None and self._inflight.get(row[0]) is row:
             del self._inflight[row[0]]
+        if err is not None and attempt < len(ALERT_RETRY_S):
+            self.journal_errors += 1
+            log.warning("alert_commit_retry", run=alert.run, kind=alert.kind, error=str(err)[:300])
+            self.writer.loop.call_later(ALERT_RETRY_S[attempt], self._commit_alert, alert, staged, None,
+                                        attempt + 1)
+            return
         if staged is not None:
             staged.finish(None if err else res[1], err)
-        if err is not None:  # alert, snapshot and outbox rows: none of them written
-            self.journal_errors += 1
+        if err is not None and staged is None:  # with rows, delivery reports it (alert_lost)
             log.error("alert_not_journaled", run=alert.run, kind=alert.kind, error=str(err)[:300])
         elif res[0]:
             run = self.table.get(alert.run)
