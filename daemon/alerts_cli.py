@@ -17,8 +17,6 @@ import json
 import os
 import time
 
-import aiohttp
-
 from wtwin.sinks.base import redact_url
 
 from .errors import ConfigError
@@ -87,6 +85,8 @@ def _print(rows: list[dict], as_json: bool) -> int:
 
 # ---- the running daemon's HTTP API -------------------------------------------------------------
 def _over_http(action: str, args, cfg) -> dict:
+    import aiohttp  # only for the commands that talk to a daemon
+
     url = (args.url or f"http://{cfg.http.host}:{cfg.http.port}").rstrip("/")
     token = open(args.token_file).read().strip() if args.token_file else cfg.http.token()
     params = {k: v for k, v in (("sink", args.sink), ("ids", ",".join(map(str, args.ids)))) if v}
@@ -102,6 +102,8 @@ def _over_http(action: str, args, cfg) -> dict:
 
 
 async def _call(action: str, url: str, params: dict, token: str | None) -> tuple[int, dict]:
+    import aiohttp
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
         method = s.get if action == "dead" else s.post

@@ -47,7 +47,9 @@ def test_dead_letter_listed_then_replayed(tmp_path):
                 assert from_store.returncode == 0, from_store.stderr
                 assert "\thook\tdead\t1\tnan-run\tnonfinite\tfiring\t" in from_store.stdout
                 recv.set_default(Reply(200, "ok"))
-                replayed = wtwind(daemon, "alerts", "replay", "--all", "--sink", "hook")
+                assert "replayed 0 dead alert(s)" in wtwind(daemon, "alerts", "replay", "99999").stdout
+                row_id = from_store.stdout.splitlines()[1].split("\t")[0]
+                replayed = wtwind(daemon, "alerts", "replay", row_id)  # by id, through the running daemon
                 assert replayed.returncode == 0, replayed.stderr
                 assert "replayed 1 dead alert(s)" in replayed.stdout
                 wait_for(lambda: sample(daemon, "wtwind_deliveries_total", sink="hook", outcome="success") == 1,
