@@ -70,11 +70,9 @@ class Server:
         self.admission = Admission(config.runs, self.table, self.stats, self.receiver.send,
                                    curve=self.curve is not None)
         self.alert_listeners: list[Callable[[Alert], None]] = []
-        self.alert_listeners.append(self.state.on_alert)  # journaled before any sink sees it
         self.outbox = self.state.outbox or MemoryOutbox()  # SQLite unless [state] is off
         self.delivery = Delivery(sinks=build_sinks(config), outbox=self.outbox, routes=config.routes,
                                  policy=config.delivery.retry, intake_size=config.delivery.intake_size)
-        self.alert_listeners.append(self.delivery.submit_nowait)
         self.collector.providers.append(DeliveryCollector(self.delivery).collect)
         self.ready = False
         self.stopping = False
@@ -133,6 +131,11 @@ class Server:
             frame = wire.reply("alert", **alert.to_dict())
             for identity in run.identities.values():
                 self.receiver.send(identity, frame)
+        try:  # routed now; journaled with its run's snapshot and its outbox rows, one FULL commit
+            self.state.on_alert(alert, self.delivery.stage(alert))
+        except Exception:
+            self.stats.loop_errors += 1
+            log.exception("alert_commit_failed", run=alert.run, kind=alert.kind)
         for listener in self.alert_listeners:
             try:
                 listener(alert)
@@ -167,10 +170,6 @@ class Server:
         self.receiver.start(loop)
         self.state.start(loop)
         await self.delivery.start()
-        unrouted = self.state.unrouted()  # journaled, but a crash came before routing
-        self.state.prime_router(self.delivery.router, unrouted, time.time())
-        for alert in unrouted:
-            self.delivery.submit_nowait(alert)
         self.ready = True
         self.notifier.ready(f"watching; http port {self.http_port}")
         self.notifier.tick(time.time())

@@ -16,6 +16,10 @@ counts the firings held back. Detectors report a kind only when it changes, so b
 this a firing inside the cooldown was gone for good (a small MLP's LR x100 at step 800
 raised no alert at all).
 
+This is the only deduplication and cooldown on an alert's path: the router
+(``sinks/routing.py``) only matches and holds, so what the policy emits is what is
+committed and sent.
+
 A critical alert resolves only on the detector's evidence that the condition ended:
 ``resolve_all`` (the run ended) keeps critical alerts firing.
 """

@@ -1,10 +1,12 @@
 """HTTP endpoints for dead letters, on the daemon's one HTTP port.
 
 ``GET /api/alerts/dead[?sink=NAME]`` lists dead rows (JSON); ``POST
-/api/alerts/replay[?sink=NAME]`` puts them back to pending and returns how many;
-``GET /api/sinks`` gives each sink's health, disabled reason and outbox counts.
-``wtwind alerts dead|replay`` (``sinks.cli``) calls these; whichever outbox the
-daemon runs (memory or SQLite), replay goes through the live delivery.
+/api/alerts/replay[?sink=NAME][&ids=1,2]`` puts them (all, or those rows) back to
+pending and returns how many; ``GET /api/sinks`` gives each sink's health, disabled
+reason and outbox counts. The dead-letter CLI (``wtwind alerts``, in
+``daemon/alerts_cli.py``) replays through here while the daemon runs, and lists
+through here with ``--url``; whichever outbox the daemon runs (memory or SQLite),
+replay goes through the live delivery.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ def add_routes(app: web.Application, delivery) -> None:
         sink = request.query.get("sink") or None
         if sink is not None and sink not in delivery.sinks:
             return web.json_response({"error": f"unknown sink {sink!r}"}, status=404)
-        return web.json_response({"replayed": await delivery.replay(sink)})
+        try:
+            ids = [int(i) for i in request.query["ids"].split(",")] if request.query.get("ids") else None
+        except ValueError:
+            return web.json_response({"error": "ids: a comma-separated list of row ids"}, status=400)
+        return web.json_response({"replayed": await delivery.replay(sink, ids)})
 
     async def sinks(request: web.Request) -> web.Response:
         health = await delivery.healthcheck()

@@ -1,24 +1,26 @@
 """Delivery: route each alert, commit it to the outbox, then one worker per sink sends it.
 
-The daemon calls ``submit_nowait(alert)`` on its hot path: it never blocks (a
-bounded intake queue; overflow is an ERROR and a counter). A dispatcher task takes
-whatever the intake holds (one *slice*, up to ``slice_size`` alerts), routes it
-(``sinks.routing``), commits one outbox row per alert and sink in one transaction
-(``sinks.outbox.put_many``: one fsync per slice, not per alert) and wakes those
-sinks' workers. Each worker is its own task reading its own rows, so one slow or
+``stage(alert)`` routes the transition at once (``sinks.routing``: which sinks, and a
+``for_s`` hold as a row due later) and returns the outbox write (``Outbox.stage``); the
+daemon runs it in the same FULL transaction that journals the alert and its run's
+snapshot (``daemon/store/state.py``), so an alert is committed once, with its rows.
+``submit_nowait(alert)`` stages and commits on its own (no store: the memory outbox,
+tests). Neither blocks: alerts whose transaction has not committed yet are bounded by
+``intake_size`` (beyond it: an ERROR and a counter). Once committed, the rows' sinks'
+workers are woken. Each worker is its own task reading its own rows, so one slow or
 dead sink never stalls detection or the other sinks; a sink's pending rows are its
-bounded queue (``queue_size``; beyond it new rows are
-dead-lettered as ``dropped``, counted and replayable).
+bounded queue (``queue_size``; beyond it new rows are written dead as ``dropped``,
+counted and replayable).
 
 A worker honours its sink's rate limit (``min_interval_s``); whatever becomes due
 meanwhile goes out as one message of up to ``max_batch`` alerts (Slack's burst
-coalescing). On failure it asks ``RetryPolicy.decide`` and backs the whole sink
-off (the endpoint is what failed), recording attempts and the next attempt time
-on each row (one ``record_many`` per attempt); after the last attempt a row is dead.
-A failed attempt costs the event loop one connection attempt and one outbox write,
-whatever the batch size; waiting out a backoff or a timeout costs it nothing. A sink
-that says it is gone (``disable``) is disabled with an ERROR; its rows are
-dead-lettered.
+coalescing). On failure it asks ``RetryPolicy.decide`` (the one retry decision) and
+backs the whole sink off (the endpoint is what failed), recording attempts and the
+next attempt time on each row (one ``record_many`` per attempt); a row whose attempts
+are exhausted is dead. A failed attempt costs the event loop one connection attempt
+and one outbox write, whatever the batch size; waiting out a backoff or a timeout
+costs it nothing. A sink that says it is gone (``disable``) is disabled with an ERROR;
+its rows are dead-lettered.
 
 Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
 """
@@ -34,12 +36,11 @@ import structlog
 
 from wtwin.detect.alert import Alert
 from .base import Sink
-from .outbox import Item, Outbox, Outcome, Row
-from .retry import DISABLE, RETRY, RetryPolicy, classify, describe
-from .routing import RouteConfig, Router
+from .outbox import QUEUE_FULL, Outbox, Outcome, Row, Staged
+from .retry import RetryPolicy
+from .routing import Plan, RouteConfig, Router
 
 OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
-COMMIT_RETRY_S = 0.25  # between attempts to write a slice of alerts to the outbox
 _log = structlog.get_logger("wtwin.sinks.delivery")
 
 
@@ -49,7 +50,7 @@ class Counters:
     def __init__(self, sinks: Sequence[str]) -> None:
         self.values = {(s, o): 0 for s in sinks for o in OUTCOMES}
         self.intake_dropped = 0
-        self.lost = 0    # alerts taken from the intake whose outbox rows could not be written
+        self.lost = 0    # alerts whose transaction (journal, snapshot, outbox rows) failed
         self.errors = 0
 
     def add(self, sink: str, outcome: str, n: int = 1) -> None:
@@ -128,29 +129,31 @@ class Worker:
         _log.info("alerts_delivered", sink=self.sink.name, n=len(rows), latency_s=round(now - start, 4))
 
     async def _failed(self, rows: list[Row], exc: Exception) -> None:
-        """One verdict and one delay for the batch; the sink backs off as a whole.
+        """One decision and one delay for the batch; the sink backs off as a whole.
 
-        The delay grows with the sink's consecutive failures (not only the rows'
-        attempts), so fresh alerts do not make a dead endpoint be hammered.
+        The backoff step is the sink's consecutive failures (or the oldest row's attempts,
+        if more), so fresh alerts do not make a dead endpoint be hammered; the youngest
+        row's attempts decide retry or dead, and a row whose own attempts are exhausted
+        is dead.
         """
         now = self.clock()
         self._failures += 1
-        verdict, reason = classify(exc), describe(exc)
-        if verdict == DISABLE:
+        step = max(self._failures, max(r.attempts for r in rows) + 1)
+        decision = self.policy.decide(min(r.attempts for r in rows) + 1, exc, self.rng, step=step)
+        reason = decision.reason
+        if decision.action == "disable":
             self.disabled = reason
             _log.error("sink_disabled", sink=self.sink.name, reason=reason,
                        hint="alerts for this sink are dead-lettered; fix its config, restart, replay")
             await self._finish(rows, "dead", "disabled", f"sink disabled: {reason}", now, attempts=1)
             return
-        delay = 0.0
-        if verdict == RETRY:
-            n = max(self._failures, max(r.attempts for r in rows) + 1)
-            delay = self.policy.delay(n, exc, self.rng)
-            self._not_before = max(self._not_before, now + delay)
+        retry = decision.action == "retry"
+        if retry:
+            self._not_before = max(self._not_before, now + decision.delay)
         outcomes = []
         for row in rows:
-            if verdict == RETRY and row.attempts + 1 < self.policy.max_attempts:
-                outcomes.append(Outcome(row.id, "pending", row.attempts + 1, now + delay, reason))
+            if retry and not self.policy.exhausted(row.attempts + 1):
+                outcomes.append(Outcome(row.id, "pending", row.attempts + 1, now + decision.delay, reason))
             else:
                 outcomes.append(Outcome(row.id, "dead", row.attempts + 1, now, reason))
         await self.outbox.record_many(outcomes, now)
@@ -159,7 +162,7 @@ class Worker:
         self.counters.add(self.sink.name, "dead", dead)
         (_log.error if dead else _log.warning)(
             "delivery_failed", sink=self.sink.name, n=len(rows), error=reason, dead=dead,
-            retry_in_s=round(delay, 3) if verdict == RETRY and dead < len(rows) else None)
+            retry_in_s=round(decision.delay, 3) if retry and dead < len(rows) else None)
 
     async def _finish(self, rows: list[Row], state: str, outcome: str, error: str, now: float,
                       attempts: int = 0) -> None:
@@ -173,8 +176,7 @@ class Delivery:
 
     def __init__(self, *, sinks: Sequence[Sink], outbox: Outbox, routes: Sequence[RouteConfig] = (),
                  policy: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None, intake_size: int = 10_000,
-                 slice_size: int = 1000) -> None:
+                 rng: random.Random | None = None, intake_size: int = 10_000) -> None:
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
             raise ValueError(f"sink names must be unique, got {names}")
@@ -187,123 +189,86 @@ class Delivery:
         self.counters = Counters(names)
         rng = rng or random.Random()
         self.workers = {s.name: Worker(s, outbox, policy or RetryPolicy(), self.counters, clock, rng) for s in sinks}
-        self._intake: asyncio.Queue[Alert] = asyncio.Queue(maxsize=intake_size)
-        self.slice_size = slice_size  # alerts taken from the intake per outbox transaction
+        self.intake_size = intake_size  # alerts staged whose transaction has not committed yet
+        self._staged = 0
+        self._staged_rows = dict.fromkeys(names, 0)
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        """Start the dispatcher and workers; rows left pending earlier are picked up."""
-        self._tasks = [asyncio.create_task(self._dispatch(), name="wtwin-delivery-dispatch")]
-        self._tasks += [asyncio.create_task(w.run(), name=f"wtwin-sink-{n}") for n, w in self.workers.items()]
+        """Start the workers; rows left pending earlier are picked up."""
+        self._tasks = [asyncio.create_task(w.run(), name=f"wtwin-sink-{n}") for n, w in self.workers.items()]
 
-    def submit_nowait(self, alert: Alert) -> bool:
-        """Hot path: queue an alert transition; False (ERROR, counted) if the intake is full."""
-        try:
-            self._intake.put_nowait(alert)
-            return True
-        except asyncio.QueueFull:
+    def stage(self, alert: Alert, now: float | None = None,
+              then: Callable[[list[Row]], None] | None = None) -> Staged | None:
+        """Hot path: route ``alert`` now and return its outbox write, for the caller's
+        transaction; None (ERROR, counted) when ``intake_size`` alerts already wait for
+        theirs. ``then(rows)`` runs once the rows are committed."""
+        if self._staged >= self.intake_size:
             self.counters.intake_dropped += 1
             _log.error("alert_dropped", reason="delivery intake full", run=alert.run, kind=alert.kind)
-            return False
+            return None
+        now = self.clock() if now is None else now
+        plan = self.router.route(alert, now)
+        counts = self.outbox.counts()
+        full = frozenset(s for s in plan.due if counts.get((s, "pending"), 0) + self._staged_rows[s]
+                         >= self.sinks[s].queue_size)
+        self._staged += 1
+        for sink in plan.due:
+            self._staged_rows[sink] += 1
+        return self.outbox.stage([plan], now, lambda rows, err: self._committed(plan, full, now, rows, err, then),
+                                 full=full)
+
+    def submit_nowait(self, alert: Alert) -> bool:
+        """Route and commit on its own; False (ERROR, counted) if the intake is full."""
+        staged = self.stage(alert)
+        if staged is not None:
+            self.outbox.commit(staged)
+        return staged is not None
 
     async def submit(self, alert: Alert) -> list[Row]:
         """Route and commit now; returns the outbox rows (committed before any sink sees them)."""
-        return await self._route([alert])
+        got: asyncio.Future = asyncio.get_running_loop().create_future()
+        staged = self.stage(alert, then=lambda rows: got.done() or got.set_result(rows))
+        if staged is None:
+            return []
+        self.outbox.commit(staged)
+        return await got
 
-    async def _route(self, alerts: Sequence[Alert]) -> list[Row]:
-        """Route a slice of transitions, plus holds that came due, and commit them together."""
-        now = self.clock()
-        items = [item for alert in alerts for item in self.router.offer(alert, now)]
-        items += self.router.due(now)
-        return await self._commit(items, now) if items else []
-
-    async def _commit(self, items: Sequence[Item], now: float) -> list[Row]:
-        """One outbox transaction for the slice; rows beyond a sink's queue_size are dropped."""
-        room = {name: sink.queue_size - self.outbox.counts().get((name, "pending"), 0)
-                for name, sink in self.sinks.items()}
-        rows = [row for found in await self.outbox.put_many(items, now) for row in found]
-        dropped, woken = [], set()
+    def _committed(self, plan: Plan, full: frozenset[str], now: float, found, error, then) -> None:
+        """On the loop, once the alert's transaction committed (or failed): wake its sinks."""
+        self._staged -= 1
+        for sink in plan.due:
+            self._staged_rows[sink] -= 1
+        alert = plan.alert
+        if error is not None:
+            self.counters.lost += 1
+            _log.error("alert_lost", reason="outbox write failed", run=alert.run, kind=alert.kind,
+                       status=alert.status, error=f"{type(error).__name__}: {error}"[:300])
+            rows = []
+        else:
+            rows = found[0]
         for row in rows:
-            fresh = row.state == "pending" and row.attempts == 0
-            if fresh and room[row.sink] <= 0:
-                dropped.append(row)
-            else:
-                room[row.sink] -= fresh
-                woken.add(row.sink)
-        if dropped:  # recorded dead before the workers are woken for this slice
-            await self.outbox.record_many([Outcome(r.id, "dead", 0, now, "queue full") for r in dropped], now)
-        for row in dropped:
-            self.counters.add(row.sink, "dropped")
-            _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=row.alert.run,
-                       kind=row.alert.kind)
-        for name in woken:
-            self.workers[name].wake()
-        return rows
+            if row.sink in full and row.state == "dead" and row.last_error == QUEUE_FULL and row.created_at == now:
+                self.counters.add(row.sink, "dropped")
+                _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=alert.run, kind=alert.kind)
+            elif row.state == "pending":
+                self.workers[row.sink].wake()
+        if then is not None:
+            then(rows)
 
-    async def _dispatch(self) -> None:
-        while True:
-            try:
-                await self._dispatch_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # task boundary: log, count, keep dispatching
-                self.counters.errors += 1
-                _log.exception("delivery_dispatch_error")
-
-    async def _dispatch_once(self) -> None:
-        """Wait for the intake (or a hold coming due), then take everything queued, one slice."""
-        nxt = self.router.next_due()
-        timeout = None if nxt is None else max(nxt - self.clock(), 0.0)
-        alerts = []
-        try:
-            alerts.append(await asyncio.wait_for(self._intake.get(), timeout))
-        except asyncio.TimeoutError:
-            pass
-        while alerts and len(alerts) < self.slice_size and not self._intake.empty():
-            alerts.append(self._intake.get_nowait())
-        now = self.clock()
-        items = [item for alert in alerts for item in self.router.offer(alert, now)]
-        items += self.router.due(now)
-        if items:
-            await self._commit_or_count(items, now)
-
-    async def _commit_or_count(self, items: Sequence[Item], now: float) -> None:
-        """An alert taken from the intake reaches the outbox or is counted as lost.
-
-        The slice is tried twice (a busy disk), then alert by alert, so that one alert
-        that cannot be written (a poisoned value) costs only itself (issue 15)."""
-        for attempt in range(2):
-            try:
-                await self._commit(items, now)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.counters.errors += 1
-                error = exc
-                await asyncio.sleep(COMMIT_RETRY_S * (attempt + 1))
-        if len(items) > 1:
-            for item in items:
-                await self._commit_or_count([item], now)
-            return
-        self.counters.lost += 1
-        alert = items[0][0]
-        _log.error("alert_lost", reason="outbox write failed", run=alert.run, kind=alert.kind,
-                   status=alert.status, error=f"{type(error).__name__}: {error}"[:300])
-
-    async def replay(self, sink: str | None = None) -> int:
-        """Dead rows back to pending (``wtwind alerts replay``); returns how many."""
-        n = await self.outbox.replay(sink, now=self.clock())
+    async def replay(self, sink: str | None = None, ids: Sequence[int] | None = None) -> int:
+        """Dead rows (all, or ``ids``) back to pending (``wtwind alerts replay``); returns how many."""
+        n = await self.outbox.replay(sink, ids, now=self.clock())
         for w in self.workers.values():
             w.wake()
         return n
 
     async def drain(self, timeout_s: float) -> bool:
-        """Until the intake is empty and no sink has a row due now; False on timeout."""
+        """Until no alert waits for its commit and no sink has a row due now; False on timeout."""
         deadline = self.clock() + timeout_s
         while self.clock() < deadline:
             now = self.clock()
-            busy = not self._intake.empty()
+            busy = self._staged > 0
             for name, worker in self.workers.items():
                 nxt = await self.outbox.next_due(name)
                 busy = busy or (nxt is not None and nxt <= now and worker._not_before <= now + 0.5)
@@ -316,7 +281,7 @@ class Delivery:
         return {name: (w.disabled is None and await w.sink.healthcheck()) for name, w in self.workers.items()}
 
     async def aclose(self) -> None:
-        """Stop dispatcher and workers (rows still pending stay in the outbox), close sinks."""
+        """Stop the workers (rows still pending stay in the outbox), close sinks."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

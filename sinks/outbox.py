@@ -4,7 +4,9 @@ One *row* per (alert transition, sink). A row is ``pending`` until its sink deli
 it (``delivered``) or the retry policy gives up (``dead``). Dead rows are listed and
 replayed (``wtwind alerts replay``): replay puts them back to ``pending`` with zero
 attempts. ``put`` is idempotent per (sink, idempotency key): offering the same
-transition twice (say, after a restart) adds no row.
+transition twice (say, after a restart) adds no row. A row may be due later than
+its creation: a route's ``for_s`` hold (``sinks.routing``) is a row due at the end of
+the hold, cancelled (deleted) if the episode resolves first.
 
 The interface is small on purpose so a durable implementation (SQLite, in
 ``wtwin.daemon.store``) can stand in for ``MemoryOutbox``; the conformance tests in
@@ -14,6 +16,12 @@ and cheap (it is read at scrape time), so keep counters in memory.
 
 Contract, per method:
 
+- ``stage(plans, now, done, full=)``: a ``Staged`` write of routed alerts
+  (``routing.Plan``): ``op`` runs inside a transaction the caller commits (in the
+  daemon, the one that also journals the alert and its run's snapshot), ``done(rows,
+  error)`` runs on the loop after it. ``commit(staged)`` runs one on its own. The rows
+  are not due (nor counted) before ``done``. New rows for a sink in ``full`` (its queue
+  is full) are written ``dead`` with the error ``queue full`` (replayable).
 - ``put_many(items, now)``: for each ``(alert, sinks)`` item, one pending row per
   sink, due at ``now``; the whole batch is committed (durable) in one transaction
   before it returns; returns one list of rows per item (existing ones for a repeated
@@ -37,9 +45,11 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
-from typing import Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from wtwin.detect.alert import Alert
+from .pending import PendingIndex
+from .routing import Facts, Plan, settle
 
 STATES = ("pending", "delivered", "dead")
 
@@ -79,9 +89,30 @@ class Outcome:
 
 
 Item = tuple[Alert, Sequence[str]]
+QUEUE_FULL = "queue full"  # the error of a row written dead: its sink's queue_size was reached
+Done = Callable[[list[list[Row]], BaseException | None], None]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A write of routed alerts: ``op(conn)`` inside a transaction (``conn`` is None for
+    the memory outbox), then ``finish(result, error)`` on the loop once it committed."""
+
+    op: Callable[[Any], Any]
+    finish: Callable[[Any, BaseException | None], None]
+
+
+def plans_for(items: Sequence[Item], now: float) -> list[Plan]:
+    """``put_many``'s items as plans: every sink, due now, no pairing."""
+    return [Plan(alert, dict.fromkeys(sinks, now)) for alert, sinks in items]
 
 
 class Outbox(Protocol):
+    def stage(self, plans: Sequence[Plan], now: float, done: Done | None = None, *,
+              full: frozenset[str] = frozenset()) -> Staged: ...
+
+    def commit(self, staged: Staged) -> None: ...
+
     async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]: ...
 
     async def put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]: ...
@@ -110,53 +141,94 @@ class MemoryOutbox:
 
     Memory is bounded: delivered rows are kept only for the last ``keep_delivered``;
     dead rows beyond ``max_dead`` drop the oldest. Pending rows are bounded by the
-    delivery layer (each sink's ``queue_size``).
+    delivery layer (each sink's ``queue_size``); what pairing a resolve needs of its
+    firings (``_fired``), by the episodes still open.
     """
 
     def __init__(self, *, keep_delivered: int = 1000, max_dead: int = 100_000) -> None:
         self._ids = itertools.count(1)
-        self._rows: dict[str, dict[str, OrderedDict[int, Row]]] = {s: {} for s in ("pending", "dead")}
+        self._index = PendingIndex()
+        self._dead: dict[str, OrderedDict[int, Row]] = {}
         self._delivered: deque[Row] = deque(maxlen=keep_delivered)
         self._by_key: dict[tuple[str, str], Row] = {}
-        self._where: dict[int, tuple[str, str]] = {}  # row id -> (state, sink) for pending/dead
-        self._dead_n: dict[str, int] = {}
+        self._fired: dict[tuple[str, str], int] = {}  # (sink, firing key) -> row id, open episodes
         self._max_dead = max_dead
 
-    def _bucket(self, state: str, sink: str) -> OrderedDict[int, Row]:
-        return self._rows[state].setdefault(sink, OrderedDict())
+    def _row(self, row_id: int) -> Row | None:
+        row = self._index.get(row_id)
+        if row is not None:
+            return row
+        for bucket in self._dead.values():
+            if row_id in bucket:
+                return bucket[row_id]
+        return None
+
+    # ---- writing routed alerts -------------------------------------------------------------
+    def stage(self, plans: Sequence[Plan], now: float, done: Done | None = None, *,
+              full: frozenset[str] = frozenset()) -> Staged:
+        """Applied when ``op`` runs (there is no transaction to wait for)."""
+        def op(_conn):
+            return [self._apply(plan, now, full) for plan in plans]
+
+        def finish(result, error):
+            if done is not None:
+                done([] if error else result, error)
+
+        return Staged(op, finish)
+
+    def commit(self, staged: Staged) -> None:
+        try:
+            result = staged.op(None)
+        except Exception as exc:  # reported to the caller's done, as a failed transaction is
+            staged.finish(None, exc)
+            return
+        staged.finish(result, None)
+
+    def _apply(self, plan: Plan, now: float, full: frozenset[str] = frozenset()) -> list[Row]:
+        found: dict[str, list[Facts]] = {}
+        for sink in plan.due:
+            for key in plan.episode:
+                row_id = self._fired.get((sink, key))
+                if row_id is not None:
+                    row = self._row(row_id)
+                    found.setdefault(sink, []).append(
+                        (row_id, "delivered", 1, 0.0) if row is None
+                        else (row_id, row.state, row.attempts, row.next_attempt_at))
+        cancel, due = settle(plan, found, now)
+        for row_id in cancel:
+            self._index.drop(row_id)
+        if plan.paired:  # the episode is over: nothing more to pair
+            for sink in plan.due:
+                for key in plan.episode:
+                    self._fired.pop((sink, key), None)
+        return [self._put(plan.alert, sink, at, now, sink in full) for sink, at in due.items()]
+
+    def _put(self, alert: Alert, sink: str, at: float, now: float, dead: bool) -> Row:
+        key = (sink, alert.idempotency_key)
+        if key in self._by_key:
+            return self._by_key[key]
+        row = Row(id=next(self._ids), sink=sink, alert=alert, next_attempt_at=at, created_at=now, updated_at=now,
+                  state="dead" if dead else "pending", last_error=QUEUE_FULL if dead else "")
+        self._index.moved(None, row)
+        if dead:
+            self._enter_dead(row)
+        self._by_key[key] = row
+        if alert.status == "firing":
+            self._fired[key] = row.id
+        return row
 
     async def put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
         return (await self.put_many([(alert, sinks)], now))[0]
 
     async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]:
-        return [self._put(alert, sinks, now) for alert, sinks in items]
+        return [self._apply(plan, now) for plan in plans_for(items, now)]
 
-    def _put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
-        rows = []
-        for sink in dict.fromkeys(sinks):
-            key = (sink, alert.idempotency_key)
-            if key in self._by_key:
-                rows.append(self._by_key[key])
-                continue
-            row = Row(id=next(self._ids), sink=sink, alert=alert, next_attempt_at=now, created_at=now, updated_at=now)
-            self._bucket("pending", sink)[row.id] = row
-            self._where[row.id] = ("pending", sink)
-            self._by_key[key] = row
-            rows.append(row)
-        return rows
-
+    # ---- reading and outcomes ----------------------------------------------------------------
     async def due(self, sink: str, now: float, limit: int) -> list[Row]:
-        out = []
-        for row in self._rows["pending"].get(sink, {}).values():
-            if row.next_attempt_at <= now:
-                out.append(row)
-                if len(out) >= limit:
-                    break
-        return out
+        return self._index.due(sink, now, limit)
 
     async def next_due(self, sink: str) -> float | None:
-        pending = self._rows["pending"].get(sink)
-        return min((r.next_attempt_at for r in pending.values()), default=None) if pending else None
+        return self._index.next_due(sink)
 
     async def record(
         self, row_id: int, *, state: str, attempts: int, next_attempt_at: float, error: str, now: float
@@ -164,55 +236,43 @@ class MemoryOutbox:
         await self.record_many([Outcome(row_id, state, attempts, next_attempt_at, error)], now)
 
     async def record_many(self, outcomes: Sequence[Outcome], now: float) -> None:
-        for missing in (o.row_id for o in outcomes if o.row_id not in self._where):
+        for missing in (o.row_id for o in outcomes if self._row(o.row_id) is None):
             raise KeyError(missing)  # before any change: all or nothing, as in one transaction
         for o in outcomes:
             self._record(o, now)
 
     def _record(self, o: Outcome, now: float) -> None:
-        row_id, state = o.row_id, o.state
-        old_state, sink = self._where[row_id]
-        row = replace(self._rows[old_state][sink][row_id], state=state, attempts=o.attempts,
-                      next_attempt_at=o.next_attempt_at, last_error=o.error, updated_at=now)
-        self._by_key[(sink, row.idempotency_key)] = row
-        if state == old_state:  # in place: keeps the FIFO position
-            self._rows[state][sink][row_id] = row
-            return
-        del self._rows[old_state][sink][row_id]
-        self._count(old_state, sink, -1)
-        self._enter(row)
+        old = self._row(o.row_id)
+        row = replace(old, state=o.state, attempts=o.attempts, next_attempt_at=o.next_attempt_at,
+                      last_error=o.error, updated_at=now)
+        self._by_key[(row.sink, row.idempotency_key)] = row
+        self._index.moved(old.state, row)
+        if old.state == "dead":
+            del self._dead[row.sink][row.id]
+        if row.state == "dead":
+            self._enter_dead(row)
+        elif row.state == "delivered":
+            self._keep_delivered(row)
 
-    def _count(self, state: str, sink: str, delta: int) -> None:
-        if state == "dead":
-            self._dead_n[sink] = self._dead_n.get(sink, 0) + delta
+    def _keep_delivered(self, row: Row) -> None:
+        if len(self._delivered) == self._delivered.maxlen:
+            gone = self._delivered[0]
+            if self._by_key.get((gone.sink, gone.idempotency_key)) is gone:
+                del self._by_key[(gone.sink, gone.idempotency_key)]
+        self._delivered.append(row)
 
-    def _enter(self, row: Row) -> None:
-        if row.state == "delivered":
-            self._where.pop(row.id)
-            if len(self._delivered) == self._delivered.maxlen:
-                gone = self._delivered[0]
-                if self._by_key.get((gone.sink, gone.idempotency_key)) is gone:
-                    del self._by_key[(gone.sink, gone.idempotency_key)]
-            self._delivered.append(row)
-            return
-        bucket = self._bucket(row.state, row.sink)
-        out_of_order = bool(bucket) and row.id < next(reversed(bucket))
+    def _enter_dead(self, row: Row) -> None:
+        bucket = self._dead.setdefault(row.sink, OrderedDict())
         bucket[row.id] = row
-        self._where[row.id] = (row.state, row.sink)
-        self._count(row.state, row.sink, +1)
-        if out_of_order:  # a replayed row goes back to its FIFO place
-            self._rows[row.state][row.sink] = OrderedDict(sorted(bucket.items()))
-        if row.state == "dead" and sum(self._dead_n.values()) > self._max_dead:
-            self._drop_oldest_dead()
-
-    def _drop_oldest_dead(self) -> None:
-        oldest = min((b for b in self._rows["dead"].values() if b), key=lambda b: next(iter(b)))
-        row_id, row = oldest.popitem(last=False)
-        self._where.pop(row_id)
-        self._count("dead", row.sink, -1)
+        if next(reversed(bucket)) != row.id:  # a row older than the last dead one: keep id order
+            self._dead[row.sink] = OrderedDict(sorted(bucket.items()))
+        if sum(len(b) for b in self._dead.values()) > self._max_dead:
+            oldest = min((b for b in self._dead.values() if b), key=lambda b: next(iter(b)))
+            _, gone = oldest.popitem(last=False)
+            self._index.forget_dead(gone.sink)
 
     async def dead(self, sink: str | None = None, limit: int = 1000) -> list[Row]:
-        buckets = [self._rows["dead"].get(sink, {})] if sink else list(self._rows["dead"].values())
+        buckets = [self._dead.get(sink, {})] if sink else list(self._dead.values())
         return sorted((r for b in buckets for r in b.values()), key=lambda r: r.id)[:limit]
 
     async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *, now: float) -> int:
@@ -222,9 +282,7 @@ class MemoryOutbox:
         return len(chosen)
 
     def counts(self) -> dict[tuple[str, str], int]:
-        out = {(sink, "pending"): len(rows) for sink, rows in self._rows["pending"].items()}
-        out.update({(sink, "dead"): n for sink, n in self._dead_n.items()})
-        return out
+        return self._index.counts()
 
     async def aclose(self) -> None:
         return None

@@ -11,7 +11,10 @@ raises; ``classify`` sorts the failure into one of three verdicts, the way vecto
   ``no_service``): the sink stops and its pending alerts are dead-lettered.
 
 ``RetryPolicy.decide(attempts, error)`` returns a ``Decision``: retry after ``delay``
-seconds, or give up (dead letter) once ``max_attempts`` attempts were made.
+seconds, or give up (dead letter) once ``max_attempts`` attempts were made. It is the
+one retry decision: the delivery worker (``sinks.delivery``) asks it after every failed
+attempt, passing the sink's consecutive failures as the backoff ``step`` so that a dead
+endpoint backs off as a whole, whatever fresh alerts arrive.
 Backoff is "full jitter" (AWS architecture blog): ``uniform(0, min(cap, base * 2**n))``;
 a server's ``Retry-After`` replaces it, capped at ``max_retry_after_s``.
 
@@ -129,15 +132,21 @@ class RetryPolicy:
             return min(float(retry_after), self.max_retry_after_s)
         return self.backoff(attempts, rng)
 
-    def decide(self, attempts: int, error: BaseException, rng: random.Random | None = None) -> Decision:
-        """What to do after ``attempts`` attempts, the last of which raised ``error``."""
+    def exhausted(self, attempts: int) -> bool:
+        """No attempt left after ``attempts``."""
+        return attempts >= self.max_attempts
+
+    def decide(self, attempts: int, error: BaseException, rng: random.Random | None = None, *,
+               step: int | None = None) -> Decision:
+        """What to do after ``attempts`` attempts, the last of which raised ``error``;
+        the delay is the backoff of ``step`` (default: ``attempts``)."""
         verdict = classify(error)
         reason = describe(error)
         if verdict == DISABLE:
             return Decision("disable", reason=reason)
-        if verdict == PERMANENT or attempts >= self.max_attempts:
+        if verdict == PERMANENT or self.exhausted(attempts):
             return Decision("dead", reason=reason)
-        return Decision("retry", self.delay(attempts, error, rng), reason)
+        return Decision("retry", self.delay(step or attempts, error, rng), reason)
 
 
 def describe(error: BaseException) -> str:

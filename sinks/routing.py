@@ -1,34 +1,34 @@
-"""Routes: which sinks get an alert, after how long, and how often.
+"""Routes: which sinks get an alert, and after how long.
 
 A route matches an alert by ``kinds``, ``severities`` (empty = any) and a run-name
 glob (``fnmatch``), and sends it to ``sinks``. Routes are tried in order; the first
 match wins unless it sets ``continue_matching`` (Alertmanager's ``continue``).
 With no routes at all, every alert goes to every sink.
 
-Per route and (run, kind):
+``for_s`` holds a firing alert that long from its ``started_at`` (like a Prometheus
+rule's ``for:``): its outbox rows are committed at once, due at the end of the hold, so
+a hold survives a restart. A resolve while a sink's firing row is still held cancels
+that row and sends nothing there; a severity upgrade during the hold replaces the held
+row and keeps the hold's end. A resolved alert goes exactly where its episode's firings
+went (``paired``): the outbox applies ``settle`` to the rows it holds for them, in the
+same transaction that commits the alert.
 
-- ``for_s``: a firing alert is held that long and sent only if still firing then
-  (like a Prometheus rule's ``for:``); resolved within the hold, nothing is sent.
-- ``cooldown_s``: after a firing alert was sent, another firing of the same (run,
-  kind) within the cooldown is suppressed (and so is its resolved message).
-
-A repeated firing of a (run, kind) already sent is dropped, unless its severity is
-higher (an upgrade is sent again). A resolved alert goes exactly where its firing
-went, whichever routes it would match itself. The router is pure
-bookkeeping: the caller passes ``now``; ``due(now)`` releases matured holds.
+The router is pure and keeps no state: ``route(alert, now)`` returns a ``Plan``.
+Deduplication and cooldown are the alert policy's (``wtwin.detect.policy``), which
+emits a firing only for a new episode or a severity upgrade.
 
 >>> r = Router([RouteConfig(sinks=("slack",), for_s=60.0)], all_sinks=("slack",))
 >>> a = Alert(run="r1", kind="drift", severity="warning", status="firing", step=5, started_at=0.0)
->>> r.offer(a, now=0.0), [s for _, s in r.due(now=61.0)]
-([], [('slack',)])
+>>> dict(r.route(a, now=0.0).due)
+{'slack': 60.0}
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
-import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from wtwin.detect.alert import KINDS, SEVERITIES, Alert
 from .errors import ConfigError
@@ -36,14 +36,13 @@ from .errors import ConfigError
 
 @dataclass(frozen=True, kw_only=True)
 class RouteConfig:
-    """``[[routes]]``: match -> sinks, with a hold (``for_s``) and a cooldown."""
+    """``[[routes]]``: match -> sinks, with a hold (``for_s``)."""
 
     sinks: tuple[str, ...]
     kinds: tuple[str, ...] = ()
     severities: tuple[str, ...] = ()
     runs: str = "*"
     for_s: float = 0.0
-    cooldown_s: float = 0.0
     continue_matching: bool = False
 
     def __post_init__(self) -> None:
@@ -58,10 +57,9 @@ class RouteConfig:
         _check_known("severities", self.severities, SEVERITIES)
         if not isinstance(self.runs, str) or not self.runs:
             raise ConfigError(f"routes.runs must be a non-empty glob, got {self.runs!r}")
-        for name in ("for_s", "cooldown_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
-                raise ConfigError(f"routes.{name} must be a number of seconds >= 0, got {value!r}")
+        value = self.for_s
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+            raise ConfigError(f"routes.for_s must be a number of seconds >= 0, got {value!r}")
         if not isinstance(self.continue_matching, bool):
             raise ConfigError("routes.continue_matching must be true or false")
 
@@ -79,93 +77,70 @@ def _check_known(field: str, values: tuple[str, ...], known: tuple[str, ...]) ->
         raise ConfigError(f"routes.{field}: unknown {bad[0]!r}, expected one of {known}")
 
 
-Key = tuple[int, str, str]  # (route index, run, kind)
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
+Facts = tuple[int, str, int, float]  # an existing row: (id, state, attempts, next_attempt_at)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where one alert transition goes: ``due`` per sink (now, or the end of a hold).
+
+    ``episode``: idempotency keys of the episode's firings (other than this one); their
+    rows still held at these sinks are cancelled. ``paired``: a resolve goes only to
+    sinks where one of those firings was released."""
+
+    alert: Alert
+    due: Mapping[str, float]
+    episode: tuple[str, ...] = ()
+    paired: bool = False
+
+
+def held(row: Facts, now: float) -> bool:
+    """A row in its for_s hold: pending, never tried, due later."""
+    _id, state, attempts, due = row
+    return state == "pending" and attempts == 0 and due > now
+
+
+def settle(plan: Plan, found: Mapping[str, Sequence[Facts]], now: float) -> tuple[list[int], dict[str, float]]:
+    """Given the rows the episode's firings have at the plan's sinks (``found``), the row
+    ids to cancel (still held) and where the alert is written, due when."""
+    cancel, due = [], {}
+    for sink, at in plan.due.items():
+        rows = found.get(sink, ())
+        waiting = [r[0] for r in rows if held(r, now)]
+        cancel += waiting
+        if not plan.paired or len(rows) > len(waiting):
+            due[sink] = at
+    return cancel, due
 
 
 class Router:
-    """Holds, cooldowns and the firing -> resolved pairing, per route and (run, kind)."""
+    """Matching and holds: ``route`` says which sinks get an alert, due when."""
 
     def __init__(self, routes: Sequence[RouteConfig], all_sinks: Sequence[str]) -> None:
         self.routes = tuple(routes) or (RouteConfig(sinks=tuple(all_sinks) or ("log",)),)
-        self._held: dict[Key, tuple[Alert, float]] = {}
-        self._heap: list[tuple[float, Key]] = []  # release times of holds (lazy deletion)
-        self._sent: dict[Key, Alert] = {}
-        self._last_sent: dict[Key, float] = {}
-        self._next_prune = 0.0
-        self.suppressed = 0
 
-    def _matching(self, alert: Alert) -> list[int]:
+    def _matching(self, alert: Alert) -> list[RouteConfig]:
         out = []
-        for i, route in enumerate(self.routes):
+        for route in self.routes:
             if route.matches(alert):
-                out.append(i)
+                out.append(route)
                 if not route.continue_matching:
                     break
         return out
 
-    def offer(self, alert: Alert, now: float) -> list[tuple[Alert, tuple[str, ...]]]:
-        """Route one transition; returns what to send now as (alert, sinks)."""
-        sinks: list[str] = []
-        if alert.status == "resolved":  # wherever its firing went, whatever the routes match now
-            for i in range(len(self.routes)):
-                sinks += self._resolve((i, alert.run, alert.kind))
-        else:
-            for i in self._matching(alert):
-                sinks += self._fire((i, alert.run, alert.kind), alert, now)
-        return [(alert, tuple(dict.fromkeys(sinks)))] if sinks else []
-
-    def _fire(self, key: Key, alert: Alert, now: float) -> tuple[str, ...]:
-        route = self.routes[key[0]]
-        if key in self._sent:  # already firing: only a severity upgrade goes out again
-            if _RANK[alert.severity] > _RANK[self._sent[key].severity]:
-                return self._release(key, alert, now)
-            return ()
-        if key in self._held:
-            held, at = self._held[key]
-            if _RANK[alert.severity] > _RANK[held.severity]:
-                self._held[key] = (alert, at)  # the hold keeps its start, the upgrade its severity
-            return ()
-        last = self._last_sent.get(key)
-        if last is not None and now - last < route.cooldown_s:
-            self.suppressed += 1
-            return ()
-        if route.for_s > 0:
-            self._held[key] = (alert, now + route.for_s)
-            heapq.heappush(self._heap, (now + route.for_s, key))
-            return ()
-        return self._release(key, alert, now)
-
-    def _release(self, key: Key, alert: Alert, now: float) -> tuple[str, ...]:
-        self._sent[key] = alert
-        self._last_sent[key] = now
-        return self.routes[key[0]].sinks
-
-    def _resolve(self, key: Key) -> tuple[str, ...]:
-        if self._held.pop(key, None) is not None:
-            return ()  # resolved within for_s: never sent, nothing to resolve
-        if self._sent.pop(key, None) is not None:
-            return self.routes[key[0]].sinks
-        return ()
-
-    def due(self, now: float) -> list[tuple[Alert, tuple[str, ...]]]:
-        """Release holds whose ``for_s`` has passed; forget expired cooldowns."""
-        out: dict[str, tuple[Alert, list[str]]] = {}
-        while self._heap and self._heap[0][0] <= now:
-            at, key = heapq.heappop(self._heap)
-            if key not in self._held or self._held[key][1] != at:
-                continue  # resolved during its hold, or held again since
-            alert, _ = self._held.pop(key)
-            entry = out.setdefault(alert.idempotency_key, (alert, []))
-            entry[1].extend(self._release(key, alert, now))
-        if now >= self._next_prune:  # forget expired cooldowns, at most every 10 s
-            self._next_prune = now + 10.0
-            for key, at in list(self._last_sent.items()):
-                if key not in self._sent and now - at >= self.routes[key[0]].cooldown_s:
-                    del self._last_sent[key]
-        return [(a, tuple(dict.fromkeys(s))) for a, s in out.values()]
-
-    def next_due(self) -> float | None:
-        while self._heap and (self._heap[0][1] not in self._held or self._held[self._heap[0][1]][1] != self._heap[0][0]):
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+    def route(self, alert: Alert, now: float) -> Plan:
+        """The plan for one transition (no sinks: routed nowhere)."""
+        if alert.status == "resolved":  # wherever the episode's firings went
+            firings = [dataclasses.replace(alert, status="firing", ended_at=None, severity=s)
+                       for s in SEVERITIES[:_RANK[alert.severity] + 1]]
+            due = {s: now for f in firings for r in self._matching(f) for s in r.sinks}
+            return Plan(alert, due, tuple(f.idempotency_key for f in firings), paired=True)
+        due: dict[str, float] = {}
+        for route in self._matching(alert):  # a hold runs from the episode's start
+            at = max(now, alert.started_at + route.for_s) if route.for_s else now
+            for sink in route.sinks:
+                due[sink] = min(due.get(sink, at), at)
+        others = tuple(dataclasses.replace(alert, severity=s).idempotency_key
+                       for s in SEVERITIES if s != alert.severity)
+        return Plan(alert, due, others)

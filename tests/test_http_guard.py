@@ -53,7 +53,7 @@ class TestToken:
             assert request(replay, "POST", b"", Authorization="Bearer wrong")[0] == 401
             assert request(replay, "POST", b"", Authorization="Bearer a-long-enough-token-1234")[0] == 200
             assert request(d.url + "/api/alerts/dead")[0] == 200  # reads need none
-            cli = [sys.executable, "-m", "wtwin.sinks.cli", "replay", "--url", d.url]
+            cli = [sys.executable, "-m", "wtwin.daemon.cli", "alerts", "replay", "--all", "--url", d.url]
             assert subprocess.run(cli, capture_output=True, timeout=60).returncode == 1
             ok = subprocess.run(cli + ["--token-file", str(token)], capture_output=True, text=True, timeout=60)
             assert ok.returncode == 0, ok.stderr

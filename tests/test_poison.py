@@ -168,3 +168,34 @@ class TestStoreIsolatesPoison:
             await until(lambda: not srv.state.failing, what="the store recovering")
             assert await asyncio.to_thread(p.readyz) == 200
             emit.close()
+
+    def test_a_failed_alert_commit_is_tried_again(self, tmp_path):
+        """The alert's transaction fails twice (a SQLite function raising in a trigger on the
+        journal): it is tried again and the alert, its outbox row and its delivery go through."""
+        asyncio.run(self._flaky_alert(tmp_path))
+
+    async def _flaky_alert(self, tmp_path):
+        async with InProcess(tmp_path) as p:
+            srv = p.server
+            fails = [2]
+
+            def flaky() -> int:
+                if fails[0] > 0:
+                    fails[0] -= 1
+                    raise sqlite3.OperationalError("disk I/O error (injected)")
+                return 0
+
+            srv.state._conn.create_function("flaky", 0, flaky)
+            srv.state._conn.execute("CREATE TEMP TRIGGER flaky_alerts BEFORE INSERT ON alerts "
+                                    "BEGIN SELECT flaky(); END")
+            emit = connect(p.endpoint, run="victim")
+            for step in range(1, 10):
+                emit.loss(step, 2.0)
+            emit.loss(10, float("nan"))
+            assert await asyncio.to_thread(emit.flush, 10)
+            await until(lambda: srv.delivery.counters.values[("log", "success")] == 1, what="the alert delivered")
+            assert fails == [0] and srv.state.journal_errors == 2 and srv.delivery.counters.lost == 0
+            emit.close()
+        db = sqlite3.connect(p.db)
+        assert db.execute("SELECT count(*) FROM alerts a JOIN deliveries d ON d.key = a.key "
+                          "WHERE a.run = 'victim' AND a.kind = 'nonfinite'").fetchone()[0] == 1

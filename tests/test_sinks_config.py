@@ -34,7 +34,6 @@ sinks = ["team"]
 kinds = ["drift", "nonfinite"]
 runs = "prod-*"
 for_s = 60
-cooldown_s = 600
 
 [[routes]]
 sinks = ["hook"]

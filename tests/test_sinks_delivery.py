@@ -91,12 +91,18 @@ class TestIsolation:
         assert counts[("refused", "retry")] == 1  # the first attempt failed; the next waits 8.4 s
         assert counts[("hole", "retry")] == 0 and counts[("hole", "success")] == 0  # still waiting
 
-    def test_submit_never_blocks_and_intake_is_bounded(self):
-        """submit_nowait returns at once; beyond intake_size it drops, logs ERROR and counts."""
+    def test_submit_never_blocks_and_intake_is_bounded(self, tmp_path):
+        """submit_nowait returns at once; beyond intake_size alerts waiting for their commit it
+        drops, logs ERROR and counts."""
+        from wtwin.daemon.store.outbox import SqliteOutbox
+
         async def scenario():
-            d = Delivery(sinks=[LogSink(LogConfig())], outbox=MemoryOutbox(), intake_size=2)
+            box = SqliteOutbox(tmp_path / "o.db")  # its commits run once the loop is free
+            d = Delivery(sinks=[LogSink(LogConfig())], outbox=box, intake_size=2)
             with capture_logs() as logs:
                 results = [d.submit_nowait(alert(run=f"r{i}")) for i in range(3)]
+            await until(lambda: box.counts().get(("log", "pending")) == 2)
+            await box.aclose()
             return d, results, logs
         d, results, logs = asyncio.run(scenario())
         assert results == [True, True, False] and d.counters.intake_dropped == 1
@@ -145,9 +151,12 @@ class TestBackoff:
 
 
 class TestOutboxWrites:
-    def test_slice_is_one_durable_transaction_and_a_failure_one_write(self, tmp_path):
-        """50 alerts queued together are committed in one FULL transaction; each failed attempt
-        on a refusing endpoint is one outbox write (the daemon's SQLite outbox and writer thread)."""
+    def test_queued_alerts_share_a_durable_transaction_and_a_failure_is_one_write(self, tmp_path):
+        """50 alerts queued while the writer is busy are committed in one FULL transaction;
+        each failed attempt on a refusing endpoint is one outbox write (the daemon's SQLite
+        outbox and writer thread)."""
+        import threading
+
         from wtwin.daemon.store.db import connect, open_db
         from wtwin.daemon.store.outbox import SqliteOutbox
         from wtwin.daemon.store.writer import Writer
@@ -167,17 +176,23 @@ class TestOutboxWrites:
             policy = RetryPolicy(max_attempts=100, base_s=0.05, cap_s=0.05)
             d = Delivery(sinks=[hook("down", url, max_batch=10)], outbox=outbox, policy=policy)
             await d.start()
+            started, busy = threading.Event(), threading.Event()
+            writer.submit(lambda conn: started.set() or busy.wait(10))  # the writer is busy meanwhile
+            await until(started.is_set)
             for i in range(50):
                 d.submit_nowait(alert(run=f"r{i}"))
+            await until(lambda: calls.count(True) == 50)  # all 50 queued
+            busy.set()
             seen = []  # (writes so far, retries so far), read together
             await until(lambda: seen.append((list(calls), d.counters.values[("down", "retry")]))
                         or seen[-1][1] >= 30)
+            full = writer.full_commits
             await d.aclose()
             writer.close()
-            return seen[-1]
+            return seen[-1], full
 
-        calls, retries = asyncio.run(scenario())
-        assert calls.count(True) == 1
+        (calls, retries), full = asyncio.run(scenario())
+        assert full == 1
         attempts = retries // 10  # each attempt retried 10 rows; the next one may be in flight
         assert attempts <= calls.count(False) <= attempts + 1
 
@@ -251,7 +266,7 @@ class TestRoutingInDelivery:
         assert [r.json()["alerts"][0]["labels"]["severity"] for r in (first, second)] == ["warning", "critical"]
         assert first.headers["webhook-id"] != second.headers["webhook-id"]
 
-    def test_for_hold_released_by_dispatcher(self):
+    def test_for_hold_released_when_due(self):
         """A held alert is delivered once for_s has passed, without another submit."""
         async def scenario():
             async with Recorder() as srv:
@@ -259,7 +274,8 @@ class TestRoutingInDelivery:
                              routes=[RouteConfig(sinks=("h",), for_s=0.2)], policy=FAST)
                 await d.start()
                 t0 = time.monotonic()
-                d.submit_nowait(alert())
+                d.submit_nowait(Alert(run="r", kind="drift", severity="warning", status="firing", step=3,
+                                      started_at=time.time()))
                 await srv.wait_for(1)
                 await d.aclose()
                 return time.monotonic() - t0

@@ -137,6 +137,41 @@ class TestOutboxContract:
         with pytest.raises(ValueError, match="state must be one of"):
             Outcome(1, "lost", 1, 1.0)
 
+    def test_staged_rows_count_once_committed(self, outbox):
+        """A staged write changes nothing until it is committed; then its rows are due."""
+        from wtwin.sinks.routing import Plan
+
+        async def go():
+            got = asyncio.get_running_loop().create_future()
+            staged = outbox.stage([Plan(alert(), {"s": 1.0, "t": 5.0})], 1.0,
+                                  lambda rows, err: got.set_result((rows, err)))
+            before = outbox.counts()
+            outbox.commit(staged)
+            rows, err = await got
+            return before, rows, err
+
+        before, (rows,), err = run(go())
+        assert before == {} and err is None
+        assert [(r.sink, r.next_attempt_at) for r in rows] == [("s", 1.0), ("t", 5.0)]
+        assert [r.sink for r in run(outbox.due("s", 1.0, 10)) + run(outbox.due("t", 1.0, 10))] == ["s"]
+        assert outbox.counts() == {("s", "pending"): 1, ("t", "pending"): 1}
+
+    def test_full_sink_gets_a_dead_row(self, outbox):
+        """A sink whose queue is full gets the row written dead ('queue full'), replayable."""
+        from wtwin.sinks.routing import Plan
+
+        async def go():
+            got = asyncio.get_running_loop().create_future()
+            outbox.commit(outbox.stage([Plan(alert(), {"s": 1.0})], 1.0, lambda rows, err: got.set_result(rows),
+                                       full=frozenset({"s"})))
+            return await got
+
+        ((row,),) = run(go())
+        assert (row.state, row.last_error) == ("dead", "queue full")
+        assert outbox.counts() == {("s", "dead"): 1}
+        assert run(outbox.replay("s", now=2.0)) == 1 and outbox.counts() == {("s", "pending"): 1}
+
+
 class TestMemoryBounds:
     def test_dead_rows_capped(self):
         """Beyond max_dead the oldest dead rows are forgotten."""

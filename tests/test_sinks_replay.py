@@ -22,9 +22,9 @@ def wtwind(daemon, *args) -> subprocess.CompletedProcess:
 
 
 def over_http(daemon, *args) -> subprocess.CompletedProcess:
-    """`python -m wtwin.sinks.cli <args>`: the daemon's dead-letter HTTP API."""
-    return subprocess.run([sys.executable, "-m", "wtwin.sinks.cli", *args, "--url", daemon.url],
-                          capture_output=True, text=True, timeout=30)
+    """`wtwind alerts <args> --url URL`: the daemon's dead-letter HTTP API."""
+    return subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "alerts", *args, "--url", daemon.url],
+                          capture_output=True, text=True, timeout=30, env=daemon.env)
 
 
 def test_dead_letter_listed_then_replayed(tmp_path):
@@ -41,13 +41,15 @@ def test_dead_letter_listed_then_replayed(tmp_path):
                 wait_for(lambda: sample(daemon, "wtwind_outbox_dead", sink="hook") == 1, what="dead letter")
                 listed = over_http(daemon, "dead")
                 assert listed.returncode == 0, listed.stderr
-                assert "hook\tnan-run\tnonfinite\tfiring\tattempts=1\t" in listed.stdout
+                assert "\thook\tdead\t1\tnan-run\tnonfinite\tfiring\t" in listed.stdout
                 assert "HTTP 400" in listed.stdout
                 from_store = wtwind(daemon, "alerts", "dead", "--sink", "hook")
                 assert from_store.returncode == 0, from_store.stderr
                 assert "\thook\tdead\t1\tnan-run\tnonfinite\tfiring\t" in from_store.stdout
                 recv.set_default(Reply(200, "ok"))
-                replayed = wtwind(daemon, "alerts", "replay", "--all", "--sink", "hook")
+                assert "replayed 0 dead alert(s)" in wtwind(daemon, "alerts", "replay", "99999").stdout
+                row_id = from_store.stdout.splitlines()[1].split("\t")[0]
+                replayed = wtwind(daemon, "alerts", "replay", row_id)  # by id, through the running daemon
                 assert replayed.returncode == 0, replayed.stderr
                 assert "replayed 1 dead alert(s)" in replayed.stdout
                 wait_for(lambda: sample(daemon, "wtwind_deliveries_total", sink="hook", outcome="success") == 1,
@@ -60,7 +62,7 @@ def test_dead_letter_listed_then_replayed(tmp_path):
                 assert status == 200 and hook["name"] == "hook" and hook["type"] == "webhook"
                 assert hook["healthy"] is True and hook["disabled"] is None and hook["dead"] == 0
                 assert hook["deliveries"]["dead"] == 1 and hook["deliveries"]["success"] == 1
-                unknown = over_http(daemon, "replay", "--sink", "nope")
+                unknown = over_http(daemon, "replay", "--all", "--sink", "nope")
                 assert unknown.returncode == 1 and "unknown sink" in unknown.stderr
     finally:
         recv.close()

@@ -1,24 +1,21 @@
-"""Operator commands on the store: ``wtwind state ...``, ``wtwind alerts ...``, ``wtwind keys``.
+"""Operator commands on the store: ``wtwind state ...``, ``wtwind keys``; and the
+registration of ``wtwind alerts ...`` (the dead-letter CLI, ``daemon/alerts_cli.py``).
 
-Reading (``state ls|show``, ``alerts ls``) works while the daemon runs (SQLite WAL
-readers never block it). Writing (``state forget``, ``alerts replay|purge``) takes the
-database's owner lock, so it refuses while a daemon holds it; a running daemon's dead
-letters are replayed through its HTTP API instead (``alerts replay --all``).
+Reading (``state ls|show``) works while the daemon runs (SQLite WAL readers never
+block it). Writing (``state forget``) takes the database's owner lock, so it refuses
+while a daemon holds it.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import sys
-import time
 from datetime import datetime, timezone
 
 from ..errors import ConfigError
 from . import codec
-from .db import Lock, open_db, open_readonly
+from .db import open_db, open_readonly
 
 
 def add_commands(p: argparse.ArgumentParser) -> None:
@@ -27,15 +24,9 @@ def add_commands(p: argparse.ArgumentParser) -> None:
     st.add_argument("action", choices=("ls", "show", "forget"))
     st.add_argument("run", nargs="?", help="run id (show, forget)")
     st.add_argument("--json", action="store_true", help="machine-readable output")
-    al = sub.add_parser("alerts", help="the alert outbox: ls | dead | replay [ID...] | purge")
-    al.add_argument("action", choices=("ls", "dead", "replay", "purge"))
-    al.add_argument("ids", nargs="*", type=int, help="delivery row ids (replay)")
-    al.add_argument("--all", action="store_true", help="replay every dead row")
-    al.add_argument("--sink", help="only this sink")
-    al.add_argument("--state", dest="row_state", choices=("pending", "delivered", "dead"))
-    al.add_argument("--older-than-days", type=float, default=0.0,
-                    help="purge: only delivered rows older than this")
-    al.add_argument("--json", action="store_true", help="machine-readable output")
+    from ..alerts_cli import add_parser
+
+    add_parser(sub)
     ky = sub.add_parser("keys", help="CURVE keys: generate a key pair (mode 0600)")
     ky.add_argument("action", choices=("generate",))
     ky.add_argument("--dir", default=".", help="where to write NAME.key and NAME.key_secret")
@@ -58,7 +49,9 @@ def run_command(args, cfg) -> int:
     try:
         if args.command == "state":
             return _state(args, cfg.state.path)
-        return _alerts(args, cfg)
+        from ..alerts_cli import run
+
+        return run(args, cfg)
     except ConfigError as exc:
         print(f"wtwind {args.command}: {exc}", file=sys.stderr)
         return 1
@@ -117,98 +110,6 @@ def _owned(path: str):
         if "locked" in str(exc):
             raise ConfigError(f"{exc}; stop wtwind first (reading commands work while it runs)") from None
         raise
-
-
-# ---- alerts -----------------------------------------------------------------------------
-def _alerts(args, cfg) -> int:
-    path = cfg.state.path
-    if args.action in ("ls", "dead"):
-        return _alerts_ls(open_readonly(path), "dead" if args.action == "dead" else args.row_state,
-                          args.sink, args.json)
-    if args.action == "replay":
-        return _replay(args, cfg)
-    conn, lock = _owned(path)
-    try:
-        cutoff = time.time() - args.older_than_days * 86400
-        conn.execute("BEGIN")
-        n = conn.execute("DELETE FROM deliveries WHERE state = 'delivered' AND updated_at <= ?",
-                         (cutoff,)).rowcount
-        conn.execute("DELETE FROM alerts WHERE routed = 1 AND created_at <= ? AND key NOT IN "
-                     "(SELECT key FROM deliveries)", (cutoff,))
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-        lock.release()
-    print(f"purged {n} delivered row(s)")
-    return 0
-
-
-def _alerts_ls(conn, state, sink, as_json: bool) -> int:
-    where, params = [], []
-    if state:
-        where, params = ["d.state = ?"], [state]
-    if sink:
-        where.append("d.sink = ?")
-        params.append(sink)
-    sql = ("SELECT d.id, d.sink, d.state, d.attempts, d.next_attempt_at, d.last_error, a.key, a.run, "
-           "a.kind, a.status, a.step FROM deliveries d JOIN alerts a ON a.key = d.key"
-           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id")
-    keys = ("id", "sink", "state", "attempts", "next_attempt_at", "last_error", "key", "run",
-            "kind", "status", "step")
-    from wtwin.sinks.base import redact_url  # rows written before errors were redacted
-
-    rows = [dict(zip(keys, r)) for r in conn.execute(sql, params)]
-    for r in rows:
-        r["last_error"] = redact_url(r["last_error"] or "")
-    if as_json:
-        print(json.dumps(rows))
-        return 0
-    print("ID\tSINK\tSTATE\tATTEMPTS\tRUN\tKIND\tSTATUS\tSTEP\tKEY\tLAST ERROR")
-    for r in rows:
-        print(f"{r['id']}\t{r['sink']}\t{r['state']}\t{r['attempts']}\t{r['run']}\t{r['kind']}\t"
-              f"{r['status']}\t{r['step']}\t{r['key']}\t{r['last_error']}")
-    return 0
-
-
-def _replay(args, cfg) -> int:
-    if not args.ids and not args.all:
-        raise ConfigError("alerts replay: give delivery row ids (see `wtwind alerts dead`) or --all")
-    if _daemon_running(cfg.state.path):
-        if args.ids:
-            raise ConfigError("alerts replay: wtwind is running; replay by id needs it stopped, "
-                              "or use --all [--sink S] to replay through the running daemon")
-        from wtwin.sinks import cli as sinks_cli
-
-        url = f"http://{cfg.http.host}:{cfg.http.port}"
-        argv = ["replay", "--url", url] + (["--sink", args.sink] if args.sink else [])
-        return sinks_cli.main(argv, token=cfg.http.token())  # [http] token, if set
-    from .outbox import SqliteOutbox
-
-    async def go() -> int:
-        box = SqliteOutbox(cfg.state.path)
-        try:
-            return await box.replay(args.sink, None if args.all else args.ids, now=time.time())
-        finally:
-            await box.aclose()
-
-    try:
-        n = asyncio.run(go())
-    except ConfigError as exc:
-        raise ConfigError(f"{exc}") from None
-    print(f"replayed {n} dead row(s); they are sent when wtwind next starts")
-    return 0
-
-
-def _daemon_running(path: str) -> bool:
-    if not os.path.exists(path):
-        return False
-    lock = Lock(path)
-    try:
-        lock.acquire()
-    except ConfigError:
-        return True
-    lock.release()
-    return False
 
 
 def _iso(ts) -> str:

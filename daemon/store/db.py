@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # index i migrates user_version i -> i + 1; never edit a shipped entry, append one.
 MIGRATIONS: tuple[str, ...] = (
@@ -59,6 +59,11 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (sink, key)
     );
     CREATE INDEX deliveries_state ON deliveries(state, sink, id);
+    """,
+    # 2: an alert is committed with its outbox rows (issue 17): nothing is left unrouted
+    """
+    DROP INDEX alerts_unrouted;
+    ALTER TABLE alerts DROP COLUMN routed;
     """,
 )
 

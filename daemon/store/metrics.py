@@ -15,6 +15,9 @@ def collect(store):
                               value=w.errors if w else 0)
     yield CounterMetricFamily("wtwind_store_commits", "Store transactions committed",
                               value=w.commits if w else 0)
+    yield CounterMetricFamily("wtwind_store_full_commits",
+                              "Store transactions committed with synchronous=FULL (alerts with their outbox rows)",
+                              value=w.full_commits if w else 0)
     yield CounterMetricFamily("wtwind_store_snapshot_loop_seconds",
                               "Event-loop time spent taking run snapshots (paced to [state] flush_share)",
                               value=store.flush_loop_s)
@@ -25,7 +28,7 @@ def collect(store):
     yield CounterMetricFamily("wtwind_store_flush_errors",
                               "Run snapshots that could not be encoded or written", value=store.flush_errors)
     yield CounterMetricFamily("wtwind_store_journal_errors",
-                              "Alert journal writes that failed (the outbox row is written apart)",
+                              "Alert commits that failed (journal, snapshot and outbox rows together; tried again twice)",
                               value=store.journal_errors)
     yield CounterMetricFamily("wtwind_store_quarantined_runs",
                               "Runs quarantined because their state cannot be stored",

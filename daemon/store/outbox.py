@@ -2,10 +2,13 @@
 
 Rows live in the ``deliveries`` table (one per alert transition and sink, unique on
 (sink, idempotency key)) next to the ``alerts`` journal. New rows are committed with
-``synchronous=FULL`` before ``put_many`` returns, one transaction per batch, so a row
-a sink has seen is on disk; outcomes (``record_many``) are committed at the store's own
-sync mode, since losing one only repeats an attempt. Pending rows and the dead count are mirrored in memory (bounded by each
-sink's queue) so ``due``/``next_due``/``counts`` cost no I/O; ``dead`` reads the disk.
+``synchronous=FULL`` before any sink sees them: in the daemon, ``stage`` hands its
+operation to the store, which runs it in the very transaction that journals the alert
+and its run's snapshot (one FULL commit per alert, or per batch of them); standalone,
+``put_many`` commits its own. Outcomes (``record_many``) are committed at the store's
+own sync mode, since losing one only repeats an attempt. Pending rows and dead counts
+are mirrored in memory (``sinks.outbox.PendingIndex``) so ``due``/``next_due``/``counts``
+cost no I/O; ``dead`` reads the disk.
 
 In the daemon the writes go through the store's single writer thread (ordered with
 the alert journal and the run snapshots); standalone (``SqliteOutbox(path)``, used
@@ -18,33 +21,55 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from wtwin.detect.alert import Alert
-from wtwin.sinks.outbox import Item, Outcome, Row
+from wtwin.sinks.outbox import QUEUE_FULL, Done, Item, Outcome, Row, Staged, plans_for
+from wtwin.sinks.pending import PendingIndex
+from wtwin.sinks.routing import Plan, settle
 
 from .db import open_db
 
 _COLS = "d.id, d.sink, d.state, d.attempts, d.next_attempt_at, d.created_at, d.updated_at, d.last_error, a.body"
 _SELECT = f"SELECT {_COLS} FROM deliveries d JOIN alerts a ON a.key = d.key"
-_UPSERT_ALERT = """INSERT INTO alerts(key, run, kind, status, severity, step, body, created_at, routed)
-    VALUES (?,?,?,?,?,?,?,?,1) ON CONFLICT(key) DO UPDATE SET routed = 1"""
+_INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body, created_at)
+    VALUES (?,?,?,?,?,?,?,?)"""
 
 
-def _insert(conn: sqlite3.Connection, alert: Alert, sink: str, now: float) -> tuple:
-    """(True, id) for a new pending row; (False, id, state, attempts, ...) for an existing one."""
-    key = alert.idempotency_key
-    conn.execute(_UPSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity, alert.step,
+def _write(conn: sqlite3.Connection, plan: Plan, now: float, full=frozenset()) -> tuple[list[int], list[tuple]]:
+    """One plan inside the caller's transaction: the held rows it cancels, and per sink
+    (sink, True, id, due, state) for a new row or (sink, False, id, state, attempts, ...)
+    for one already there. New rows for a sink in ``full`` (its queue) are dead."""
+    found = {}
+    for sink in plan.due:
+        for key in plan.episode:
+            rec = conn.execute("SELECT id, state, attempts, next_attempt_at FROM deliveries "
+                               "WHERE sink = ? AND key = ?", (sink, key)).fetchone()
+            if rec is not None:
+                found.setdefault(sink, []).append(rec)
+    cancel, due = settle(plan, found, now)
+    conn.executemany("DELETE FROM deliveries WHERE id = ?", [(i,) for i in cancel])
+    if not due:
+        return cancel, []
+    alert, key = plan.alert, plan.alert.idempotency_key
+    conn.execute(_INSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity, alert.step,
                                  json.dumps(alert.to_dict()), now))
+    return cancel, [_insert(conn, key, sink, at, now, "dead" if sink in full else "pending")
+                    for sink, at in due.items()]
+
+
+def _insert(conn: sqlite3.Connection, key: str, sink: str, at: float, now: float, state: str) -> tuple:
+    error = QUEUE_FULL if state == "dead" else ""
     cur = conn.execute("INSERT OR IGNORE INTO deliveries(key, sink, state, attempts, next_attempt_at, "
-                       "created_at, updated_at) VALUES (?,?,'pending',0,?,?,?)", (key, sink, now, now, now))
+                       "created_at, updated_at, last_error) VALUES (?,?,?,0,?,?,?,?)",
+                       (key, sink, state, at, now, now, error))
     if cur.rowcount == 1:
-        return (True, cur.lastrowid)
-    return (False, *conn.execute("SELECT id, state, attempts, next_attempt_at, created_at, updated_at, "
-                                 "last_error FROM deliveries WHERE sink = ? AND key = ?", (sink, key)).fetchone())
+        return (sink, True, cur.lastrowid, at, state)
+    return (sink, False, *conn.execute("SELECT id, state, attempts, next_attempt_at, created_at, updated_at, "
+                                       "last_error FROM deliveries WHERE sink = ? AND key = ?",
+                                       (sink, key)).fetchone())
 
 
 def row_from(rec: tuple) -> Row:
@@ -68,8 +93,7 @@ class SqliteOutbox:
             self._own = None
         self._execute = execute
         self._reader = conn
-        self._pending: dict[str, OrderedDict[int, Row]] = {}
-        self._dead_n: dict[str, int] = {}
+        self._index = PendingIndex()
         if conn is not None:
             self.attach(conn)
 
@@ -78,11 +102,10 @@ class SqliteOutbox:
         """Read pending rows and dead counts from ``conn`` (once, at startup)."""
         self._reader = conn
         for rec in self._reader.execute(f"{_SELECT} WHERE d.state = 'pending' ORDER BY d.id"):
-            row = row_from(rec)
-            self._pending.setdefault(row.sink, OrderedDict())[row.id] = row
+            self._index.moved(None, row_from(rec))
         for sink, n in self._reader.execute(
                 "SELECT sink, count(*) FROM deliveries WHERE state = 'dead' GROUP BY sink"):
-            self._dead_n[sink] = n
+            self._index.dead_counted(sink, n)
 
     async def _tx(self, fn: Callable[[sqlite3.Connection], Any], *, full: bool = True) -> Any:
         if self._execute is not None:
@@ -103,47 +126,67 @@ class SqliteOutbox:
                 raise
 
     # ---- contract ------------------------------------------------------------------------
+    def stage(self, plans: Sequence[Plan], now: float, done: Done | None = None, *,
+              full: frozenset[str] = frozenset()) -> Staged:
+        """Routed alerts as one operation for the caller's FULL transaction; the rows are
+        mirrored (due, counted) only once it has committed."""
+        plans = list(plans)
+
+        def op(conn):
+            return [_write(conn, plan, now, full) for plan in plans]
+
+        def finish(result, error):
+            rows = [] if error else [self._mirror(plan, out, now) for plan, out in zip(plans, result)]
+            if done is not None:
+                done(rows, error)
+
+        return Staged(op, finish)
+
+    def commit(self, staged: Staged) -> None:
+        """Run a staged write in a FULL transaction of its own; ``finish`` runs after it."""
+        task = asyncio.ensure_future(self._tx(staged.op))
+
+        def finished(t: asyncio.Future) -> None:
+            error = asyncio.CancelledError() if t.cancelled() else t.exception()
+            staged.finish(None if error else t.result(), error)
+
+        task.add_done_callback(finished)
+
+    def _mirror(self, plan: Plan, out: tuple, now: float) -> list[Row]:
+        cancel, recs = out
+        for row_id in cancel:
+            self._index.drop(row_id)
+        rows = []
+        for sink, created, rid, *rest in recs:
+            if created:
+                at, state = rest
+                row = Row(id=rid, sink=sink, alert=plan.alert, next_attempt_at=at, created_at=now,
+                          updated_at=now, state=state, last_error=QUEUE_FULL if state == "dead" else "")
+                self._index.moved(None, row)
+            else:
+                row = self._index.get(rid)
+                if row is None:
+                    state, attempts, nxt, created_at, updated, err = rest
+                    row = Row(id=rid, sink=sink, alert=plan.alert, state=state, attempts=attempts,
+                              next_attempt_at=nxt, created_at=created_at, updated_at=updated, last_error=err)
+            rows.append(row)
+        return rows
+
     async def put(self, alert: Alert, sinks: Sequence[str], now: float) -> list[Row]:
         return (await self.put_many([(alert, sinks)], now))[0]
 
     async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]:
         """One FULL-sync transaction for the whole batch; rows are built from the alerts
         in hand (no read-back, no JSON decoding on the loop)."""
-        batch = [(alert, list(dict.fromkeys(sinks))) for alert, sinks in items]
-
-        def op(conn):
-            return [[_insert(conn, alert, sink, now) for sink in names] for alert, names in batch]
-
-        out = []
-        for (alert, names), found in zip(batch, await self._tx(op)):
-            out.append([self._put_row(alert, sink, rec, now) for sink, rec in zip(names, found)])
-        return out
-
-    def _put_row(self, alert: Alert, sink: str, rec: tuple, now: float) -> Row:
-        created, rid, *rest = rec
-        if created:
-            row = Row(id=rid, sink=sink, alert=alert, next_attempt_at=now, created_at=now, updated_at=now)
-            self._pending.setdefault(sink, OrderedDict())[rid] = row
-            return row
-        known = self._pending.get(sink, {}).get(rid)
-        if known is not None:
-            return known
-        state, attempts, nxt, created_at, updated, err = rest
-        return Row(id=rid, sink=sink, alert=alert, state=state, attempts=attempts, next_attempt_at=nxt,
-                   created_at=created_at, updated_at=updated, last_error=err)
+        plans = plans_for(items, now)
+        out = await self._tx(lambda conn: [_write(conn, plan, now) for plan in plans])
+        return [self._mirror(plan, found, now) for plan, found in zip(plans, out)]
 
     async def due(self, sink: str, now: float, limit: int) -> list[Row]:
-        out = []
-        for row in self._pending.get(sink, {}).values():
-            if row.next_attempt_at <= now:
-                out.append(row)
-                if len(out) >= limit:
-                    break
-        return out
+        return self._index.due(sink, now, limit)
 
     async def next_due(self, sink: str) -> float | None:
-        pending = self._pending.get(sink)
-        return min((r.next_attempt_at for r in pending.values()), default=None) if pending else None
+        return self._index.next_due(sink)
 
     async def record(self, row_id: int, *, state: str, attempts: int, next_attempt_at: float,
                      error: str, now: float) -> None:
@@ -154,7 +197,7 @@ class SqliteOutbox:
         costs a repeated attempt at most); pending rows come from memory, others are read."""
         if not outcomes:
             return
-        known = {o.row_id: self._mirrored(o.row_id) for o in outcomes}  # as of now, not after the await
+        known = {o.row_id: self._index.get(o.row_id) for o in outcomes}  # as of now, not after the await
         unknown = [rid for rid, row in known.items() if row is None]
         params = [(o.state, o.attempts, o.next_attempt_at, o.error, now, o.row_id) for o in outcomes]
 
@@ -174,32 +217,9 @@ class SqliteOutbox:
             raise KeyError(found)
         for o in outcomes:
             old = known[o.row_id] or row_from(found[o.row_id])
-            self._moved(old.state, replace(old, state=o.state, attempts=o.attempts,
-                                           next_attempt_at=o.next_attempt_at, last_error=o.error,
-                                           updated_at=now))
-
-    def _mirrored(self, row_id: int) -> Row | None:
-        for bucket in self._pending.values():
-            row = bucket.get(row_id)
-            if row is not None:
-                return row
-        return None
-
-    def _moved(self, old_state: str, row: Row) -> None:
-        """Mirror one row's new state in memory (FIFO position kept for pending)."""
-        sink = row.sink
-        bucket = self._pending.setdefault(sink, OrderedDict())
-        if old_state == "dead":
-            self._dead_n[sink] = self._dead_n.get(sink, 0) - 1
-        if row.state == "dead":
-            self._dead_n[sink] = self._dead_n.get(sink, 0) + 1
-        if row.state != "pending":
-            bucket.pop(row.id, None)
-            return
-        known = row.id in bucket
-        bucket[row.id] = row
-        if not known and len(bucket) > 1 and next(reversed(bucket)) == row.id:
-            self._pending[sink] = OrderedDict(sorted(bucket.items()))
+            self._index.moved(old.state, replace(old, state=o.state, attempts=o.attempts,
+                                                 next_attempt_at=o.next_attempt_at, last_error=o.error,
+                                                 updated_at=now))
 
     async def dead(self, sink: str | None = None, limit: int = 1000) -> list[Row]:
         def op(conn):
@@ -225,19 +245,12 @@ class SqliteOutbox:
 
         recs = await self._tx(op)
         for rec in recs:
-            self._moved("dead", replace(row_from(rec), state="pending", attempts=0,
-                                        next_attempt_at=now, last_error="", updated_at=now))
+            self._index.moved("dead", replace(row_from(rec), state="pending", attempts=0,
+                                              next_attempt_at=now, last_error="", updated_at=now))
         return len(recs)
 
     def counts(self) -> dict[tuple[str, str], int]:
-        out = {(sink, "pending"): len(rows) for sink, rows in self._pending.items() if rows}
-        out.update({(sink, "dead"): n for sink, n in self._dead_n.items() if n})
-        return out
-
-    def unrouted(self) -> list[Alert]:
-        """Alerts journaled by the store but never offered to the sinks (a crash between)."""
-        recs = self._reader.execute("SELECT body FROM alerts WHERE routed = 0 ORDER BY created_at")
-        return [Alert.from_dict(json.loads(body)) for (body,) in recs]
+        return self._index.counts()
 
     async def aclose(self) -> None:
         if self._own is not None:

@@ -6,8 +6,9 @@ per-emitter high-water ``seq`` (``admit``), mark the run dirty, and count. Every
 on the loop, hands the bytes to the writer thread, and once that transaction has
 committed it acks each emitter the seq the snapshot covers. An alert transition
 forces an immediate snapshot of its run committed with ``synchronous=FULL`` together
-with the alert itself, so a replay after a crash resumes just after the alert and
-cannot raise it a second time under another idempotency key.
+with the alert itself and its outbox rows (one commit), so a replay after a crash
+resumes just after the alert and cannot raise it a second time under another
+idempotency key, and a committed alert is never left unrouted.
 
 With ``[state] enabled = false`` the same code acks at each flush without writing.
 """
@@ -15,7 +16,6 @@ With ``[state] enabled = false`` the same code acks at each flush without writin
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import json
 import time
@@ -40,6 +40,7 @@ log = structlog.get_logger("wtwind.store")
 
 _INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body,
     created_at) VALUES (?,?,?,?,?,?,?,?)"""
+ALERT_RETRY_S = (0.25, 0.5)  # a failed alert commit is tried again after these (a busy disk)
 FLUSH_MAX_RUNS = 500  # runs snapshotted per flush call (~0.5-1 ms each, on the loop)
 NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
 
@@ -117,28 +118,6 @@ class StateStore:
                 self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
 
         self._timer = loop.call_later(self.cfg.flush_interval_s / 2, periodic)
-
-    def prime_router(self, router, unrouted: list[Alert], now: float) -> int:
-        """Tell the (in-memory) router which restored alerts are firing and were routed
-        before the restart, so their ``resolved`` goes where the firing went and a
-        repeat is deduplicated. What it hands back was already committed to the outbox
-        (put is idempotent per sink and key), so it is not sent again."""
-        skip = {a.idempotency_key for a in unrouted}
-        firing = [a for run in self.table for a in run.policy.firing.values()]
-        # a resolve journaled but not routed: its firing (routed earlier) is no longer in
-        # the restored policy, yet the router must know it, or the resolve goes nowhere
-        pending_fire = {(a.run, a.kind) for a in unrouted if a.status == "firing"}
-        firing += [dataclasses.replace(a, status="firing", ended_at=None) for a in unrouted
-                   if a.status == "resolved" and (a.run, a.kind) not in pending_fire]
-        n = 0
-        for alert in firing:
-            if alert.idempotency_key not in skip:
-                router.offer(alert, now)
-                n += 1
-        return n
-
-    def unrouted(self) -> list[Alert]:
-        return self.outbox.unrouted() if self.outbox is not None and self.durable else []
 
     def load(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> int:
         """Bring back every run still live by the TTLs; returns how many.
@@ -336,34 +315,50 @@ class StateStore:
         self.quarantine.forget(run.run)
 
     # ---- alerts -----------------------------------------------------------------------------
-    def on_alert(self, alert: Alert) -> None:
-        """Journal the alert with its run's snapshot, FULL sync, before sinks see it."""
+    def on_alert(self, alert: Alert, staged=None) -> None:
+        """Journal the alert with its run's snapshot and its outbox rows (``staged``, routed
+        by delivery), in one FULL transaction, before any sink sees it. With no store, the
+        rows go to the memory outbox at once. A failed commit is tried again twice, without
+        the snapshot (the run is still dirty: the next flush writes it)."""
         if self.writer is None:
+            if staged is not None:
+                staged.finish(staged.op(None), None)
             return
         run = self.table.get(alert.run)
         row = self._encode_or_quarantine(run, "alert") if run is not None else None
         if row is not None:
             self._inflight[row[0]] = row
-        body = json.dumps(alert.to_dict())
+        self._commit_alert(alert, staged, row, 0)
+
+    def _commit_alert(self, alert: Alert, staged, row, attempt: int) -> None:
         params = (alert.idempotency_key, alert.run, alert.kind, alert.status, alert.severity,
-                  alert.step, body, time.time())
+                  alert.step, json.dumps(alert.to_dict()), time.time())
 
         def op(conn):
             conn.execute(_INSERT_ALERT, params)
-            return write_runs(conn, [row]) if row is not None else {}
+            failed = write_runs(conn, [row]) if row is not None else {}
+            return failed, (staged.op(conn) if staged is not None else None)
 
-        self.writer.submit(op, full=True, done=lambda failed, err: self._journaled(row, failed, err, alert))
+        self.writer.submit(op, full=True,
+                           done=lambda res, err: self._journaled(row, res, err, alert, staged, attempt))
 
-    def _journaled(self, row, failed, err, alert: Alert) -> None:
+    def _journaled(self, row, res, err, alert: Alert, staged, attempt: int) -> None:
         if row is not None and self._inflight.get(row[0]) is row:
             del self._inflight[row[0]]
-        if err is not None:  # the outbox row is written on its own path (sinks/delivery.py)
+        if err is not None and attempt < len(ALERT_RETRY_S):
             self.journal_errors += 1
+            log.warning("alert_commit_retry", run=alert.run, kind=alert.kind, error=str(err)[:300])
+            self.writer.loop.call_later(ALERT_RETRY_S[attempt], self._commit_alert, alert, staged, None,
+                                        attempt + 1)
+            return
+        if staged is not None:
+            staged.finish(None if err else res[1], err)
+        if err is not None and staged is None:  # with rows, delivery reports it (alert_lost)
             log.error("alert_not_journaled", run=alert.run, kind=alert.kind, error=str(err)[:300])
-        elif failed:
+        elif res[0]:
             run = self.table.get(alert.run)
             if run is not None:
-                self.quarantine.add(run, failed[alert.run], "write")
+                self.quarantine.add(run, res[0][alert.run], "write")
 
     # ---- lazy restore ------------------------------------------------------------------------
     def _on_create(self, run) -> None:

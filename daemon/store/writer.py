@@ -43,6 +43,7 @@ class Writer:
         self.loop = loop
         self.base_sync = synchronous.upper()
         self.commits = 0
+        self.full_commits = 0      # of which synchronous=FULL (an fsync each): alerts, outbox rows
         self.errors = 0            # transactions rolled back
         self.failed_ops = 0        # operations that failed even on their own
         self.consecutive_errors = 0  # batches in a row that committed nothing: /readyz
@@ -124,7 +125,8 @@ class Writer:
     def _transaction(self, batch: list[_Item]) -> tuple[list[Any], BaseException | None]:
         results: list[Any] = []
         try:
-            self._set_sync("FULL" if any(i.full for i in batch) else self.base_sync)
+            full = any(i.full for i in batch)
+            self._set_sync("FULL" if full else self.base_sync)
             self.conn.execute("BEGIN")
             for item in batch:
                 results.append(item.fn(self.conn))
@@ -138,6 +140,7 @@ class Writer:
                 pass
             return results, exc
         self.commits += 1
+        self.full_commits += full
         self.ops += len(batch)
         return results, None
 

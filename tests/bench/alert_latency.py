@@ -8,7 +8,12 @@ per alert: median / p90 / max; on an idle daemon, then while another producer st
 other runs at the paced rate. Ingest with every sink down vs up is
 ``tests/bench/sinks_down.py``.
 
-    .venv/bin/python tests/bench/alert_latency.py [--alerts 50] [--paced 2000] [--state sqlite|memory]
+``--fsyncs`` also counts the daemon's fsync/fdatasync calls during the idle phase
+in one more idle pass, not timed (``strace -f -c`` attached once the daemon is ready,
+detached after the last alert arrived), and prints them per alert: what each alert
+costs the disk.
+
+    .venv/bin/python tests/bench/alert_latency.py [--alerts 50] [--paced 2000] [--state sqlite|memory] [--fsyncs]
 """
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ url_env = "BENCH_SLACK_URL"
 
 
 # ---- latency ------------------------------------------------------------------------------
-def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0) -> list[float]:
+def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0, fsyncs: list | None = None) -> list[float]:
     recv = ThreadedRecorder()
     port, ipc = free_port(), f"ipc://{tmp}/lat-{int(load)}.sock"
     cfg = tmp / "lat.toml"
@@ -85,6 +90,7 @@ def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0) -> list[flo
                             stdout=log, stderr=log)
     try:
         _wait(lambda: _ready(port), 30)
+        tracer = _strace(proc.pid, tmp) if fsyncs is not None else None
         sock = zmq.Context.instance().socket(zmq.DEALER)
         sock.connect(ipc)
         background = None
@@ -108,6 +114,9 @@ def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0) -> list[flo
                                    "loss": float("nan")}))
             arrived = _wait(lambda: _arrival(recv, run), 10)
             out.append(arrived - sent)
+        if tracer is not None:
+            time.sleep(0.5)  # outcome writes of the last delivery land too
+            fsyncs.append(_strace_count(*tracer))
         sock.close(0)
         if background is not None:
             background.terminate()
@@ -116,6 +125,26 @@ def latency(n_alerts: int, state: str, tmp: Path, load: float = 0.0) -> list[flo
         proc.terminate()
         proc.wait(20)
         recv.close()
+
+
+def _strace(pid: int, tmp: Path):
+    """strace attached to the daemon and all its threads, counting fsync-family calls."""
+    out = tmp / f"strace-{pid}.txt"
+    tracer = subprocess.Popen(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(out),
+                               "-p", str(pid)], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached to every thread before the first alert
+    return tracer, out
+
+
+def _strace_count(tracer: subprocess.Popen, out: Path) -> int:
+    tracer.send_signal(2)  # SIGINT: detach and write the summary
+    tracer.wait(20)
+    n = 0
+    for line in out.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[-1] in ("fsync", "fdatasync"):
+            n += int(parts[3])
+    return n
 
 
 def _arrival(recv: ThreadedRecorder, run: str) -> float | None:
@@ -148,6 +177,7 @@ def main() -> None:
     ap.add_argument("--alerts", type=int, default=50)
     ap.add_argument("--state", choices=("sqlite", "memory"), default="sqlite")
     ap.add_argument("--paced", type=float, default=2000.0, help="events/s of other runs in the loaded case")
+    ap.add_argument("--fsyncs", action="store_true", help="count fsync calls per alert (idle phase, strace)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wtwin-bench-alerts-"))
     report_latency(args, tmp)
@@ -161,6 +191,11 @@ def report_latency(args, tmp: Path) -> None:
         what = "idle daemon" if not load else f"under {load:,.0f} ev/s of other runs"
         print(f"  {what:<32} median {statistics.median(ms):6.1f} ms   p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms"
               f"   max {ms[-1]:6.1f} ms")
+    if args.fsyncs:  # a separate idle pass: strace slows every syscall, so it is not timed
+        counted: list = []
+        latency(args.alerts, args.state, tmp, 0.0, counted)
+        print(f"  {'fsync+fdatasync, idle daemon':<32} {counted[0]} calls for {args.alerts} alerts = "
+              f"{counted[0] / args.alerts:.2f} per alert")
 
 
 if __name__ == "__main__":
