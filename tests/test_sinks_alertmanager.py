@@ -16,7 +16,8 @@ from wtwin.emitters import connect
 from wtwin.detect.alert import Alert
 from wtwin.sinks.alertmanager import AlertmanagerConfig, AlertmanagerSink, postable
 from wtwin.sinks.errors import ConfigError, SinkError
-from wtwin.sinks.registry import parse_sink
+from wtwin.daemon.config import DaemonConfig
+from wtwin.daemon.configload import build
 from wtwin.sinks.testing import Recorder, Reply, ThreadedRecorder
 
 T0 = 1_700_000_000.0
@@ -41,6 +42,11 @@ class TestPostable:
         assert firing["annotations"]["description"] == "loss is nan at step 400"
         resolved = postable(alert("resolved"), T0 + 40, 3600.0)
         assert resolved["endsAt"] == "2023-11-14T22:13:50.000Z" and "generatorURL" not in resolved
+
+
+def parse_sink(table):
+    """One [[sinks]] table through the config walker, as wtwind loads it."""
+    return build(DaemonConfig, {"sinks": [table]}).sinks[0]
 
 
 class TestConfig:
