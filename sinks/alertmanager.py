@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from wtwin.detect.alert import Alert
 from wtwin.detect.errors import ConfigError, positive
-from .base import HttpClient, SinkBase, SinkConfig, check_headers, check_url, check_url_ref, raise_for_status, run_link
+from .base import HttpClient, HttpSinkConfig, SinkBase, raise_for_status, run_link
 from .secrets import check_ref, resolve
 from .webhook import am_alert, rfc3339
 
@@ -29,31 +29,22 @@ RESERVED_HEADERS = frozenset({"content-type", "content-length", "authorization"}
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlertmanagerConfig(SinkConfig):
-    """``[[sinks]] type = "alertmanager"``: ``url`` is Alertmanager's base URL."""
+class AlertmanagerConfig(HttpSinkConfig):
+    """``[[sinks]] type = "alertmanager"``: ``url`` is Alertmanager's base URL;
+    ``link_base_url`` makes each alert's generatorURL (the run's page)."""
 
     type: str = field(default="alertmanager", init=False)
-    url: str | None = None
-    url_env: str | None = None
-    url_file: str | None = None
     authorization_env: str | None = None  # the whole header value: "Bearer ..." or "Basic ..."
     authorization_file: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timeout_s: float = 10.0
-    link_base_url: str | None = None      # generatorURL: the run's page
     firing_ttl_s: float = 86_400.0
     max_batch: int = 64
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_url_ref(self)
         check_ref("authorization", self.authorization_env, self.authorization_file, required=False)
-        check_headers("headers", self.headers)
         bad = sorted(k for k in self.headers if k.lower() in RESERVED_HEADERS)
         if bad:
             raise ConfigError(f"headers.{bad[0]} is set by the sink (use authorization_env/_file)")
-        object.__setattr__(self, "headers", dict(self.headers))
-        positive("timeout_s", self.timeout_s)
         positive("firing_ttl_s", self.firing_ttl_s)
 
 
@@ -81,11 +72,9 @@ class AlertmanagerSink(SinkBase):
 
     @classmethod
     def build(cls, config: AlertmanagerConfig, env: Mapping[str, str]) -> "AlertmanagerSink":
-        owner = f"sinks.{config.name}"
-        url = config.url or resolve(f"{owner}.url", config.url_env, config.url_file, env)
-        check_url(f"{owner}.url (resolved)", url)
-        auth = resolve(f"{owner}.authorization", config.authorization_env, config.authorization_file, env)
-        return cls(config, url, auth)
+        auth = resolve(f"sinks.{config.name}.authorization", config.authorization_env,
+                       config.authorization_file, env)
+        return cls(config, config.resolved_url(env), auth)
 
     def body(self, alerts: Sequence[Alert], now: float) -> bytes:
         items = [postable(a, now, self.config.firing_ttl_s, self.config.link_base_url) for a in alerts]

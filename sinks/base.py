@@ -26,7 +26,7 @@ from wtwin.detect.errors import check, positive, require
 
 from .errors import ConfigError, SinkError
 from .retry import parse_retry_after
-from .secrets import check_ref
+from .secrets import check_ref, resolve
 
 
 class Sink(Protocol):
@@ -69,6 +69,33 @@ class SinkConfig:
         check(isinstance(self.linger_s, (int, float)) and not isinstance(self.linger_s, bool)
               and 0 <= self.linger_s <= 10, "linger_s", self.linger_s, "between 0 and 10 seconds")
         positive("queue_size", self.queue_size, integer=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpSinkConfig(SinkConfig):
+    """What the sinks that POST to a URL given literally or by reference share (webhook,
+    alertmanager): exactly one of ``url``/``url_env``/``url_file``, extra ``headers``,
+    ``timeout_s``, and ``link_base_url`` (the run's page in each alert)."""
+
+    url: str | None = None
+    url_env: str | None = None
+    url_file: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    link_base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_url_ref(self)
+        check_headers("headers", self.headers)
+        object.__setattr__(self, "headers", dict(self.headers))
+        positive("timeout_s", self.timeout_s)
+
+    def resolved_url(self, env: Mapping[str, str]) -> str:
+        """The literal URL, or the one its reference points at (checked: http or https)."""
+        url = self.url or resolve(f"sinks.{self.name}.url", self.url_env, self.url_file, env)
+        check_url(f"sinks.{self.name}.url (resolved)", url)
+        return url
 
 
 class SinkBase:

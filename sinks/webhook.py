@@ -23,9 +23,7 @@ from typing import Any, Mapping, Sequence
 from standardwebhooks.webhooks import Webhook
 
 from wtwin.detect.alert import Alert
-from wtwin.detect.errors import positive
-from .base import (HttpClient, SinkBase, SinkConfig, check_headers, check_url, check_url_ref, raise_for_status,
-                   run_link, secret_header)
+from .base import HttpClient, HttpSinkConfig, SinkBase, check_headers, check_url, raise_for_status, run_link, secret_header
 from .errors import ConfigError
 from .secrets import check_ref, resolve
 
@@ -45,27 +43,19 @@ ALERTNAMES = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class WebhookConfig(SinkConfig):
+class WebhookConfig(HttpSinkConfig):
     """``[[sinks]] type = "webhook"``. The URL may be literal or a reference."""
 
     type: str = field(default="webhook", init=False)
-    url: str | None = None
-    url_env: str | None = None
-    url_file: str | None = None
     secret_env: str | None = None
     secret_file: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
     headers_env: Mapping[str, str] = field(default_factory=dict)  # header name -> variable
-    timeout_s: float = 10.0
     healthcheck_url: str | None = None
     external_url: str = ""
-    link_base_url: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_url_ref(self)
         check_ref("secret", self.secret_env, self.secret_file, required=False)
-        check_headers("headers", self.headers)
         check_headers("headers_env", self.headers_env)
         secret = sorted(k for k in self.headers if secret_header(k))
         if secret:
@@ -74,11 +64,9 @@ class WebhookConfig(SinkConfig):
         bad = sorted(k for k in {**self.headers, **self.headers_env} if k.lower() in RESERVED_HEADERS)
         if bad:
             raise ConfigError(f"headers.{bad[0]} is set by the sink and cannot be overridden")
-        object.__setattr__(self, "headers", dict(self.headers))
         object.__setattr__(self, "headers_env", dict(self.headers_env))
         if self.healthcheck_url is not None:
             check_url("healthcheck_url", self.healthcheck_url)
-        positive("timeout_s", self.timeout_s)
 
 
 def rfc3339(ts: float) -> str:
@@ -176,8 +164,7 @@ class WebhookSink(SinkBase):
     @classmethod
     def build(cls, config: WebhookConfig, env: Mapping[str, str]) -> "WebhookSink":
         owner = f"sinks.{config.name}"
-        url = config.url or resolve(f"{owner}.url", config.url_env, config.url_file, env)
-        check_url(f"{owner}.url (resolved)", url)
+        url = config.resolved_url(env)
         secret = resolve(f"{owner}.secret", config.secret_env, config.secret_file, env)
         try:
             key = signing_key(secret) if secret is not None else None

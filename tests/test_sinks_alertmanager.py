@@ -60,6 +60,7 @@ class TestConfig:
         ({"name": "am", "url": "http://x", "headers": {"Authorization": "Bearer t"}}, "authorization_env"),
         ({"name": "am", "url": "http://x", "firing_ttl_s": 0}, "firing_ttl_s"),
         ({"name": "am", "url": "http://x", "bogus": 1}, "unknown key"),
+        ({"name": "am", "url": "http://user:pw@x"}, "url_env or url_file"),  # as the webhook: no literal secret
     ])
     def test_bad_config_names_the_key(self, table, msg):
         with pytest.raises(ConfigError, match=msg):
