@@ -1,8 +1,11 @@
 """wtwind's configuration: one TOML file -> frozen dataclasses; env overrides.
 
 Every section is a keyword-only frozen dataclass that checks itself in
-``__post_init__``. ``load()`` is the only place that reads the environment:
-``WTWIND_<SECTION>__<KEY>=value`` overrides a key (``WTWIND_HTTP__PORT=9500``).
+``__post_init__`` and is owned by the component it configures; ``configload.build`` is
+the one walker from TOML to them. This module is the only one that reads the process
+environment: ``load()`` (``WTWIND_<SECTION>__<KEY>=value`` overrides a key,
+``WTWIND_HTTP__PORT=9500``), and ``resolve_secret``/``build_sinks``, which hand it to
+the one secret resolver (``wtwin.sinks.secrets``).
 """
 
 from __future__ import annotations

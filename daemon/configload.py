@@ -35,7 +35,16 @@ def build(cls: type, data: Mapping[str, Any], path: str = "") -> Any:
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:  # ConfigError included: add the section path
-        raise ConfigError(f"{path}.{exc}" if path else str(exc)) from None
+        raise ConfigError(_at(path, str(exc))) from None
+
+
+def _at(path: str, message: str) -> str:
+    """``message`` prefixed with the section's path; a section whose messages already start
+    with its own name (``routes.kinds: ...``, ``retry.max_attempts ...``) is not named twice."""
+    if not path:
+        return message
+    own = path.rsplit(".", 1)[-1].split("[", 1)[0] + "."
+    return f"{path}.{message[len(own):] if message.startswith(own) else message}"
 
 
 def convert(tp: Any, value: Any, where: str) -> Any:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence, Union
 
+from wtwin.detect.errors import check, positive
+
 from .alertmanager import AlertmanagerConfig, AlertmanagerSink
 from .base import Sink, SinkConfig
 from .errors import ConfigError
@@ -40,10 +42,9 @@ class DeliveryConfig:
     drain_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.intake_size, bool) or not isinstance(self.intake_size, int) or self.intake_size < 1:
-            raise ConfigError(f"intake_size: must be an int >= 1, got {self.intake_size!r}")
-        if not isinstance(self.drain_timeout_s, (int, float)) or self.drain_timeout_s < 0:
-            raise ConfigError(f"drain_timeout_s: must be >= 0 seconds, got {self.drain_timeout_s!r}")
+        positive("intake_size", self.intake_size, integer=True)
+        check(isinstance(self.drain_timeout_s, (int, float)) and not isinstance(self.drain_timeout_s, bool)
+              and self.drain_timeout_s >= 0, "drain_timeout_s", self.drain_timeout_s, ">= 0 seconds")
 
 
 def check_sinks(configs: Sequence[SinkConfig], routes: Sequence[RouteConfig] = ()) -> None:

@@ -85,8 +85,8 @@ class TestLoad:
         ('[[sinks]]\ntype = "pager"\n', "sinks[0].type: 'pager' is not one of"),
         ('[[sinks]]\ntype = "slack"\nname = "t"\nurl = "https://x"\n', "sinks[0].url: unknown key"),
         ('[[routes]]\nsinks = ["nope"]\n', "routes[0].sinks: unknown sink 'nope'"),
-        ('[[routes]]\nsinks = ["log"]\nkinds = ["bogus"]\n', "routes.kinds: unknown 'bogus'"),
-        ('[delivery.retry]\nmax_attempts = 0\n', "retry.max_attempts must be an int >= 1"),
+        ('[[routes]]\nsinks = ["log"]\nkinds = ["bogus"]\n', "routes[0].kinds: unknown 'bogus'"),
+        ('[delivery.retry]\nmax_attempts = 0\n', "delivery.retry.max_attempts must be an int >= 1"),
     ])
     def test_errors_name_the_key(self, tmp_path, snippet, message):
         """Bad sink/route/delivery config is a ConfigError naming the key."""
