@@ -35,8 +35,7 @@ def resolve(where: str, env_name: str | None, file_path: str | None, env: Mappin
     if env_name:
         require(env_name in env, f"{where}_env: environment variable {env_name} is unset")
         value = env[env_name].strip()
-        require(bool(value), f"{where}_env: environment variable {env_name} is empty; "
-                             "an empty secret is refused (unset the reference to go without)")
+        require(bool(value), f"{where}_env: environment variable {env_name} is empty; an empty secret is refused")
         return value
     if file_path:
         try:
