@@ -1,4 +1,4 @@
-"""What every detector shares: argument checks, clone/repr, exact snapshots, the registry.
+"""What every detector shares: argument checks (`errors`), clone/repr, exact snapshots, the registry.
 
 A detector stores its constructor arguments under their own names and its learned state
 in attributes prefixed ``_`` holding only plain Python values (floats, ints, bools,
