@@ -44,11 +44,11 @@ class ListenConfig:
         require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
         for ep in self.endpoints:
             require(ep.startswith(("tcp://", "ipc://")),
-                     f"endpoints: {ep!r} must start with tcp:// or ipc://")
+                    f"endpoints: {ep!r} must start with tcp:// or ipc://")
         require(1024 <= self.max_frame_bytes <= 1 << 30,
-                 "max_frame_bytes: must be between 1024 and 2^30 bytes")
+                "max_frame_bytes: must be between 1024 and 2^30 bytes")
         require(len(self.ipc_mode) in (3, 4) and all(c in "01234567" for c in self.ipc_mode),
-                 f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
+                f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +120,7 @@ class RunsConfig:
         require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
         require(self.emitter_idle_s >= 0, "emitter_idle_s: must be >= 0 seconds")
         require(1 <= self.max_config_bytes <= MAX_CONFIG_BYTES,
-                 f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
+                f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
         require(self.ended_series_s >= 0, "ended_series_s: must be >= 0 seconds")
         require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
         require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
@@ -133,9 +133,9 @@ class LogConfig:
 
     def __post_init__(self) -> None:
         require(self.level in ("debug", "info", "warning", "error"),
-                 f"level: {self.level!r} is not one of debug, info, warning, error")
+                f"level: {self.level!r} is not one of debug, info, warning, error")
         require(self.format in ("auto", "json", "console"),
-                 f"format: {self.format!r} is not one of auto, json, console")
+                f"format: {self.format!r} is not one of auto, json, console")
 
 
 @dataclass(frozen=True, kw_only=True)

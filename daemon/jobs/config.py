@@ -75,7 +75,7 @@ class JobsConfig:
         require(self.engine in ENGINES, f"engine: {self.engine!r} is not one of {ENGINES}")
         require(self.executor in EXECUTORS, f"executor: {self.executor!r} is not one of {EXECUTORS}")
         require(self.executor != "dask" or bool(self.dask_address),
-                 "dask_address: required when executor = \"dask\" (e.g. tcp://scheduler:8786)")
+                "dask_address: required when executor = \"dask\" (e.g. tcp://scheduler:8786)")
         require(1 <= self.workers <= 256, f"workers: {self.workers} must be in 1..256")
         require(1 <= self.threads_per_worker <= 256, f"threads_per_worker: {self.threads_per_worker} must be in 1..256")
         require(1 <= self.queue_size <= 100_000, f"queue_size: {self.queue_size} must be in 1..100000")
@@ -86,7 +86,7 @@ class JobsConfig:
         require(self.worker_memory_bytes >= 1 << 30, "worker_memory_bytes: must be >= 1 GiB")
         require(0 <= self.max_layers_exported <= 10_000, "max_layers_exported: must be in 0..10000")
         require(0 < self.alpha_min < self.alpha_max,
-                 f"alpha_min/alpha_max: need 0 < alpha_min < alpha_max, got {self.alpha_min}, {self.alpha_max}")
+                f"alpha_min/alpha_max: need 0 < alpha_min < alpha_max, got {self.alpha_min}, {self.alpha_max}")
         require(self.trend_checkpoints >= 2, "trend_checkpoints: must be >= 2")
         require(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-                 f"device: {self.device!r} is not auto, cpu, cuda or cuda:N")
+                f"device: {self.device!r} is not auto, cpu, cuda or cuda:N")
