@@ -1,8 +1,11 @@
 """wtwind's configuration: one TOML file -> frozen dataclasses; env overrides.
 
 Every section is a keyword-only frozen dataclass that checks itself in
-``__post_init__``. ``load()`` is the only place that reads the environment:
-``WTWIND_<SECTION>__<KEY>=value`` overrides a key (``WTWIND_HTTP__PORT=9500``).
+``__post_init__`` and is owned by the component it configures; ``configload.build`` is
+the one walker from TOML to them. This module is the only one that reads the process
+environment: ``load()`` (``WTWIND_<SECTION>__<KEY>=value`` overrides a key,
+``WTWIND_HTTP__PORT=9500``), and ``resolve_secret``/``build_sinks``, which hand it to
+the one secret resolver (``wtwin.sinks.secrets``).
 """
 
 from __future__ import annotations
@@ -16,18 +19,16 @@ from typing import Mapping
 from wtwin.emitters.emitter import DEFAULT_ENDPOINT, default_ipc_endpoint
 from wtwin.emitters.bounds import MAX_CONFIG_BYTES
 from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
-from wtwin.sinks.registry import DeliveryConfig, parse_sinks
+from wtwin.sinks import registry, secrets
+from wtwin.sinks.log import LogConfig as LogSinkConfig
+from wtwin.sinks.registry import AnySinkConfig, DeliveryConfig
 from wtwin.sinks.routing import RouteConfig
 
 from .configload import apply_env, build
-from .errors import ConfigError
+from .errors import ConfigError, require
 from .jobs.config import JobsConfig
-from .store.config import CurveConfig, StateConfig, default_state_path
-
-
-def _require(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ConfigError(msg)
+from .store.config import StateConfig, default_state_path
+from .zmq_auth import CurveConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,14 +41,14 @@ class ListenConfig:
     ipc_group: str | None = None
 
     def __post_init__(self) -> None:
-        _require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
+        require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
         for ep in self.endpoints:
-            _require(ep.startswith(("tcp://", "ipc://")),
-                     f"endpoints: {ep!r} must start with tcp:// or ipc://")
-        _require(1024 <= self.max_frame_bytes <= 1 << 30,
-                 "max_frame_bytes: must be between 1024 and 2^30 bytes")
-        _require(len(self.ipc_mode) in (3, 4) and all(c in "01234567" for c in self.ipc_mode),
-                 f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
+            require(ep.startswith(("tcp://", "ipc://")),
+                    f"endpoints: {ep!r} must start with tcp:// or ipc://")
+        require(1024 <= self.max_frame_bytes <= 1 << 30,
+                "max_frame_bytes: must be between 1024 and 2^30 bytes")
+        require(len(self.ipc_mode) in (3, 4) and all(c in "01234567" for c in self.ipc_mode),
+                f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,13 +67,13 @@ class HttpConfig:
     body_timeout_s: float = 30.0  # an upload to /api/analyze must arrive within this
 
     def __post_init__(self) -> None:
-        _require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
-        _require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
-        _require(not (self.token_env and self.token_file), "token_env/token_file: set only one")
+        require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
+        require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
+        require(not (self.token_env and self.token_file), "token_env/token_file: set only one")
 
     def token(self, environ: Mapping[str, str] | None = None) -> str | None:
         value = resolve_secret("http.token", env=self.token_env, file=self.token_file, environ=environ)
-        _require(value is None or len(value) >= 16, "http.token: must be at least 16 characters")
+        require(value is None or len(value) >= 16, "http.token: must be at least 16 characters")
         return value
 
 
@@ -87,9 +88,9 @@ class DetectionConfig:
     def __post_init__(self) -> None:
         from wtwin.detect import PRESETS
 
-        _require(self.preset in PRESETS, f"preset: {self.preset!r} is not one of {PRESETS}")
-        _require(self.stall_after_s > 0, "stall_after_s: must be > 0 seconds")
-        _require(self.cooldown_s >= 0, "cooldown_s: must be >= 0 seconds")
+        require(self.preset in PRESETS, f"preset: {self.preset!r} is not one of {PRESETS}")
+        require(self.stall_after_s > 0, "stall_after_s: must be > 0 seconds")
+        require(self.cooldown_s >= 0, "cooldown_s: must be >= 0 seconds")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,15 +115,15 @@ class RunsConfig:
     max_series_runs: int = 1000
 
     def __post_init__(self) -> None:
-        _require(self.max_runs >= 1, "max_runs: must be >= 1")
-        _require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
-        _require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
-        _require(self.emitter_idle_s >= 0, "emitter_idle_s: must be >= 0 seconds")
-        _require(1 <= self.max_config_bytes <= MAX_CONFIG_BYTES,
-                 f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
-        _require(self.ended_series_s >= 0, "ended_series_s: must be >= 0 seconds")
-        _require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
-        _require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
+        require(self.max_runs >= 1, "max_runs: must be >= 1")
+        require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
+        require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
+        require(self.emitter_idle_s >= 0, "emitter_idle_s: must be >= 0 seconds")
+        require(1 <= self.max_config_bytes <= MAX_CONFIG_BYTES,
+                f"max_config_bytes: must be in [1, {MAX_CONFIG_BYTES}] (the wire's bound)")
+        require(self.ended_series_s >= 0, "ended_series_s: must be >= 0 seconds")
+        require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
+        require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,10 +132,10 @@ class LogConfig:
     format: str = "auto"
 
     def __post_init__(self) -> None:
-        _require(self.level in ("debug", "info", "warning", "error"),
-                 f"level: {self.level!r} is not one of debug, info, warning, error")
-        _require(self.format in ("auto", "json", "console"),
-                 f"format: {self.format!r} is not one of auto, json, console")
+        require(self.level in ("debug", "info", "warning", "error"),
+                f"level: {self.level!r} is not one of debug, info, warning, error")
+        require(self.format in ("auto", "json", "console"),
+                f"format: {self.format!r} is not one of auto, json, console")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,13 +151,14 @@ class DaemonConfig:
     state: StateConfig = field(default_factory=StateConfig)
     curve: CurveConfig = field(default_factory=CurveConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
-    sinks: tuple[dict, ...] = ()  # [[sinks]] tables; typed by wtwin.sinks.registry below
+    # [[sinks]]: a union tagged by ``type`` (wtwin.sinks.registry); the default is one log sink
+    sinks: tuple[AnySinkConfig, ...] = (LogSinkConfig(),)
     routes: tuple[RouteConfig, ...] = ()
 
     def __post_init__(self) -> None:
-        _require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")
-        _require(0 < self.tick_s <= 60, "tick_s: must be in (0, 60] seconds")
-        object.__setattr__(self, "sinks", parse_sinks(self.sinks, self.routes))
+        require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")
+        require(0 < self.tick_s <= 60, "tick_s: must be in (0, 60] seconds")
+        registry.check_sinks(self.sinks, self.routes)
 
 
 def load(path: str | os.PathLike | None = None,
@@ -184,28 +186,13 @@ def load(path: str | os.PathLike | None = None,
     return build(DaemonConfig, raw)
 
 
-def resolve_secret(name: str, *, env: str | None, file: str | None,
+def resolve_secret(where: str, *, env: str | None, file: str | None,
                    environ: Mapping[str, str] | None = None) -> str | None:
-    """A secret by reference: the variable ``env`` or the contents of ``file``."""
-    environ = os.environ if environ is None else environ
-    if env:
-        if env not in environ:
-            raise ConfigError(f"{name}: environment variable {env} is not set")
-        return environ[env]
-    if file:
-        try:
-            return Path(file).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"{name}: cannot read secret file {file}: {exc.strerror}") from None
-    return None
+    """A secret by reference (``wtwin.sinks.secrets.resolve``, the one resolver), against
+    the process environment unless ``environ`` is given: this module is the one reader of it."""
+    return secrets.resolve(where, env, file, os.environ if environ is None else environ)
 
 
 def build_sinks(cfg: DaemonConfig, environ: Mapping[str, str] | None = None) -> list:
     """Live sinks for ``cfg.sinks``; their secret references resolved against the environment."""
-    from wtwin.sinks.errors import ConfigError as SinkConfigError
-    from wtwin.sinks.registry import build_sinks as _build
-
-    try:
-        return _build(cfg.sinks, os.environ if environ is None else environ)
-    except SinkConfigError as exc:  # an unset variable, an unreadable file, a bad secret
-        raise ConfigError(str(exc)) from None
+    return registry.build_sinks(cfg.sinks, os.environ if environ is None else environ)

@@ -1,51 +1,29 @@
-"""Render a config (dataclasses) back as TOML: `wtwind --print-config`."""
+"""Render a config (dataclasses) back as TOML: ``wtwind --print-config``.
+
+The config becomes plain tables (``None`` left out: TOML has no null, and an absent key
+loads back as ``None``; tuples become arrays) and ``tomli_w`` writes them. A tagged
+union member (a ``[[sinks]]`` table) keeps its ``type``, so the output loads back to
+the same config (tests/test_config.py, tests/test_sinks_config.py).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
+from typing import Any
+
+import tomli_w
 
 
-def to_toml(cfg) -> str:
-    lines: list[str] = []
-    _section(cfg, "", lines)
-    return "\n".join(lines).strip() + "\n"
+def to_toml(cfg: Any) -> str:
+    return tomli_w.dumps(_plain(cfg))
 
 
-def _section(obj, path: str, lines: list[str]) -> None:
-    scalars, tables, arrays = [], [], []
-    for f in dataclasses.fields(obj):
-        val = getattr(obj, f.name)
-        if dataclasses.is_dataclass(val):
-            tables.append((f.name, val))
-        elif isinstance(val, tuple) and val and dataclasses.is_dataclass(val[0]):
-            arrays.append((f.name, val))
-        else:
-            scalars.append((f.name, val))
-    if path and scalars:
-        lines.append(f"\n[{path}]")
-    for name, val in scalars:
-        if val is not None:
-            lines.append(f"{name} = {_value(val)}")
-    for name, val in tables:
-        _section(val, f"{path}.{name}" if path else name, lines)
-    for name, items in arrays:
-        for item in items:
-            lines.append(f"\n[[{path + '.' if path else ''}{name}]]")
-            sub: list[str] = []
-            _section(item, "", sub)
-            lines.extend(sub)
-
-
-def _value(val) -> str:
-    if isinstance(val, bool):
-        return "true" if val else "false"
-    if isinstance(val, (int, float)):
-        return repr(val)
-    if isinstance(val, str):
-        return json.dumps(val)
-    if isinstance(val, (tuple, list)):
-        return "[" + ", ".join(_value(v) for v in val) + "]"
-    if isinstance(val, dict):
-        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in val.items()) + "}"
-    return json.dumps(str(val))
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        pairs = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+        return {name: _plain(v) for name, v in pairs if v is not None}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+    return value

@@ -1,13 +1,17 @@
 """Turn a TOML mapping into nested frozen dataclasses, naming bad keys by dotted path.
 
-Each component owns its dataclass; this module only knows how to walk them: nested
-dataclass fields, ``tuple[X, ...]`` of scalars or dataclasses, ``X | None``, and the
-scalars ``str``, ``int``, ``float``, ``bool``. Unknown keys are rejected. Errors that a
+The one config walker. Each component owns its dataclass; this module only knows how to
+walk them: nested dataclass fields, ``tuple[X, ...]`` of scalars or dataclasses, tables
+(``dict``/``Mapping``), ``X | None``, the scalars ``str``, ``int``, ``float``, ``bool``,
+and tagged unions: ``A | B | C`` of dataclasses whose ``type`` field (``init=False``)
+holds their tag, picked by the table's ``type`` key (``[[sinks]]``: see
+``wtwin.sinks.registry.AnySinkConfig``). Unknown keys are rejected. Errors that a
 dataclass's own ``__post_init__`` raises are re-raised with the section's path.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import types
 import typing
@@ -31,7 +35,16 @@ def build(cls: type, data: Mapping[str, Any], path: str = "") -> Any:
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:  # ConfigError included: add the section path
-        raise ConfigError(f"{path}.{exc}" if path else str(exc)) from None
+        raise ConfigError(_at(path, str(exc))) from None
+
+
+def _at(path: str, message: str) -> str:
+    """``message`` prefixed with the section's path; a section whose messages already start
+    with its own name (``routes.kinds: ...``, ``retry.max_attempts ...``) is not named twice."""
+    if not path:
+        return message
+    own = path.rsplit(".", 1)[-1].split("[", 1)[0] + "."
+    return f"{path}.{message[len(own):] if message.startswith(own) else message}"
 
 
 def convert(tp: Any, value: Any, where: str) -> Any:
@@ -40,6 +53,8 @@ def convert(tp: Any, value: Any, where: str) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
             return None
+        if len(args) > 1:
+            return _tagged(args, value, where)
         return convert(args[0], value, where)
     if dataclasses.is_dataclass(tp):
         return build(tp, value, where)
@@ -50,13 +65,31 @@ def convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
         (item_tp, *_rest) = typing.get_args(tp)
         return tuple(convert(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict or tp is dict:
+    if origin in (dict, collections.abc.Mapping) or tp is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a table, got {type(value).__name__}")
         return dict(value)
     if tp is typing.Any:
         return value
     return _scalar(tp, value, where)
+
+
+def _tagged(classes: list, value: Any, where: str) -> Any:
+    """The table's ``type`` picks the class among ``classes``; the other keys are its fields."""
+    tags = {_tag(c): c for c in classes}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a table, got {type(value).__name__}")
+    kind = value.get("type")
+    if kind not in tags:
+        raise ConfigError(f"{where}.type: {kind!r} is not one of {sorted(tags)}")
+    return build(tags[kind], {k: v for k, v in value.items() if k != "type"}, where)
+
+
+def _tag(cls: type) -> str:
+    tag = next((f for f in dataclasses.fields(cls) if f.name == "type"), None)
+    if tag is None or tag.init or not isinstance(tag.default, str):
+        raise TypeError(f"{cls.__name__}: a member of a tagged union needs a field type = field(default=TAG, init=False)")
+    return tag.default
 
 
 def _scalar(tp: Any, value: Any, where: str) -> Any:

@@ -10,7 +10,6 @@ daemon with SIGTERM and checks it exited cleanly.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import signal

@@ -13,7 +13,7 @@ import sys
 EXTRAS = {
     "numpy": "daemon", "structlog": "daemon", "aiohttp": "daemon", "prometheus_client": "daemon",
     "matplotlib": "plot", "tensorboard": "tensorboard", "torch": "spectral",
-    "weightwatcher": "spectral", "dask": "dask", "distributed": "dask",
+    "weightwatcher": "spectral", "dask": "dask", "distributed": "dask", "tomli_w": "daemon",
 }
 
 

@@ -62,7 +62,7 @@ class Server:
         self.collector.providers.append(lambda: store_collect(self.state))
         self.curve = None
         if config.curve.enabled:  # zmq.auth only when it is used; a ConfigError early
-            from .curve import CurveGuard
+            from .zmq_auth import CurveGuard
 
             self.curve = CurveGuard(config.curve)
             self.collector.providers.append(self.curve.collect)

@@ -1,4 +1,4 @@
-"""What every detector shares: argument checks, clone/repr, exact snapshots, the registry.
+"""What every detector shares: argument checks (`errors`), clone/repr, exact snapshots, the registry.
 
 A detector stores its constructor arguments under their own names and its learned state
 in attributes prefixed ``_`` holding only plain Python values (floats, ints, bools,
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 import operator
 from typing import Any, Callable, ClassVar
 
-from .errors import ConfigError
+from .errors import ConfigError, check, fraction, positive  # noqa: F401  (the detectors import them from here)
 
 REGISTRY: dict[str, type["Detector"]] = {}
 # class -> (names of its learned state, obj -> tuple of their values)
@@ -28,21 +27,6 @@ def register(cls: type["Detector"]) -> type["Detector"]:
         raise ConfigError(f"detector name {cls.name!r} registered twice")
     REGISTRY[cls.name] = cls
     return cls
-
-
-def check(ok: bool, name: str, value: Any, what: str) -> None:
-    """Raise `ConfigError` naming argument ``name`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"{name} must be {what}, got {value!r}")
-
-
-def positive(name: str, value: Any) -> None:
-    check(isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and value > 0, name, value, "a finite number > 0")
-
-
-def fraction(name: str, value: Any, lo: float = 0.0, hi: float = 1.0) -> None:
-    check(isinstance(value, (int, float)) and lo < value < hi, name, value, f"in ({lo}, {hi})")
 
 
 def decay(dt: float, halflife: float) -> float:

@@ -3,8 +3,9 @@
 Each update adds the loss to a bounded, log-spaced summary of the history (bins a fixed
 ratio wide in step; bins older than ``fit_from`` x the current step are dropped). On a
 geometric schedule (every ``refit_ratio`` x in step, at least ``refit_min`` steps apart)
-the law is refitted jointly (robust soft-L1 `least_squares`) on the bins that end before
-the recent ``holdout`` window, so a slow drift is not absorbed into the baseline; refits
+the law is refitted jointly (a robust soft-L1 fit, `laws.fit`: our own bounded
+Levenberg-Marquardt in numpy, checked against scipy's ``least_squares`` by
+tests/test_fit_vs_scipy.py) on the bins that end before the recent ``holdout`` window, so a slow drift is not absorbed into the baseline; refits
 are frozen while a deviation builds. The forecast's variance (parameter covariance) is
 added to the residual noise (EWMA of absolute residuals), so far-out extrapolation widens
 the band. The decision is a one-sided CUSUM of standardized residuals.
@@ -13,6 +14,11 @@ When ``lr`` is passed, the law is Tissue et al.'s ``L0 + A S1^-alpha - C S2`` ov
 learning-rate area (``law="schedule"``), or Luo et al.'s multi-power law over a bounded
 summary of the LR changes (``law="mpl"``, see `mpl`): warm-downs, restarts and
 constant-LR phases are forecast.
+
+This module is over the house's ~300 lines on purpose: it is one detector, and its
+summary (``_add``), LR bookkeeping (``_schedule``/``_flush``), refit and per-update path
+share the same learned state; split apart, each piece would reach into the others'
+attributes. The law maths is in `laws`, the multi-power law's buckets in `mpl`.
 
 >>> import random
 >>> rng = random.Random(1)
@@ -127,11 +133,6 @@ class ForecastDetector(Detector):
         self._fits = 0
 
     # --- summary -------------------------------------------------------------------
-    def _x(self, step: float) -> tuple:
-        if self._lr is None:
-            return (step + 1.0, 0.0)
-        return (self._s1 + 1e-12, self._s2)
-
     def _add(self, step: int, x: tuple, y: float) -> None:
         b = self._bins[-1] if self._bins else None
         if b is not None and step + 1.0 < self._edge:

@@ -15,6 +15,11 @@ Three laws, each a function of a per-point regressor tuple ``x`` and a parameter
 Only the fit allocates arrays, and it runs on a bounded summary (~60 bins) with numpy
 alone: a few hundred microseconds, where scipy's general ``least_squares`` took several
 milliseconds and its import most of a second. `predict` is scalar math.
+
+The module is over the house's ~300 lines on purpose: each law is written out three
+times (`value`/`predict` scalar on every update, `_vector` with its Jacobian for the fit,
+`_start` for the start point) and those must change together; the fit (`fit`,
+`_minimize`) is checked against scipy by tests/test_fit_vs_scipy.py.
 """
 
 from __future__ import annotations

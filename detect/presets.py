@@ -1,6 +1,9 @@
 """Presets: each detector's arguments per kind of run. Units are in docs/DETECTION.md.
 
-``custom`` is ``pretraining`` with nothing assumed: pass every override you need, as
+``custom`` is ``pretraining`` under another name: the same detectors with the same
+defaults, so it assumes what ``pretraining`` assumes (a curve that falls as a power law
+of the step or of the summed learning rate, warm-up of a few hundred steps); it is the
+name to use when you override arguments yourself, as
 ``RunMonitor("custom", forecast={"threshold": 30.0}, spike={"z": 6.0})``.
 """
 

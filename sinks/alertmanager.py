@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from wtwin.detect.alert import Alert
-from .base import HttpClient, check_headers, check_name, check_positive, check_url, raise_for_status, run_link
-from .errors import ConfigError
+from wtwin.detect.errors import ConfigError, positive
+from .base import HttpClient, HttpSinkConfig, SinkBase, raise_for_status, run_link
 from .secrets import check_ref, resolve
 from .webhook import am_alert, rfc3339
 
@@ -29,42 +29,23 @@ RESERVED_HEADERS = frozenset({"content-type", "content-length", "authorization"}
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlertmanagerConfig:
-    """``[[sinks]] type = "alertmanager"``: ``url`` is Alertmanager's base URL."""
+class AlertmanagerConfig(HttpSinkConfig):
+    """``[[sinks]] type = "alertmanager"``: ``url`` is Alertmanager's base URL;
+    ``link_base_url`` makes each alert's generatorURL (the run's page)."""
 
     type: str = field(default="alertmanager", init=False)
-    name: str
-    url: str | None = None
-    url_env: str | None = None
-    url_file: str | None = None
     authorization_env: str | None = None  # the whole header value: "Bearer ..." or "Basic ..."
     authorization_file: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timeout_s: float = 10.0
-    link_base_url: str | None = None      # generatorURL: the run's page
     firing_ttl_s: float = 86_400.0
-    min_interval_s: float = 0.001
     max_batch: int = 64
-    queue_size: int = 10_000
 
     def __post_init__(self) -> None:
-        check_name("sinks.alertmanager", self.name)
-        owner = f"sinks.{self.name}"
-        if sum(x is not None for x in (self.url, self.url_env, self.url_file)) != 1:
-            raise ConfigError(f"{owner}: set exactly one of url, url_env, url_file")
-        if self.url is not None:
-            check_url(owner, "url", self.url)
-        check_ref(owner, "url", self.url_env, self.url_file, required=False)
-        check_ref(owner, "authorization", self.authorization_env, self.authorization_file, required=False)
-        check_headers(owner, self.headers)
+        super().__post_init__()
+        check_ref("authorization", self.authorization_env, self.authorization_file, required=False)
         bad = sorted(k for k in self.headers if k.lower() in RESERVED_HEADERS)
         if bad:
-            raise ConfigError(f"{owner}.headers.{bad[0]} is set by the sink (use authorization_env/_file)")
-        object.__setattr__(self, "headers", dict(self.headers))
-        for name in ("timeout_s", "firing_ttl_s", "min_interval_s"):
-            check_positive(owner, name, getattr(self, name))
-        for name in ("max_batch", "queue_size"):
-            check_positive(owner, name, getattr(self, name), integer=True)
+            raise ConfigError(f"headers.{bad[0]} is set by the sink (use authorization_env/_file)")
+        positive("firing_ttl_s", self.firing_ttl_s)
 
 
 def postable(a: Alert, now: float, firing_ttl_s: float, link_base_url: str | None = None) -> dict[str, Any]:
@@ -78,16 +59,11 @@ def postable(a: Alert, now: float, firing_ttl_s: float, link_base_url: str | Non
     return out
 
 
-class AlertmanagerSink:
+class AlertmanagerSink(SinkBase):
     """POSTs a batch of alerts to ``<url>/api/v2/alerts``."""
 
     def __init__(self, config: AlertmanagerConfig, url: str, authorization: str | None) -> None:
-        self.config = config
-        self.name = config.name
-        self.max_batch = config.max_batch
-        self.min_interval_s = config.min_interval_s
-        self.linger_s = 0.0
-        self.queue_size = config.queue_size
+        super().__init__(config)
         self._base = url.rstrip("/")
         self._headers = {**config.headers, "Content-Type": "application/json"}
         if authorization:
@@ -96,11 +72,9 @@ class AlertmanagerSink:
 
     @classmethod
     def build(cls, config: AlertmanagerConfig, env: Mapping[str, str]) -> "AlertmanagerSink":
-        owner = f"sinks.{config.name}"
-        url = config.url or resolve(f"{owner}.url", config.url_env, config.url_file, env)
-        check_url(owner, "url (resolved)", url)
-        auth = resolve(f"{owner}.authorization", config.authorization_env, config.authorization_file, env)
-        return cls(config, url, auth)
+        auth = resolve(f"sinks.{config.name}.authorization", config.authorization_env,
+                       config.authorization_file, env)
+        return cls(config, config.resolved_url(env), auth)
 
     def body(self, alerts: Sequence[Alert], now: float) -> bytes:
         items = [postable(a, now, self.config.firing_ttl_s, self.config.link_base_url) for a in alerts]

@@ -13,17 +13,20 @@ a fresh alert may wait for others of the same burst to join its message.
 
 from __future__ import annotations
 
-import math
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 from urllib.parse import quote, urlsplit
 
 import aiohttp
 
 from wtwin.detect.alert import Alert
+from wtwin.detect.errors import check, positive, require
+
 from .errors import ConfigError, SinkError
 from .retry import parse_retry_after
+from .secrets import check_ref, resolve
 
 
 class Sink(Protocol):
@@ -40,23 +43,89 @@ class Sink(Protocol):
     async def aclose(self) -> None: ...
 
 
-def check_name(owner: str, name: Any) -> None:
-    if not isinstance(name, str) or not name or len(name) > 64 or not name.replace("-", "_").isidentifier():
-        raise ConfigError(f"{owner}.name must be 1..64 chars of letters, digits, '_' or '-', got {name!r}")
+@dataclass(frozen=True, kw_only=True)
+class SinkConfig:
+    """What every ``[[sinks]]`` table has; each sink's config extends it.
+
+    ``type`` is the registry key and the tag of the ``[[sinks]]`` union (the config
+    loader picks the class by it; ``--print-config`` writes it back). The other five are
+    what the delivery worker reads from every sink (see the module docstring); each sink
+    sets its own defaults.
+    """
+
+    type: str = field(default="", init=False)
+    name: str
+    min_interval_s: float = 0.001
+    max_batch: int = 1
+    linger_s: float = 0.0
+    queue_size: int = 10_000
+
+    def __post_init__(self) -> None:
+        name = self.name
+        check(isinstance(name, str) and 0 < len(name) <= 64 and name.replace("-", "_").isidentifier(),
+              "name", name, "1..64 characters of letters, digits, '_' or '-'")
+        positive("min_interval_s", self.min_interval_s)
+        positive("max_batch", self.max_batch, integer=True)
+        check(isinstance(self.linger_s, (int, float)) and not isinstance(self.linger_s, bool)
+              and 0 <= self.linger_s <= 10, "linger_s", self.linger_s, "between 0 and 10 seconds")
+        positive("queue_size", self.queue_size, integer=True)
 
 
-def check_positive(owner: str, field: str, value: Any, *, integer: bool = False) -> None:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not (value > 0 and math.isfinite(value)):
-        what = "an int" if integer else "a number"
-        raise ConfigError(f"{owner}.{field} must be {what} > 0, got {value!r}")
+@dataclass(frozen=True, kw_only=True)
+class HttpSinkConfig(SinkConfig):
+    """What the sinks that POST to a URL given literally or by reference share (webhook,
+    alertmanager): exactly one of ``url``/``url_env``/``url_file``, extra ``headers``,
+    ``timeout_s``, and ``link_base_url`` (the run's page in each alert)."""
+
+    url: str | None = None
+    url_env: str | None = None
+    url_file: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    link_base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_url_ref(self)
+        check_headers("headers", self.headers)
+        object.__setattr__(self, "headers", dict(self.headers))
+        positive("timeout_s", self.timeout_s)
+
+    def resolved_url(self, env: Mapping[str, str]) -> str:
+        """The literal URL, or the one its reference points at (checked: http or https)."""
+        url = self.url or resolve(f"sinks.{self.name}.url", self.url_env, self.url_file, env)
+        check_url(f"sinks.{self.name}.url (resolved)", url)
+        return url
 
 
-def check_url(owner: str, field: str, value: Any) -> None:
+class SinkBase:
+    """A sink's config and the five settings the delivery worker reads from it."""
+
+    def __init__(self, config: SinkConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.max_batch = config.max_batch
+        self.min_interval_s = config.min_interval_s
+        self.linger_s = config.linger_s
+        self.queue_size = config.queue_size
+
+
+def check_url(field: str, value: Any) -> None:
     """The value is never echoed: it may be a secret (issue 15)."""
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         shown = f"a {len(value)}-character string" if isinstance(value, str) else type(value).__name__
-        raise ConfigError(f"{owner}.{field} must be an http:// or https:// URL, got {shown} (not shown)")
+        raise ConfigError(f"{field} must be an http:// or https:// URL, got {shown} (not shown)")
+
+
+def check_url_ref(cfg: Any) -> None:
+    """Exactly one of ``url`` (literal, with no secret in it), ``url_env``, ``url_file``."""
+    require(sum(x is not None for x in (cfg.url, cfg.url_env, cfg.url_file)) == 1,
+            "url, url_env, url_file: set exactly one of url, url_env, url_file")
+    if cfg.url is not None:
+        check_url("url", cfg.url)
+        require(not literal_secret_url(cfg.url), "url carries a secret (credentials, a query or a Slack hook); "
+                "put it in the environment or a file: url_env or url_file")
+    check_ref("url", cfg.url_env, cfg.url_file, required=False)
 
 
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://[^\s\"'<>]+")
@@ -93,12 +162,11 @@ def secret_header(name: str) -> bool:
     return bool(_SECRET_HEADER.search(name))
 
 
-def check_headers(owner: str, headers: Any) -> None:
-    if not isinstance(headers, Mapping):
-        raise ConfigError(f"{owner}.headers must be a table of strings")
+def check_headers(field: str, headers: Any) -> None:
+    require(isinstance(headers, Mapping), f"{field} must be a table of strings")
     for key, value in headers.items():
-        if not isinstance(key, str) or not isinstance(value, str) or "\n" in key + value:
-            raise ConfigError(f"{owner}.headers.{key} must be a single-line string")
+        require(isinstance(key, str) and isinstance(value, str) and "\n" not in key + value,
+                f"{field}.{key} must be a single-line string")
 
 
 def run_link(base: str | None, run: str) -> str | None:

@@ -1,16 +1,14 @@
-"""The two exception types the sinks package raises.
+"""The exception types the sinks raise: ``SinkError`` and the package's one ``ConfigError``.
 
-``ConfigError`` is a ``ValueError`` whose message names the offending field (the
-daemon's config loader prefixes the dotted path). ``SinkError`` is what a sink's
-``send`` raises for an answer it did not like; ``sinks.retry.classify`` turns it
-(and connection errors, timeouts) into retry / don't-retry / disable.
+``ConfigError`` is ``wtwin.detect.errors.ConfigError`` (one class for detectors, sinks and
+daemon), re-exported here. ``SinkError`` is what a sink's ``send`` raises for an answer
+it did not like; ``sinks.retry.classify`` turns it (and connection errors, timeouts)
+into retry / don't-retry / disable.
 """
 
 from __future__ import annotations
 
-
-class ConfigError(ValueError):
-    """Invalid configuration; the message names the field."""
+from wtwin.detect.errors import ConfigError  # noqa: F401  (re-exported)
 
 
 class SinkError(Exception):

@@ -13,39 +13,27 @@ from typing import Mapping, Sequence
 import structlog
 
 from wtwin.detect.alert import Alert
-from .base import check_name, check_positive
-from .errors import ConfigError
+from wtwin.detect.errors import check
+from .base import SinkBase, SinkConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogConfig:
+class LogConfig(SinkConfig):
     """``[[sinks]] type = "log"``."""
 
-    type: str = field(default="log", init=False)  # the registry key, dumped back by --print-config
+    type: str = field(default="log", init=False)
     name: str = "log"
     event: str = "alert"
-    min_interval_s: float = 0.001
     max_batch: int = 100
-    queue_size: int = 10_000
 
     def __post_init__(self) -> None:
-        check_name("sinks.log", self.name)
-        owner = f"sinks.{self.name}"
-        if not isinstance(self.event, str) or not self.event:
-            raise ConfigError(f"{owner}.event must be a non-empty string")
-        check_positive(owner, "min_interval_s", self.min_interval_s)
-        check_positive(owner, "max_batch", self.max_batch, integer=True)
-        check_positive(owner, "queue_size", self.queue_size, integer=True)
+        super().__post_init__()
+        check(isinstance(self.event, str) and bool(self.event), "event", self.event, "a non-empty string")
 
 
-class LogSink:
+class LogSink(SinkBase):
     def __init__(self, config: LogConfig) -> None:
-        self.config = config
-        self.name = config.name
-        self.max_batch = config.max_batch
-        self.min_interval_s = config.min_interval_s
-        self.linger_s = 0.0
-        self.queue_size = config.queue_size
+        super().__init__(config)
         self._log = structlog.get_logger("wtwin.sinks.log")
 
     @classmethod

@@ -1,20 +1,22 @@
 """Sink registry: config ``type`` -> (config dataclass, sink class); module name = key.
 
-``parse_sink(table, where)`` turns one ``[[sinks]]`` TOML table into its frozen
-config (unknown keys rejected with their dotted path); ``build_sinks(configs, env)``
-resolves secret references against ``env`` (the daemon's config module passes the
-environment) and returns live sinks. With no ``[[sinks]]`` the log sink is the
-embedded default.
+``AnySinkConfig`` is the tagged union of the sink configs: the daemon's config loader
+(``wtwin.daemon.configload``, the one config walker) picks the class by a ``[[sinks]]``
+table's ``type``. ``check_sinks`` checks what no single sink can (unique names, routes
+that name known sinks); ``build_sinks(configs, env)`` resolves secret references
+against ``env`` (the daemon's config module passes the environment) and returns live
+sinks. With no ``[[sinks]]`` the log sink is the daemon's default.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence, Union
+
+from wtwin.detect.errors import check, positive
 
 from .alertmanager import AlertmanagerConfig, AlertmanagerSink
-from .base import Sink
+from .base import Sink, SinkConfig
 from .errors import ConfigError
 from .log import LogConfig, LogSink
 from .retry import RetryPolicy
@@ -28,7 +30,7 @@ SINK_TYPES: dict[str, tuple[type, type]] = {
     "slack": (SlackConfig, SlackSink),
     "webhook": (WebhookConfig, WebhookSink),
 }
-SinkConfig = Any  # one of the config classes in SINK_TYPES
+AnySinkConfig = Union[tuple(cfg for cfg, _ in SINK_TYPES.values())]  # tagged by ``type``
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,44 +42,15 @@ class DeliveryConfig:
     drain_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.intake_size, bool) or not isinstance(self.intake_size, int) or self.intake_size < 1:
-            raise ConfigError(f"intake_size: must be an int >= 1, got {self.intake_size!r}")
-        if not isinstance(self.drain_timeout_s, (int, float)) or self.drain_timeout_s < 0:
-            raise ConfigError(f"drain_timeout_s: must be >= 0 seconds, got {self.drain_timeout_s!r}")
+        positive("intake_size", self.intake_size, integer=True)
+        check(isinstance(self.drain_timeout_s, (int, float)) and not isinstance(self.drain_timeout_s, bool)
+              and self.drain_timeout_s >= 0, "drain_timeout_s", self.drain_timeout_s, ">= 0 seconds")
 
 
-def parse_sink(table: Mapping[str, Any], where: str = "sinks[0]") -> SinkConfig:
-    """One ``[[sinks]]`` table -> its frozen config; ConfigError names the key."""
-    if isinstance(table, SinkConfigTypes):
-        return table
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{where}: expected a table, got {type(table).__name__}")
-    kind = table.get("type")
-    if kind not in SINK_TYPES:
-        raise ConfigError(f"{where}.type: {kind!r} is not one of {sorted(SINK_TYPES)}")
-    cls = SINK_TYPES[kind][0]
-    known = {f.name for f in dataclasses.fields(cls) if f.init}
-    kwargs = {}
-    for key, value in table.items():
-        if key == "type":
-            continue
-        if key not in known:
-            raise ConfigError(f"{where}.{key}: unknown key (known keys here: {', '.join(sorted(known))})")
-        kwargs[key] = value
-    try:
-        return cls(**kwargs)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-SinkConfigTypes = tuple(cfg for cfg, _ in SINK_TYPES.values())
-
-
-def parse_sinks(tables: Sequence[Mapping[str, Any]], routes: Sequence[RouteConfig] = ()) -> tuple:
-    """All ``[[sinks]]`` (default: one log sink); checks names are unique and routes known."""
-    configs = tuple(parse_sink(t, f"sinks[{i}]") for i, t in enumerate(tables)) or (LogConfig(),)
+def check_sinks(configs: Sequence[SinkConfig], routes: Sequence[RouteConfig] = ()) -> None:
+    """At least one sink, names unique, and every route names configured sinks."""
+    if not configs:
+        raise ConfigError("sinks: at least one sink is needed (leave [[sinks]] out for the default log sink)")
     names = [c.name for c in configs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -86,15 +59,11 @@ def parse_sinks(tables: Sequence[Mapping[str, Any]], routes: Sequence[RouteConfi
         unknown = [s for s in route.sinks if s not in names]
         if unknown:
             raise ConfigError(f"routes[{i}].sinks: unknown sink {unknown[0]!r} (configured: {names})")
-    return configs
 
 
 def build_sinks(configs: Sequence[SinkConfig], env: Mapping[str, str]) -> list[Sink]:
     """Live sinks from configs; secret references resolved against ``env``."""
-    out = []
-    for cfg in configs:
-        sink_cls = next(s for c, s in SINK_TYPES.values() if isinstance(cfg, c))
-        out.append(sink_cls.build(cfg, env))
+    out = [SINK_TYPES[cfg.type][1].build(cfg, env) for cfg in configs]
     slack_urls: dict[str, str] = {}
     for sink in out:  # Slack's limit is 1 message/s per webhook; ours is per sink
         if isinstance(sink, SlackSink) and slack_urls.setdefault(sink._url, sink.name) != sink.name:

@@ -1,7 +1,11 @@
-"""Secrets by reference: ``*_env`` names an environment variable, ``*_file`` a file.
+"""The one secret resolver: ``<field>_env`` names an environment variable, ``<field>_file``
+a file. Used by the sinks (webhook URLs, signing secrets, headers), the HTTP token and the
+CURVE server key.
 
-Only the daemon's config module reads the process environment; it passes that
-mapping here. Secrets never live in the TOML itself.
+Secrets never live in the TOML itself, and only the daemon's config module reads the
+process environment: it passes that mapping here. An empty secret is an error, never a
+silent "no secret": an unset or empty variable, or an empty file, would otherwise turn
+signing or authentication off without a word.
 """
 
 from __future__ import annotations
@@ -9,37 +13,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from .errors import ConfigError
+from wtwin.detect.errors import ConfigError, require
 
 
-def check_ref(owner: str, field: str, env_name: str | None, file_path: str | None, *, required: bool) -> None:
+def check_ref(field: str, env_name: str | None, file_path: str | None, *, required: bool) -> None:
     """Validate an ``<field>_env`` / ``<field>_file`` pair at config time."""
-    if env_name is not None and file_path is not None:
-        raise ConfigError(f"{owner}: set only one of {field}_env and {field}_file")
-    if required and env_name is None and file_path is None:
-        raise ConfigError(f"{owner}: {field}_env or {field}_file is required")
+    require(env_name is None or file_path is None, f"{field}_env/{field}_file: set only one of {field}_env and {field}_file")
+    require(not required or env_name is not None or file_path is not None,
+            f"{field}_env or {field}_file is required")
     for name, value in ((f"{field}_env", env_name), (f"{field}_file", file_path)):
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ConfigError(f"{owner}: {name} must be a non-empty string")
+        require(value is None or (isinstance(value, str) and bool(value)), f"{name} must be a non-empty string")
 
 
-def resolve(field: str, env_name: str | None, file_path: str | None, env: Mapping[str, str]) -> str | None:
-    """Return the secret the reference points at (stripped), None when unset.
+def resolve(where: str, env_name: str | None, file_path: str | None, env: Mapping[str, str]) -> str | None:
+    """The secret the reference points at (stripped); None when neither is given.
 
-    Raises ConfigError naming the field when the variable is unset/empty or the
-    file is unreadable/empty.
+    ``where`` is the dotted name of the field without its suffix (``sinks.team.url``);
+    the ConfigError names ``<where>_env`` or ``<where>_file`` and what is wrong: the
+    variable is unset, or set but empty; the file is unreadable, or empty.
     """
-    if env_name is not None:
-        value = env.get(env_name, "").strip()
-        if not value:
-            raise ConfigError(f"{field}_env: environment variable {env_name} is unset or empty")
+    if env_name:
+        require(env_name in env, f"{where}_env: environment variable {env_name} is unset")
+        value = env[env_name].strip()
+        require(bool(value), f"{where}_env: environment variable {env_name} is empty; an empty secret is refused")
         return value
-    if file_path is not None:
+    if file_path:
         try:
             value = Path(file_path).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"{field}_file: cannot read {file_path}: {exc.strerror}") from None
-        if not value:
-            raise ConfigError(f"{field}_file: {file_path} is empty")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where}_file: cannot read {file_path}: {getattr(exc, 'strerror', None) or exc}") from None
+        require(bool(value), f"{where}_file: {file_path} is empty; an empty secret is refused")
         return value
     return None

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from wtwin.detect.alert import Alert
-from .base import HttpClient, check_name, check_positive, check_url, raise_for_status, run_link
-from .errors import ConfigError, SinkError
+from wtwin.detect.errors import positive, require
+from .base import HttpClient, SinkBase, SinkConfig, check_url, raise_for_status, run_link
+from .errors import SinkError
 from .secrets import check_ref, resolve
 
 MAX_BATCH_LIMIT = 24  # 2 blocks per alert + header stays under Slack's 50 blocks
@@ -24,11 +25,10 @@ _EMOJI = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SlackConfig:
+class SlackConfig(SinkConfig):
     """``[[sinks]] type = "slack"``; the webhook URL is a secret, by reference only."""
 
-    type: str = field(default="slack", init=False)  # the registry key, dumped back by --print-config
-    name: str
+    type: str = field(default="slack", init=False)
     url_env: str | None = None
     url_file: str | None = None
     link_base_url: str | None = None
@@ -36,22 +36,14 @@ class SlackConfig:
     min_interval_s: float = 1.0
     linger_s: float = 0.1
     max_batch: int = 20
-    queue_size: int = 10_000
 
     def __post_init__(self) -> None:
-        check_name("sinks.slack", self.name)
-        owner = f"sinks.{self.name}"
-        check_ref(owner, "url", self.url_env, self.url_file, required=True)
+        super().__post_init__()
+        check_ref("url", self.url_env, self.url_file, required=True)
         if self.link_base_url is not None:
-            check_url(owner, "link_base_url", self.link_base_url)
-        check_positive(owner, "timeout_s", self.timeout_s)
-        check_positive(owner, "min_interval_s", self.min_interval_s)
-        if isinstance(self.linger_s, bool) or not isinstance(self.linger_s, (int, float)) or not 0 <= self.linger_s <= 10:
-            raise ConfigError(f"{owner}.linger_s must be between 0 and 10 seconds, got {self.linger_s!r}")
-        check_positive(owner, "queue_size", self.queue_size, integer=True)
-        check_positive(owner, "max_batch", self.max_batch, integer=True)
-        if self.max_batch > MAX_BATCH_LIMIT:
-            raise ConfigError(f"{owner}.max_batch must be <= {MAX_BATCH_LIMIT}, got {self.max_batch}")
+            check_url("link_base_url", self.link_base_url)
+        positive("timeout_s", self.timeout_s)
+        require(self.max_batch <= MAX_BATCH_LIMIT, f"max_batch must be <= {MAX_BATCH_LIMIT}, got {self.max_batch}")
 
 
 def _esc(text: str) -> str:
@@ -115,23 +107,18 @@ def render(alerts: Sequence[Alert], link_base_url: str | None = None) -> dict[st
     return {"text": text, "blocks": blocks[:-1]}
 
 
-class SlackSink:
+class SlackSink(SinkBase):
     """Posts to one incoming webhook; never retries (the delivery worker does)."""
 
     def __init__(self, config: SlackConfig, url: str) -> None:
-        self.config = config
-        self.name = config.name
-        self.max_batch = config.max_batch
-        self.min_interval_s = config.min_interval_s
-        self.linger_s = config.linger_s
-        self.queue_size = config.queue_size
+        super().__init__(config)
         self._url = url
         self._http = HttpClient(config.timeout_s)
 
     @classmethod
     def build(cls, config: SlackConfig, env: Mapping[str, str]) -> "SlackSink":
         url = resolve(f"sinks.{config.name}.url", config.url_env, config.url_file, env)
-        check_url(f"sinks.{config.name}", "url (resolved)", url)
+        check_url(f"sinks.{config.name}.url (resolved)", url)
         return cls(config, url)
 
     async def send(self, alerts: Sequence[Alert]) -> None:

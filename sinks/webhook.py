@@ -23,8 +23,7 @@ from typing import Any, Mapping, Sequence
 from standardwebhooks.webhooks import Webhook
 
 from wtwin.detect.alert import Alert
-from .base import (HttpClient, check_headers, check_name, check_positive, check_url, literal_secret_url,
-                   raise_for_status, run_link, secret_header)
+from .base import HttpClient, HttpSinkConfig, SinkBase, check_headers, check_url, raise_for_status, run_link, secret_header
 from .errors import ConfigError
 from .secrets import check_ref, resolve
 
@@ -44,56 +43,30 @@ ALERTNAMES = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class WebhookConfig:
+class WebhookConfig(HttpSinkConfig):
     """``[[sinks]] type = "webhook"``. The URL may be literal or a reference."""
 
-    type: str = field(default="webhook", init=False)  # the registry key, dumped back by --print-config
-    name: str
-    url: str | None = None
-    url_env: str | None = None
-    url_file: str | None = None
+    type: str = field(default="webhook", init=False)
     secret_env: str | None = None
     secret_file: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
     headers_env: Mapping[str, str] = field(default_factory=dict)  # header name -> variable
-    timeout_s: float = 10.0
     healthcheck_url: str | None = None
     external_url: str = ""
-    link_base_url: str | None = None
-    min_interval_s: float = 0.001
-    max_batch: int = 1
-    queue_size: int = 10_000
 
     def __post_init__(self) -> None:
-        check_name("sinks.webhook", self.name)
-        owner = f"sinks.{self.name}"
-        refs = sum(x is not None for x in (self.url, self.url_env, self.url_file))
-        if refs != 1:
-            raise ConfigError(f"{owner}: set exactly one of url, url_env, url_file")
-        if self.url is not None:
-            check_url(owner, "url", self.url)
-            if literal_secret_url(self.url):
-                raise ConfigError(f"{owner}.url carries a secret (credentials, a query or a Slack hook); "
-                                  "put it in the environment or a file: url_env or url_file")
-        check_ref(owner, "url", self.url_env, self.url_file, required=False)
-        check_ref(owner, "secret", self.secret_env, self.secret_file, required=False)
-        check_headers(owner, self.headers)
-        check_headers(owner, self.headers_env)
+        super().__post_init__()
+        check_ref("secret", self.secret_env, self.secret_file, required=False)
+        check_headers("headers_env", self.headers_env)
         secret = sorted(k for k in self.headers if secret_header(k))
         if secret:
-            raise ConfigError(f"{owner}.headers.{secret[0]} looks like a secret; give it by reference: "
+            raise ConfigError(f"headers.{secret[0]} looks like a secret; give it by reference: "
                               f"headers_env = {{{secret[0]} = \"VARIABLE\"}}")
         bad = sorted(k for k in {**self.headers, **self.headers_env} if k.lower() in RESERVED_HEADERS)
         if bad:
-            raise ConfigError(f"{owner}.headers.{bad[0]} is set by the sink and cannot be overridden")
-        object.__setattr__(self, "headers", dict(self.headers))
+            raise ConfigError(f"headers.{bad[0]} is set by the sink and cannot be overridden")
         object.__setattr__(self, "headers_env", dict(self.headers_env))
         if self.healthcheck_url is not None:
-            check_url(owner, "healthcheck_url", self.healthcheck_url)
-        for name in ("timeout_s", "min_interval_s"):
-            check_positive(owner, name, getattr(self, name))
-        for name in ("max_batch", "queue_size"):
-            check_positive(owner, name, getattr(self, name), integer=True)
+            check_url("healthcheck_url", self.healthcheck_url)
 
 
 def rfc3339(ts: float) -> str:
@@ -178,16 +151,11 @@ def message_id(alerts: Sequence[Alert]) -> str:
     return "wtw_" + hashlib.sha256("\x00".join(a.idempotency_key for a in alerts).encode()).hexdigest()[:24]
 
 
-class WebhookSink:
+class WebhookSink(SinkBase):
     """POSTs one signed Alertmanager-shaped document per message."""
 
     def __init__(self, config: WebhookConfig, url: str, key: bytes | None) -> None:
-        self.config = config
-        self.name = config.name
-        self.max_batch = config.max_batch
-        self.min_interval_s = config.min_interval_s
-        self.linger_s = 0.0
-        self.queue_size = config.queue_size
+        super().__init__(config)
         self._url = url
         self._key = key
         self._headers = dict(config.headers)  # plus headers_env, resolved in ``build``
@@ -196,8 +164,7 @@ class WebhookSink:
     @classmethod
     def build(cls, config: WebhookConfig, env: Mapping[str, str]) -> "WebhookSink":
         owner = f"sinks.{config.name}"
-        url = config.url or resolve(f"{owner}.url", config.url_env, config.url_file, env)
-        check_url(owner, "url (resolved)", url)
+        url = config.resolved_url(env)
         secret = resolve(f"{owner}.secret", config.secret_env, config.secret_file, env)
         try:
             key = signing_key(secret) if secret is not None else None

@@ -26,6 +26,22 @@ def keygen(directory, name) -> tuple[str, str]:
     return str(directory / f"{name}.key"), str(directory / f"{name}.key_secret")
 
 
+def curve_keys(tmp_path, allowed: tuple[str, ...], strangers: tuple[str, ...] = ()) -> tuple[dict, str, dict]:
+    """A server key pair and one per client (``allowed`` ones on the allow-list): the daemon's
+    environment, the server's public key file and each client's secret key file."""
+    keys, allow_dir = tmp_path / "keys", tmp_path / "allowed"
+    for folder in (keys, allow_dir, tmp_path / "d"):
+        folder.mkdir()
+    srv_pub, srv_sec = keygen(keys, "server")
+    secret = {}
+    for name in allowed + strangers:
+        pub, secret[name] = keygen(keys, name)
+        if name in allowed:
+            os.rename(pub, allow_dir / f"{name}.key")
+    env = {"WTWIND_CURVE__SERVER_KEY_FILE": srv_sec, "WTWIND_CURVE__ALLOWED_CLIENTS_DIR": str(allow_dir)}
+    return env, srv_pub, secret
+
+
 def client(endpoint, run, secret_file, server_public_file) -> Emitter:
     pub, sec = zmq.auth.load_certificate(secret_file)
     server = zmq.auth.load_certificate(server_public_file)[0]
@@ -46,18 +62,10 @@ class TestKeys:
 class TestCurveDaemon:
     def test_allowed_client_gets_in_unknown_and_plain_ones_are_refused(self, tmp_path):
         """Only allow-listed public keys are served; refusals are counted."""
-        keys, allowed = tmp_path / "keys", tmp_path / "allowed"
-        keys.mkdir()
-        allowed.mkdir()
-        srv_pub, srv_sec = keygen(keys, "server")
-        good_pub, good_sec = keygen(keys, "good")
-        _, bad_sec = keygen(keys, "stranger")
-        os.rename(good_pub, allowed / "good.key")
-        (tmp_path / "d").mkdir()
-        env = {"WTWIND_CURVE__SERVER_KEY_FILE": srv_sec, "WTWIND_CURVE__ALLOWED_CLIENTS_DIR": str(allowed)}
+        env, srv_pub, secret = curve_keys(tmp_path, ("good",), ("stranger",))
         with Daemon(extra_env=env, tmpdir=str(tmp_path / "d")) as d:
-            good = client(d.tcp, "trusted", good_sec, srv_pub)
-            bad = client(d.tcp, "intruder", bad_sec, srv_pub)
+            good = client(d.tcp, "trusted", secret["good"], srv_pub)
+            bad = client(d.tcp, "intruder", secret["stranger"], srv_pub)
             plain = Emitter(d.tcp, run="plaintext", heartbeat_s=3600)
             for step in range(1, 21):
                 for e in (good, bad, plain):

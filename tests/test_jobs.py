@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import multiprocessing.connection
+import os
 import time
 
 import pytest
@@ -193,8 +194,10 @@ def _slow_then_run(delay, spec):
 
 
 def _slow_then_run_sleepy(spec):
+    """A job that overruns any timeout when it wants "sleep"; else the real job."""
     if "sleep" in spec["want"]:
-        return worker.sleep_job({"seconds": 120})
+        time.sleep(120)
+        return {"outcome": "ok", "reason": "", "error": "", "duration_s": 120.0}
     return worker.run_job(spec)
 
 
@@ -212,6 +215,8 @@ def _marker_job(spec):
 
 
 def _crash_or_run(spec):
+    """Kills its worker process outright when it wants "crash" (what a segfaulting BLAS looks
+    like to the pool); else the real job."""
     if "crash" in spec["want"]:
-        worker.crash_worker({"code": 7})
+        os._exit(7)
     return worker.run_job(spec)

@@ -18,7 +18,7 @@ import zmq
 import zmq.auth
 
 from helpers import Daemon, http_get, wait_for
-from test_curve import client as curve_client, keygen
+from test_curve import client as curve_client, curve_keys
 from wtwin.emitters import connect, run_secret, wire
 from wtwin.emitters.emitter import Emitter
 
@@ -132,16 +132,8 @@ class TestRunsBelongToTheirTrainer:
 
 class TestCurvePrincipal:
     def test_client_key_is_the_principal(self, tmp_path):
-        keys, allowed = tmp_path / "keys", tmp_path / "allowed"
-        keys.mkdir()
-        allowed.mkdir()
-        srv_pub, srv_sec = keygen(keys, "server")
-        a_pub, a_sec = keygen(keys, "alice")
-        b_pub, b_sec = keygen(keys, "bob")
-        os.rename(a_pub, allowed / "alice.key")
-        os.rename(b_pub, allowed / "bob.key")
-        (tmp_path / "d").mkdir()
-        env = {"WTWIND_CURVE__SERVER_KEY_FILE": srv_sec, "WTWIND_CURVE__ALLOWED_CLIENTS_DIR": str(allowed)}
+        env, srv_pub, secret = curve_keys(tmp_path, ("alice", "bob"))
+        a_sec, b_sec = secret["alice"], secret["bob"]
         with Daemon(extra_env=env, tmpdir=str(tmp_path / "d")) as d:
             alice = curve_client(d.tcp, "alices", a_sec, srv_pub)
             alice.loss(1, 2.0)

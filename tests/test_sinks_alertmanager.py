@@ -16,7 +16,8 @@ from wtwin.emitters import connect
 from wtwin.detect.alert import Alert
 from wtwin.sinks.alertmanager import AlertmanagerConfig, AlertmanagerSink, postable
 from wtwin.sinks.errors import ConfigError, SinkError
-from wtwin.sinks.registry import parse_sink
+from wtwin.daemon.config import DaemonConfig
+from wtwin.daemon.configload import build
 from wtwin.sinks.testing import Recorder, Reply, ThreadedRecorder
 
 T0 = 1_700_000_000.0
@@ -43,6 +44,11 @@ class TestPostable:
         assert resolved["endsAt"] == "2023-11-14T22:13:50.000Z" and "generatorURL" not in resolved
 
 
+def parse_sink(table):
+    """One [[sinks]] table through the config walker, as wtwind loads it."""
+    return build(DaemonConfig, {"sinks": [table]}).sinks[0]
+
+
 class TestConfig:
     def test_parsed_from_toml_table(self):
         cfg = parse_sink({"type": "alertmanager", "name": "am", "url": "http://127.0.0.1:9093"})
@@ -54,6 +60,7 @@ class TestConfig:
         ({"name": "am", "url": "http://x", "headers": {"Authorization": "Bearer t"}}, "authorization_env"),
         ({"name": "am", "url": "http://x", "firing_ttl_s": 0}, "firing_ttl_s"),
         ({"name": "am", "url": "http://x", "bogus": 1}, "unknown key"),
+        ({"name": "am", "url": "http://user:pw@x"}, "url_env or url_file"),  # as the webhook: no literal secret
     ])
     def test_bad_config_names_the_key(self, table, msg):
         with pytest.raises(ConfigError, match=msg):

@@ -15,10 +15,9 @@ from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.log import LogConfig, LogSink
 from wtwin.sinks.metrics import DeliveryCollector
 from wtwin.sinks.outbox import MemoryOutbox
-from wtwin.sinks.registry import DeliveryConfig, build_sinks, parse_sink, parse_sinks
+from wtwin.sinks.registry import DeliveryConfig
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.routing import RouteConfig
-from wtwin.sinks.slack import SlackConfig
 from wtwin.sinks.testing import Recorder, Reply
 from wtwin.sinks.webhook import WebhookConfig, WebhookSink
 
@@ -324,49 +323,7 @@ class TestMetrics:
         assert get("wtwind_alerts_dropped_total") == 0
 
 
-class TestRegistry:
-    def test_parse_by_type(self):
-        """type selects the config class; the rest are its fields."""
-        cfg = parse_sink({"type": "slack", "name": "team", "url_env": "U", "link_base_url": "https://x"})
-        assert isinstance(cfg, SlackConfig) and cfg.link_base_url == "https://x"
-
-    def test_unknown_key_names_path(self):
-        """An unknown key is reported with its dotted path."""
-        with pytest.raises(ConfigError, match=r"sinks\[1\]\.colour: unknown key"):
-            parse_sinks([{"type": "log"}, {"type": "webhook", "name": "h", "url": "http://x", "colour": "red"}])
-
-    def test_unknown_type(self):
-        """A missing or unknown type lists the known ones."""
-        with pytest.raises(ConfigError, match=r"sinks\[0\]\.type: 'pager' is not one of \['alertmanager', 'log', 'slack', 'webhook'\]"):
-            parse_sink({"type": "pager"})
-
-    def test_field_errors_prefixed(self):
-        """A field error carries the sink's position."""
-        with pytest.raises(ConfigError, match=r"sinks\[0\]: sinks.h.timeout_s must be a number > 0"):
-            parse_sinks([{"type": "webhook", "name": "h", "url": "http://x", "timeout_s": 0}])
-
-    def test_defaults_and_uniqueness(self):
-        """No sinks: the log sink; duplicate names and unknown route sinks are errors."""
-        assert parse_sinks([]) == (LogConfig(),)
-        with pytest.raises(ConfigError, match="used more than once"):
-            parse_sinks([{"type": "log"}, {"type": "log"}])
-        with pytest.raises(ConfigError, match=r"routes\[0\]\.sinks: unknown sink 'pager'"):
-            parse_sinks([{"type": "log"}], [RouteConfig(sinks=("pager",))])
-
-    def test_build_resolves_references(self):
-        """build_sinks resolves secrets from the given mapping, not the process environment."""
-        (sink,) = build_sinks(parse_sinks([{"type": "slack", "name": "t", "url_env": "MY_URL"}]),
-                              {"MY_URL": "https://hooks.example/x"})
-        assert sink.name == "t" and sink._url == "https://hooks.example/x"
-
-    def test_one_sink_per_slack_webhook(self):
-        """Two Slack sinks on one webhook URL would double its rate: rejected."""
-        configs = parse_sinks([{"type": "slack", "name": "a", "url_env": "U"},
-                               {"type": "slack", "name": "b", "url_env": "V"}])
-        with pytest.raises(ConfigError, match="sinks.b: same webhook URL as sinks.a"):
-            build_sinks(configs, {"U": "https://hooks.example/x", "V": "https://hooks.example/x"})
-        assert len(build_sinks(configs, {"U": "https://hooks.example/x", "V": "https://hooks.example/y"})) == 2
-
+class TestDeliveryConfig:
     def test_delivery_config_validates(self):
         """DeliveryConfig checks its own fields."""
         with pytest.raises(ConfigError, match="intake_size"):

@@ -28,16 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
+from ..errors import require
 
 ENGINES = ("fast", "weightwatcher")
 EXECUTORS = ("process", "dask")
 ERG_MODES = ("enforce", "preserve", "off")
-
-
-def _require(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ConfigError(msg)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,10 +45,10 @@ class ProjectionConfig:
     erg: str = "preserve"
 
     def __post_init__(self) -> None:
-        _require(0 < self.q <= 10, f"q: {self.q} must be in (0, 10]")
-        _require(self.eta > 0, f"eta: {self.eta} must be > 0")
-        _require(0 <= self.beta <= 1, f"beta: {self.beta} must be in [0, 1]")
-        _require(self.erg in ERG_MODES, f"erg: {self.erg!r} is not one of {ERG_MODES}")
+        require(0 < self.q <= 10, f"q: {self.q} must be in (0, 10]")
+        require(self.eta > 0, f"eta: {self.eta} must be > 0")
+        require(0 <= self.beta <= 1, f"beta: {self.beta} must be in [0, 1]")
+        require(self.erg in ERG_MODES, f"erg: {self.erg!r} is not one of {ERG_MODES}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,21 +72,21 @@ class JobsConfig:
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
 
     def __post_init__(self) -> None:
-        _require(self.engine in ENGINES, f"engine: {self.engine!r} is not one of {ENGINES}")
-        _require(self.executor in EXECUTORS, f"executor: {self.executor!r} is not one of {EXECUTORS}")
-        _require(self.executor != "dask" or bool(self.dask_address),
-                 "dask_address: required when executor = \"dask\" (e.g. tcp://scheduler:8786)")
-        _require(1 <= self.workers <= 256, f"workers: {self.workers} must be in 1..256")
-        _require(1 <= self.threads_per_worker <= 256, f"threads_per_worker: {self.threads_per_worker} must be in 1..256")
-        _require(1 <= self.queue_size <= 100_000, f"queue_size: {self.queue_size} must be in 1..100000")
-        _require(self.timeout_s > 0, f"timeout_s: {self.timeout_s} must be > 0 seconds")
-        _require(self.max_checkpoint_bytes > 0, "max_checkpoint_bytes: must be > 0")
+        require(self.engine in ENGINES, f"engine: {self.engine!r} is not one of {ENGINES}")
+        require(self.executor in EXECUTORS, f"executor: {self.executor!r} is not one of {EXECUTORS}")
+        require(self.executor != "dask" or bool(self.dask_address),
+                "dask_address: required when executor = \"dask\" (e.g. tcp://scheduler:8786)")
+        require(1 <= self.workers <= 256, f"workers: {self.workers} must be in 1..256")
+        require(1 <= self.threads_per_worker <= 256, f"threads_per_worker: {self.threads_per_worker} must be in 1..256")
+        require(1 <= self.queue_size <= 100_000, f"queue_size: {self.queue_size} must be in 1..100000")
+        require(self.timeout_s > 0, f"timeout_s: {self.timeout_s} must be > 0 seconds")
+        require(self.max_checkpoint_bytes > 0, "max_checkpoint_bytes: must be > 0")
         for root in self.checkpoint_roots:
-            _require(root.startswith("/"), f"checkpoint_roots: {root!r} must be an absolute path")
-        _require(self.worker_memory_bytes >= 1 << 30, "worker_memory_bytes: must be >= 1 GiB")
-        _require(0 <= self.max_layers_exported <= 10_000, "max_layers_exported: must be in 0..10000")
-        _require(0 < self.alpha_min < self.alpha_max,
-                 f"alpha_min/alpha_max: need 0 < alpha_min < alpha_max, got {self.alpha_min}, {self.alpha_max}")
-        _require(self.trend_checkpoints >= 2, "trend_checkpoints: must be >= 2")
-        _require(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-                 f"device: {self.device!r} is not auto, cpu, cuda or cuda:N")
+            require(root.startswith("/"), f"checkpoint_roots: {root!r} must be an absolute path")
+        require(self.worker_memory_bytes >= 1 << 30, "worker_memory_bytes: must be >= 1 GiB")
+        require(0 <= self.max_layers_exported <= 10_000, "max_layers_exported: must be in 0..10000")
+        require(0 < self.alpha_min < self.alpha_max,
+                f"alpha_min/alpha_max: need 0 < alpha_min < alpha_max, got {self.alpha_min}, {self.alpha_max}")
+        require(self.trend_checkpoints >= 2, "trend_checkpoints: must be >= 2")
+        require(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+                f"device: {self.device!r} is not auto, cpu, cuda or cuda:N")

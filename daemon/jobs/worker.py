@@ -117,20 +117,5 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
 
 def ping(seconds: float = 0.0) -> int:
     """Warm-up no-op: holding a worker a moment makes the pool start the next one."""
-    import os
-
     time.sleep(seconds)
     return os.getpid()
-
-
-def crash_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Kill the worker process outright (tests: what a segfaulting BLAS looks like)."""
-    import os
-
-    os._exit(int(spec.get("code", 3)))
-
-
-def sleep_job(spec: dict[str, Any]) -> dict[str, Any]:
-    """Sleep ``seconds`` and succeed (tests: a job that overruns its timeout)."""
-    time.sleep(float(spec.get("seconds", 60)))
-    return {"outcome": "ok", "reason": "", "error": "", "duration_s": float(spec.get("seconds", 60))}

@@ -34,7 +34,7 @@ def add_commands(p: argparse.ArgumentParser) -> None:
 
 
 def run_keys(args) -> int:
-    from ..curve import generate_keys
+    from ..zmq_auth import generate_keys
 
     try:
         public, secret = generate_keys(args.dir, args.name)

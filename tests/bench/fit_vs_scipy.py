@@ -38,38 +38,59 @@ def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=Non
     return res.x
 
 
-def problems() -> list:
+def drive(rng: random.Random, powers, taus, n_power: int, n_finetune: int, n_cosine: int) -> None:
+    """Seeded synthetic runs through the forecast detectors: power laws ``(c, a, b, noise)``,
+    exponential fine-tuning curves (time constants ``taus``), one cosine-LR run."""
+    for c, a, b, sig in powers:
+        det = forecast.ForecastDetector()
+        for t in range(1, n_power + 1):
+            det.update(t, c + a * t ** -b + rng.gauss(0, sig))
+    for tau in taus:
+        det = forecast.FinetuningDetector()
+        for t in range(1, n_finetune + 1):
+            det.update(t, 0.5 + 2 * math.exp(-t / tau) + rng.gauss(0, 0.02))
+    det = forecast.ForecastDetector()
+    for t in range(1, n_cosine + 1):
+        lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * t / n_cosine))
+        det.update(t, 2.5 + 6 * (t * 3e-4) ** -0.3 + rng.gauss(0, 0.04), lr)
+
+
+def captured_refits(run, fit_with=None) -> list:
+    """The ``laws.fit`` calls (args, kwargs) the detectors make during ``run()``; each is
+    answered by ``fit_with(fit, *args, **kwargs)`` (default: ``laws.fit`` itself)."""
     captured, fit = [], laws.fit
 
     def capture(*a, **k):
         captured.append((a, k))
-        return scipy_ref(*a, **k)
+        return fit_with(fit, *a, **k) if fit_with is not None else fit(*a, **k)
 
-    def scipy_ref(law, X, y, n, scale, p_prev=None, *rest):   # the detector runs on the reference
+    laws.fit = capture
+    try:
+        run()
+    finally:
+        laws.fit = fit
+    return captured
+
+
+def cost_ratio(args: tuple, ours, ref) -> float:
+    """Soft-L1 cost of our parameters over scipy's, on the problem ``args`` of a refit."""
+    law, X, y, n, scale = args[:5]
+
+    def cost(p):
+        r = np.sqrt(n) * (laws.evaluate(law, X, p) - y) / scale
+        return float(np.sum(np.sqrt(1 + r * r) - 1))
+    return cost(ours) / cost(ref)
+
+
+def problems() -> list:
+    def scipy_ref(fit, law, X, y, n, scale, p_prev=None, *rest):   # the detector runs on the reference
         p = scipy_fit(law, X, y, n, scale, p_prev, *rest)
         if p is None:
             return fit(law, X, y, n, scale, p_prev, *rest)
         return fit(law, X, y, n, scale, p.tolist())   # covariance etc. around that optimum
 
-    laws.fit = capture
-    try:
-        rng = random.Random(0)
-        for c, a, b, sig in [(2.6, 9, 0.35, 0.05), (3.0, 8, 0.4, 0.03), (1.0, 5, 0.6, 0.1),
-                             (0.1, 2, 0.2, 0.01), (2.0, 3, 0.5, 0.2)]:
-            det = forecast.ForecastDetector()
-            for t in range(1, 60001):
-                det.update(t, c + a * t ** -b + rng.gauss(0, sig))
-        for i in range(2):
-            det = forecast.FinetuningDetector()
-            for t in range(1, 5001):
-                det.update(t, 0.5 + 2 * math.exp(-t / (800 * (i + 1))) + rng.gauss(0, 0.02))
-        det = forecast.ForecastDetector()
-        for t in range(1, 20001):
-            lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * t / 20000))
-            det.update(t, 2.5 + 6 * (t * 3e-4) ** -0.3 + rng.gauss(0, 0.04), lr)
-    finally:
-        laws.fit = fit
-    return captured
+    powers = [(2.6, 9, 0.35, 0.05), (3.0, 8, 0.4, 0.03), (1.0, 5, 0.6, 0.1), (0.1, 2, 0.2, 0.01), (2.0, 3, 0.5, 0.2)]
+    return captured_refits(lambda: drive(random.Random(0), powers, (800, 1600), 60000, 5000, 20000), scipy_ref)
 
 
 def main() -> int:
@@ -77,7 +98,6 @@ def main() -> int:
     ratios, t_np, t_sp = [], 0.0, 0.0
     for rep in range(2):                       # interleaved: ours, theirs, per problem
         for a, k in probs:
-            law, X, y, n, scale = a[:5]
             c0 = time.process_time()
             ours = laws.fit(*a, **k)
             c1 = time.process_time()
@@ -86,11 +106,7 @@ def main() -> int:
             t_np, t_sp = t_np + (c1 - c0), t_sp + (c2 - c1)
             if rep or ours is None or ref is None:
                 continue
-
-            def cost(p):
-                r = np.sqrt(n) * (laws.evaluate(law, X, p) - y) / scale
-                return float(np.sum(np.sqrt(1 + r * r) - 1))
-            ratios.append(cost(ours[0]) / cost(ref))
+            ratios.append(cost_ratio(a, ours[0], ref))
     r = np.array(ratios)
     m = 2 * len(probs)
     print(f"{platform.machine()}, load {__import__('os').getloadavg()[0]:.1f}, "

@@ -1,32 +1,64 @@
-"""CURVE encryption and client authentication for the ROUTER socket (ZeroMQ ZAP).
+"""ZeroMQ CURVE for the ROUTER socket: the ``[curve]`` config, encryption and client
+authentication (ZAP).
 
 The server's key pair comes from a ``zmq.auth`` secret certificate file or from an
 environment variable holding the Z85 secret key (never from the TOML). Clients are
 allowed by public key; a ZAP handler (pyzmq's ``ThreadAuthenticator``) refuses every
 other key during the handshake, so an unknown client's frames never reach the
 daemon, and each refusal is counted. Logs show only public keys, never secrets.
+``zmq.auth`` is imported only when CURVE is used (loading the config does not).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import structlog
 import zmq
-import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
-from .errors import ConfigError
+from .errors import ConfigError, require
 from .logsetup import RateLimited
-from .store.config import CurveConfig
 
 log = structlog.get_logger("wtwind.curve")
 
 
+@dataclass(frozen=True, kw_only=True)
+class CurveConfig:
+    """``[curve]``: CURVE for the ROUTER socket; on when a server secret key is configured.
+
+    ``server_key_file`` is a ``zmq.auth`` secret certificate (``wtwind keys generate``
+    writes one, mode 0600) or ``server_key_env`` names a variable holding the Z85
+    secret key. Clients are allowed by public key: ``allowed_clients`` (Z85 strings;
+    public keys are not secrets) and/or every ``*.key`` certificate in
+    ``allowed_clients_dir``. ZeroMQ security is per socket, so with CURVE on every
+    endpoint (ipc included) requires it.
+    """
+
+    server_key_file: str | None = None
+    server_key_env: str | None = None
+    allowed_clients: tuple[str, ...] = ()
+    allowed_clients_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        require(not (self.server_key_file and self.server_key_env),
+                "server_key_file/server_key_env: set only one")
+        for key in self.allowed_clients:
+            require(len(key) == 40, f"allowed_clients: {key[:8]}... is not a 40-char Z85 public key")
+        require(not self.enabled or bool(self.allowed_clients or self.allowed_clients_dir),
+                "allowed_clients/allowed_clients_dir: CURVE needs an allow-list of client keys")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.server_key_file or self.server_key_env)
+
+
 def generate_keys(directory: str, name: str = "wtwind") -> tuple[str, str]:
     """Write ``NAME.key`` (public) and ``NAME.key_secret``, both mode 0600."""
+    import zmq.auth
+
     Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
     old = os.umask(0o077)  # no window in which the secret is readable by others
     try:
@@ -40,6 +72,8 @@ def generate_keys(directory: str, name: str = "wtwind") -> tuple[str, str]:
 
 def server_keys(cfg: CurveConfig, environ: Mapping[str, str] | None = None) -> tuple[bytes, bytes]:
     """(public, secret) of the server, from the key file or the named variable."""
+    import zmq.auth
+
     if cfg.server_key_file:
         try:
             public, secret = zmq.auth.load_certificate(cfg.server_key_file)
@@ -51,15 +85,15 @@ def server_keys(cfg: CurveConfig, environ: Mapping[str, str] | None = None) -> t
         return public, secret
     from .config import resolve_secret  # the config module is the one reader of the environment
 
-    secret_txt = (resolve_secret("curve.server_key_env", env=cfg.server_key_env, file=None,
-                                 environ=environ) or "").strip()
-    if len(secret_txt) != 40:
-        raise ConfigError(f"curve.server_key_env: {cfg.server_key_env} is unset or not a 40-char Z85 key")
+    secret_txt = resolve_secret("curve.server_key", env=cfg.server_key_env, file=None, environ=environ) or ""
+    require(len(secret_txt) == 40, f"curve.server_key_env: {cfg.server_key_env} is not a 40-char Z85 key")
     secret = secret_txt.encode()
     return zmq.curve_public(secret), secret
 
 
 def allowed_keys(cfg: CurveConfig) -> set[bytes]:
+    import zmq.auth
+
     keys = {k.encode() for k in cfg.allowed_clients}
     if cfg.allowed_clients_dir:
         folder = Path(cfg.allowed_clients_dir)
@@ -81,7 +115,7 @@ class CurveGuard:
         self.allowed = allowed_keys(cfg)
         self.refused = 0
         self.accepted = 0
-        self._auth: ThreadAuthenticator | None = None
+        self._auth = None  # the ThreadAuthenticator, once started
         self._log = RateLimited(log)
 
     def callback(self, domain: str, key: bytes) -> bool:  # runs on the ZAP thread
@@ -93,6 +127,8 @@ class CurveGuard:
         return False
 
     def start(self, sock: zmq.Socket, ctx: zmq.Context) -> None:
+        from zmq.auth.thread import ThreadAuthenticator
+
         self._auth = ThreadAuthenticator(ctx)
         self._auth.start()
         self._auth.configure_curve_callback(domain="*", credentials_provider=self)
