@@ -39,7 +39,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from .errors import ConfigError, SinkError
+from wtwin.detect.errors import check, positive, require
+
+from .errors import SinkError
 
 RETRY = "retry"
 PERMANENT = "permanent"
@@ -111,14 +113,12 @@ class RetryPolicy:
     max_retry_after_s: float = 300.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ConfigError(f"retry.max_attempts must be an int >= 1, got {self.max_attempts!r}")
+        check(isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
+              and self.max_attempts >= 1, "retry.max_attempts", self.max_attempts, "an int >= 1")
         for name in ("base_s", "cap_s", "max_retry_after_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigError(f"retry.{name} must be a number > 0, got {value!r}")
-        if self.cap_s < self.base_s:
-            raise ConfigError(f"retry.cap_s ({self.cap_s}) must be >= retry.base_s ({self.base_s})")
+            positive(f"retry.{name}", getattr(self, name))
+        require(self.cap_s >= self.base_s,
+                f"retry.cap_s ({self.cap_s}) must be >= retry.base_s ({self.base_s})")
 
     def backoff(self, attempts: int, rng: random.Random | None = None) -> float:
         """Full jitter: uniform(0, min(cap, base * 2**(attempts-1)))."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from wtwin.detect.alert import KINDS, SEVERITIES, Alert
-from .errors import ConfigError
+from wtwin.detect.errors import check, require
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,20 +48,18 @@ class RouteConfig:
     def __post_init__(self) -> None:
         for name in ("sinks", "kinds", "severities"):
             value = getattr(self, name)
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"routes.{name} must be a list of strings, got {value!r}")
+            check(not isinstance(value, str) and all(isinstance(v, str) for v in value),
+                  f"routes.{name}", value, "a list of strings")
             object.__setattr__(self, name, tuple(value))
-        if not self.sinks:
-            raise ConfigError("routes.sinks must name at least one sink")
+        require(bool(self.sinks), "routes.sinks must name at least one sink")
         _check_known("kinds", self.kinds, KINDS)
         _check_known("severities", self.severities, SEVERITIES)
-        if not isinstance(self.runs, str) or not self.runs:
-            raise ConfigError(f"routes.runs must be a non-empty glob, got {self.runs!r}")
+        check(isinstance(self.runs, str) and bool(self.runs), "routes.runs", self.runs, "a non-empty glob")
         value = self.for_s
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
-            raise ConfigError(f"routes.for_s must be a number of seconds >= 0, got {value!r}")
-        if not isinstance(self.continue_matching, bool):
-            raise ConfigError("routes.continue_matching must be true or false")
+        check(not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value < 1e9,
+              "routes.for_s", value, "a number of seconds >= 0")
+        check(isinstance(self.continue_matching, bool), "routes.continue_matching",
+              self.continue_matching, "true or false")
 
     def matches(self, alert: Alert) -> bool:
         return (
@@ -72,9 +70,8 @@ class RouteConfig:
 
 
 def _check_known(field: str, values: tuple[str, ...], known: tuple[str, ...]) -> None:
-    bad = [v for v in values if v not in known]
-    if bad:
-        raise ConfigError(f"routes.{field}: unknown {bad[0]!r}, expected one of {known}")
+    bad = next((v for v in values if v not in known), None)
+    require(bad is None, f"routes.{field}: unknown {bad!r}, expected one of {known}")
 
 
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
