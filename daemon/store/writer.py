@@ -51,6 +51,7 @@ class Writer:
         self._q: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._completed: queue.SimpleQueue = queue.SimpleQueue()  # (done, result, error)
         self._sync = ""
+        self._polling = False  # poll_completed is running (on the loop thread)
         self._thread = threading.Thread(target=self._main, name="wtwind-store-writer", daemon=True)
         self._thread.start()
 
@@ -159,12 +160,19 @@ class Writer:
     def poll_completed(self) -> int:
         """Run finished operations' callbacks (on the loop thread); returns how many.
 
-        Also called from inside a long receive burst, so acks need not wait for it."""
-        n = 0
-        while True:
-            try:
-                done, result, error = self._completed.get_nowait()
-            except queue.Empty:
-                return n
-            n += 1
-            done(result, error)
+        Also called from inside a long receive burst, so acks need not wait for it. A
+        callback may handle events (a restored run's held ones) that call this again:
+        that inner call returns at once, and this loop goes on draining."""
+        if self._polling:
+            return 0
+        self._polling, n = True, 0
+        try:
+            while True:
+                try:
+                    done, result, error = self._completed.get_nowait()
+                except queue.Empty:
+                    return n
+                n += 1
+                done(result, error)
+        finally:
+            self._polling = False
