@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from prometheus_client.exposition import generate_latest
@@ -36,7 +37,7 @@ class TestBuild:
     def test_every_collector_is_on_the_registry_and_a_scrape_changes_nothing(self, tmp_path):
         """Families of each component come from the one registry; two scrapes in a row
         give the same text and leave the runs (spectral state included) as they were."""
-        p = build(_config(tmp_path))
+        p = build(dataclasses.replace(_config(tmp_path), state=StateConfig(enabled=False)))
         try:
             run = p.table.get_or_create("r", time.time())
             p.spectral.on_result(JobResult(run="r", step=5, path="/ck.pt", want=("analyze",), epoch=None,
@@ -53,5 +54,6 @@ class TestBuild:
                 assert f"\n{name}" in first, name
             assert 'wtwind_alerts_total{kind="drift",severity="warning"} 1.0' in first
             assert before[2] == 1  # the alert path marked the run's chart
+            assert p.stats.loop_errors == 0 and p.delivery.outbox.counts() == {("log", "pending"): 1}
         finally:
             p.receiver.close()
