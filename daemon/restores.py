@@ -9,8 +9,9 @@ Later, an event for a run that is not in memory but is in the store (expired by 
 then resumed) is *held*: the run's row is read on the store's thread, behind any write
 of it still queued, and meanwhile that run's events wait in order (at most
 ``MAX_HELD_EVENTS`` of them; beyond that they are dropped, counted ``restoring``, and
-the emitter re-sends them, since none was acked). Once the row is back the run is
-restored into the table and the held events go through the normal path, in order.
+the emitter re-sends them, since none was acked). Once the row is back the held events
+go through the normal path, in order: admission creates the run (its quotas and owner
+checks apply as to any new run) and restores the row into it (``fill``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Restores:
         self.stats = stats
         self.restored = 0
         self._held: dict[str, list[tuple]] = {}  # run -> events waiting for its row
+        self._fetched: dict[str, tuple] = {}     # run -> its row, while its held events replay
 
     async def load(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> int:
         """Bring back every run still live by the TTLs; returns how many."""
@@ -85,18 +87,28 @@ class Restores:
             self.stats.loop_errors += 1
             log.exception("snapshot_restore_failed", run=run.run, path=self.store.path)
 
+    def fill(self, run) -> None:
+        """A run admission has just created: its stored state, if its row was read for it.
+
+        Admission creates it (so the client's run quota counts it, and an event refused
+        there restores nothing), then calls this."""
+        row = self._fetched.get(run.run)
+        if row is not None:
+            self._restore_into(run, *row)
+
     def _read(self, name: str, found, err, then) -> None:
         held = self._held.pop(name, [])
         if err is not None:
             self.stats.loop_errors += 1
             log.error("snapshot_read_failed", run=name, error=str(err)[:300],
                       hint="the run starts with fresh state")
-        elif found is not None and found[1] is not None and self.table.get(name) is None:
-            run = self.table.get_or_create(name, held[0][2] if held else 0.0)
-            if run is not None:
-                self._restore_into(run, found[0], found[1])
-        for item in held:
-            then(*item)
+        elif found is not None and found[1] is not None:
+            self._fetched[name] = found
+        try:
+            for item in held:  # through admission, which creates the run and calls fill()
+                then(*item)
+        finally:
+            self._fetched.pop(name, None)  # refused all along: read again at its next event
 
     def _restore_into(self, run, config: str, blob: bytes) -> None:
         try:

@@ -78,7 +78,8 @@ def build(config: DaemonConfig) -> Parts:
     alerts = AlertPath(table, stats, send, snapshots=snapshots, delivery=delivery)
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)
-    admission = Admission(config.runs, table, stats, send, curve=curve is not None)
+    admission = Admission(config.runs, table, stats, send, curve=curve is not None,
+                          restore=restores.fill)
     registry = CollectorRegistry(auto_describe=False)
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,

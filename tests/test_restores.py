@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from wtwin.daemon.admission import Admission
+from wtwin.daemon.config import RunsConfig
 from wtwin.daemon.emitter_link import EmitterLink
 from wtwin.daemon.restores import MAX_HELD_EVENTS, Restores
 from wtwin.daemon.run_state import RunTable
@@ -18,7 +20,7 @@ from wtwin.daemon.store.store import Store
 class Graph:
     """The store-facing part of the daemon's graph, built as daemon/wiring.py does."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, runs: RunsConfig = RunsConfig()) -> None:
         self.cfg = StateConfig(path=path, flush_interval_s=60)
         self.stats = Stats()
         self.table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=100)
@@ -28,6 +30,15 @@ class Graph:
         self.snapshots = Snapshots(self.cfg, self.store, self.link, self.table, self.stats,
                                    Quarantine(self.stats, send))
         self.restores = Restores(self.store, self.table, self.stats)
+        self.admission = Admission(runs, self.table, self.stats, send, curve=False,
+                                   restore=self.restores.fill)
+        self.handled: list[int] = []
+
+    def handle(self, identity: bytes, ev: dict, now: float, user=None) -> None:
+        """What Server.handle_event does with an event, the detectors aside."""
+        run = self.admission.run_for(ev, identity, self.admission.principal(ev, user), now)
+        if run is not None and self.link.admit(run, ev, identity, now):
+            self.handled.append(ev["seq"])
 
     def feed(self, name: str, steps) -> None:
         for step in steps:
@@ -85,24 +96,43 @@ class TestHeldWhileRead:
     def test_an_evicted_run_is_read_back_off_the_loop_and_its_events_replayed_in_order(self, tmp_path):
         """The event for a stored run not in memory waits (hold -> True, the run still
         absent: nothing was read on the loop); the row is read behind the eviction's own
-        write, the run is restored, and the held events go through in arrival order."""
+        write, admission creates the run and fills it, and the held events go through in
+        arrival order."""
         async def scenario():
             g = Graph(str(tmp_path / "s.db"))
             g.store.open(asyncio.get_running_loop())
             g.feed("r", range(1, 101))
-            run = g.table.forget("r")
-            g.snapshots.evict(run)  # its write is queued, not yet committed
-            replayed = []
+            g.snapshots.evict(g.table.forget("r"))  # its write is queued, not yet committed
             for seq in (101, 102, 103):
-                ev = {"type": "loss", "run": "r", "seq": seq}
-                assert g.restores.hold("r", (b"id", ev, time.time(), None), lambda *item: replayed.append(item))
-            assert g.table.get("r") is None and replayed == []
-            await until(lambda: (g.store.writer.poll_completed(), replayed)[1], what="the held events")
-            assert [item[1]["seq"] for item in replayed] == [101, 102, 103]
+                ev = {"type": "loss", "run": "r", "seq": seq, "emitter": "em"}
+                assert g.restores.hold("r", (b"id", ev, time.time(), None), g.handle)
+            assert g.table.get("r") is None and g.handled == []
+            await until(lambda: (g.store.writer.poll_completed(), g.handled)[1], what="the held events")
+            assert g.handled == [101, 102, 103]  # in order, none taken for a duplicate or a gap
             back = g.table.get("r")
-            assert back.step == 100 and back.hwm == {"em": 100} and back.events == 100
-            ev = {"type": "loss", "run": "r", "seq": 104}
-            assert not g.restores.hold("r", (b"id", ev, time.time(), None), replayed.append)  # in memory now
+            assert back.step == 100 and back.hwm == {"em": 103} and back.events == 103
+            assert back.creator == b"id" and g.admission.per_client[b"id"] == 1  # charged as new
+            ev = {"type": "loss", "run": "r", "seq": 104, "emitter": "em"}
+            assert not g.restores.hold("r", (b"id", ev, time.time(), None), g.handle)  # in memory now
+            await g.close()
+
+        asyncio.run(scenario())
+
+    def test_a_client_over_its_run_quota_restores_nothing(self, tmp_path):
+        """A stored run's held events from a client at its quota are refused by admission
+        as for any new run: the run stays out of memory and its row is not kept."""
+        async def scenario():
+            g = Graph(str(tmp_path / "s.db"), RunsConfig(max_runs_per_client=1))
+            g.store.open(asyncio.get_running_loop())
+            g.feed("r", range(1, 3))
+            g.snapshots.evict(g.table.forget("r"))
+            g.handle(b"greedy", {"type": "loss", "run": "other", "seq": 1, "emitter": "o"}, time.time())
+            ev = {"type": "loss", "run": "r", "seq": 3, "emitter": "em"}
+            assert g.restores.hold("r", (b"greedy", ev, time.time(), None), g.handle)
+            await until(lambda: (g.store.writer.poll_completed(), not g.restores.pending)[1],
+                        what="the row read")
+            assert g.table.get("r") is None and g.stats.dropped["client_run_quota"] == 1
+            assert g.restores._fetched == {}
             await g.close()
 
         asyncio.run(scenario())
