@@ -77,7 +77,8 @@ class Server:
             return
         if not self.link.admit(run, ev, identity, now):  # already processed, or a gap to re-send first
             return
-        self.restores.thaw(run)  # a run restored at startup: its detectors, at its first event
+        if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
+            self.restores.thaw(run)
         try:
             transitions = run.observe(ev, now)
         except Exception:  # a detector bug must not take the daemon down

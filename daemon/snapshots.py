@@ -50,6 +50,7 @@ class Snapshots:
         self.table = table
         self.stats = stats
         self.quarantine = quarantine
+        self._quarantined = quarantine.reasons  # run -> why (a dict: the hot path's check)
         self.dirty: dict[str, object] = {}
         self._dirty_events = 0
         self._last_flush = time.monotonic()
@@ -83,7 +84,8 @@ class Snapshots:
     # ---- hot path ----------------------------------------------------------------------------
     def changed(self, run) -> None:
         """An event changed the run (its effects and alerts are done): mark it; flush if due."""
-        self.mark(run)
+        if run.run not in self._quarantined:  # mark(), inlined: once per event
+            self.dirty[run.run] = run
         self._dirty_events += 1
         if self._dirty_events >= self.cfg.flush_max_events:
             self.flush()
