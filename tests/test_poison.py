@@ -16,7 +16,7 @@ import time
 
 import zmq
 
-from helpers import http_get, wait_for
+from helpers import http_get, until, wait_for
 from test_wire import deep_config_frame
 from wtwin.daemon.config import DaemonConfig, HttpConfig, ListenConfig
 from wtwin.daemon.server import Server
@@ -100,14 +100,6 @@ class InProcess:
 
     def readyz(self) -> int:
         return http_get(f"http://127.0.0.1:{self.server.http_port}/readyz")[0]
-
-
-async def until(pred, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class TestStoreIsolatesPoison:

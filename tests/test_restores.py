@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 
+from helpers import until
 from wtwin.daemon.admission import Admission
 from wtwin.daemon.config import RunsConfig
 from wtwin.daemon.emitter_link import EmitterLink
+from wtwin.daemon.quarantine import Quarantine
 from wtwin.daemon.restores import MAX_HELD_EVENTS, Restores
 from wtwin.daemon.run_state import RunTable
 from wtwin.daemon.snapshots import Snapshots
 from wtwin.daemon.stats import Stats
 from wtwin.daemon.store.config import StateConfig
-from wtwin.daemon.quarantine import Quarantine
 from wtwin.daemon.store.store import Store
 
 
@@ -57,14 +58,6 @@ class Graph:
     async def close(self) -> None:
         self.snapshots.close()
         await self.store.close()
-
-
-async def until(pred, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 class TestStartup:
