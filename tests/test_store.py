@@ -143,6 +143,29 @@ class TestWriter:
         lock.release()
 
 
+    def test_reads_that_succeed_while_writes_fail_do_not_hide_the_failure(self, tmp_path):
+        """A restore's read commits even on a read-only database; "failing" (/readyz red)
+        is judged on batches with writes, so three failed write batches still say so."""
+        conn, lock = open_db(str(tmp_path / "s.db"))
+        conn.execute("PRAGMA query_only = 1")
+
+        async def go():
+            w = Writer(conn, asyncio.get_running_loop())
+            for _ in range(3):
+                read = asyncio.get_running_loop().create_future()
+                w.submit(lambda c: c.execute("SELECT count(*) FROM runs").fetchone(), read=True,
+                         done=lambda res, err, fut=read: fut.set_result((res, err)))
+                write = w.call(lambda c: c.execute("INSERT INTO runs VALUES ('a','running','p','{}',1,1,1,NULL,1)"))
+                got = await asyncio.gather(read, write, return_exceptions=True)
+                assert got[0] == ((0,), None) and isinstance(got[1], sqlite3.Error)
+            failing = w.failing
+            w.close()
+            return failing
+
+        assert asyncio.run(go())
+        lock.release()
+
+
 class TestSnapshot:
     def test_run_state_round_trips_through_the_codec(self):
         """A restored run continues exactly where the snapshot was taken."""

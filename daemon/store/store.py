@@ -130,4 +130,4 @@ class Store:
         def op(conn):
             return conn.execute("SELECT config, snapshot FROM runs WHERE run = ?", (name,)).fetchone()
 
-        self.writer.submit(op, done=done)
+        self.writer.submit(op, done=done, read=True)

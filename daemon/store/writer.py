@@ -34,6 +34,7 @@ class _Item:
     fn: Op
     full: bool
     done: Callable[[Any, BaseException | None], None] | None
+    read: bool = False
 
 
 class Writer:
@@ -43,6 +44,7 @@ class Writer:
         self.loop = loop
         self.base_sync = synchronous.upper()
         self.commits = 0
+        self._write_commits = 0    # commits with a write in them: what "failing" is judged on
         self.full_commits = 0      # of which synchronous=FULL (an fsync each): alerts, outbox rows
         self.errors = 0            # transactions rolled back
         self.failed_ops = 0        # operations that failed even on their own
@@ -56,9 +58,11 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Op, *, full: bool = False,
-               done: Callable[[Any, BaseException | None], None] | None = None) -> None:
-        """Queue ``fn``; ``done(result, error)`` runs on the loop after the commit."""
-        self._q.put(_Item(fn, full, done))
+               done: Callable[[Any, BaseException | None], None] | None = None,
+               read: bool = False) -> None:
+        """Queue ``fn``; ``done(result, error)`` runs on the loop after the commit.
+        ``read``: ``fn`` only reads (run restores): its success says nothing of the disk."""
+        self._q.put(_Item(fn, full, done, read))
 
     def call(self, fn: Op, *, full: bool = False) -> asyncio.Future:
         """Queue ``fn`` and return a future for its committed result."""
@@ -97,10 +101,12 @@ class Writer:
                     break
             stop = item is None
             if batch:
-                before = self.commits
+                before = self._write_commits
                 self._run(batch)
-                # a poisoned operation alone is not "persistence failing"; nothing committed is
-                self.consecutive_errors = 0 if self.commits > before else self.consecutive_errors + 1
+                if all(i.read for i in batch):
+                    continue
+                # a poisoned operation alone is not "persistence failing"; no write committed is
+                self.consecutive_errors = 0 if self._write_commits > before else self.consecutive_errors + 1
 
     def _set_sync(self, mode: str) -> None:
         if mode != self._sync:
@@ -141,6 +147,7 @@ class Writer:
                 pass
             return results, exc
         self.commits += 1
+        self._write_commits += not all(i.read for i in batch)
         self.full_commits += full
         self.ops += len(batch)
         return results, None
