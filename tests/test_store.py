@@ -12,7 +12,7 @@ import sys
 import msgpack
 import pytest
 
-from helpers import Daemon, free_port
+from helpers import Daemon, free_port, until
 from wtwin.daemon.errors import ConfigError
 from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
@@ -158,11 +158,12 @@ class TestWriter:
                 write = w.call(lambda c: c.execute("INSERT INTO runs VALUES ('a','running','p','{}',1,1,1,NULL,1)"))
                 got = await asyncio.gather(read, write, return_exceptions=True)
                 assert got[0] == ((0,), None) and isinstance(got[1], sqlite3.Error)
-            failing = w.failing
-            w.close()
-            return failing
+            try:  # the count moves just after the callbacks are handed over: poll
+                await until(lambda: w.failing, timeout=5, what="the writer failing")
+            finally:
+                w.close()
 
-        assert asyncio.run(go())
+        asyncio.run(go())
         lock.release()
 
 
