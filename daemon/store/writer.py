@@ -48,7 +48,7 @@ class Writer:
         self.full_commits = 0      # of which synchronous=FULL (an fsync each): alerts, outbox rows
         self.errors = 0            # transactions rolled back
         self.failed_ops = 0        # operations that failed even on their own
-        self.consecutive_errors = 0  # batches in a row that committed nothing: /readyz
+        self.consecutive_errors = 0  # batches with writes in a row that committed none: /readyz
         self.ops = 0
         self._q: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._completed: queue.SimpleQueue = queue.SimpleQueue()  # (done, result, error)
@@ -161,7 +161,7 @@ class Writer:
 
     @property
     def failing(self) -> bool:
-        """Three batches in a row committed nothing: the disk, not one bad value."""
+        """Three batches with writes in a row committed none: the disk, not one bad value."""
         return self.consecutive_errors >= 3
 
     def poll_completed(self) -> int:
