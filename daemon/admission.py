@@ -43,8 +43,11 @@ _MAX_CACHE = 10_000
 
 class Admission:
     def __init__(self, cfg, table, stats, send: Callable[[bytes, bytes], bool], *,
-                 curve: bool) -> None:
+                 curve: bool, restore: Callable[[object], None] | None = None) -> None:
+        """``restore(run)``: fill a run just created with its stored state, if it has one
+        (``Restores.fill``)."""
         self.cfg = cfg
+        self.restore = restore
         self.table = table
         self.stats = stats
         self.send = send
@@ -111,6 +114,8 @@ class Admission:
                                 f"the daemon holds its maximum of {self.cfg.max_runs} runs")
         run.creator = client
         self.per_client[client] += 1
+        if self.restore is not None:
+            self.restore(run)
         return run
 
     def _shared(self, run) -> bool:

@@ -7,9 +7,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 
-def build_app(server) -> web.Application:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(server.collector)
+def build_app(server, registry: CollectorRegistry) -> web.Application:
+    """``registry``: every collector already registered on it (daemon/wiring.py)."""
     from .web.guard import guard
 
     app = web.Application(client_max_size=64 * 1024 * 1024,
@@ -24,7 +23,7 @@ def build_app(server) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        failing = server.state.failing  # run state and alerts are not being written
+        failing = server.store.failing  # run state and alerts are not being written
         ready = server.ready and not server.stopping and not failing
         body = {"ready": ready}
         if failing:

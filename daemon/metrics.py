@@ -4,14 +4,14 @@ Per-run series exist for running runs, and for ``ended_series_s`` after a run en
 while an alert fired (``wtwind_run_alert_active`` stays 1 for those alerts meanwhile) or
 ended as failed or killed, so that a run that fails and exits at once still reaches
 Alertmanager through the shipped rules; capped at ``max_series_runs`` (most recently active first), the number of runs
-beyond the cap exported. Other components add families by passing ``providers``:
-callables that yield metric families.
+beyond the cap exported. Other components' families come from their own collectors,
+each registered on the same registry (``daemon/wiring.py``). ``collect`` only reads.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from typing import Callable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector as _Base
@@ -22,7 +22,6 @@ from .run_state import RunState, RunTable
 from .stats import Stats
 from .version import __version__
 
-Provider = Callable[[], Iterable]
 STATUSES = ("running", "completed", "failed", "killed")
 SEVERITY_VALUE = {"info": 1, "warning": 2, "critical": 3}
 
@@ -53,20 +52,16 @@ _RUN_GAUGES = (
 
 class DaemonCollector(_Base):
     def __init__(self, table: RunTable, stats: Stats, *, max_series_runs: int = 1000,
-                 ended_series_s: float = 900.0, providers: Iterable[Provider] = (),
-                 clock: Callable[[], float] = time.time) -> None:
+                 ended_series_s: float = 900.0, clock: Callable[[], float] = time.time) -> None:
         self.table = table
         self.stats = stats
         self.max_series_runs = max_series_runs
         self.ended_series_s = ended_series_s
-        self.providers = list(providers)
         self.clock = clock
 
     def collect(self):
         yield from self._self_metrics()
         yield from self._run_metrics()
-        for provider in self.providers:
-            yield from provider()
 
     def _self_metrics(self):
         info = InfoMetricFamily("wtwind_build", "wtwind build information")

@@ -44,10 +44,12 @@ def secure_ipc_dir(folder: str) -> None:
 
 
 class Receiver:
-    def __init__(self, cfg: ListenConfig, handler: Handler, *, slice_s: float = 0.002,
+    def __init__(self, cfg: ListenConfig, *, user_ids: bool = False, slice_s: float = 0.002,
                  ctx: zmq.Context | None = None) -> None:
+        """``user_ids``: hand each frame's ZAP User-Id (the CURVE client's public key) to
+        the handler: it is the principal runs are bound to (admission.py)."""
         self.cfg = cfg
-        self.handler = handler
+        self.handler: Handler | None = None  # given by start(): the server's per-frame path
         self.slice_s = slice_s
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -62,9 +64,7 @@ class Receiver:
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_pending = False
-        # with CURVE on, each frame's ZAP User-Id (the client's public key) goes to the
-        # handler: it is the principal runs are bound to (admission.py)
-        self.user_ids = False
+        self.user_ids = user_ids
 
     def bind(self) -> None:
         for ep in self.cfg.endpoints:
@@ -82,7 +82,9 @@ class Receiver:
         if self.cfg.ipc_group:
             shutil.chown(path, group=self.cfg.ipc_group)
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop, handler: Handler) -> None:
+        """Frames go to ``handler`` from now on (the socket is bound already)."""
+        self.handler = handler
         self._loop = loop
         self._drain_pending = False
         loop.add_reader(self.sock.getsockopt(zmq.FD), self.drain)
@@ -112,6 +114,8 @@ class Receiver:
         cost to ingest (a loop turn costs tens of microseconds; docs/BENCHMARKS.md).
         """
         sock, handler, n = self.sock, self.handler, 0
+        if handler is None:  # not started: leave the frames queued in the socket
+            return 0
         recv, user_ids = sock.recv_multipart, self.user_ids
         deadline = time.perf_counter() + self.slice_s
         while True:
@@ -156,7 +160,7 @@ class Receiver:
         return True
 
     def collect(self):
-        """The socket's error counters (a DaemonCollector provider)."""
+        """The socket's error counters (registered on the daemon's registry)."""
         from prometheus_client.core import CounterMetricFamily
 
         yield CounterMetricFamily("wtwind_frames_bad_envelope",

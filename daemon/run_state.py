@@ -11,11 +11,9 @@ import json
 import math
 import os
 from collections import deque
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import structlog
-
-from wtwin.detect.alert import Alert
 
 from wtwin.detect import Finding, MonitorState, RunMonitor
 from wtwin.detect.alert import Alert
@@ -25,12 +23,18 @@ from wtwin.emitters.wire import KIND_PRESETS
 
 from .series import RunSeries, Spark
 
+if TYPE_CHECKING:
+    from .spectral.health import SpectralWatch
+
 log = structlog.get_logger("wtwind.runs")
 MAX_REWINDS_KEPT = 32
 
 
 class RunState:
-    def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float) -> None:
+    def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float,
+                 new_watch: Callable[[], "SpectralWatch"] | None = None) -> None:
+        """``new_watch`` builds the run's spectral watch when its first checkpoint result
+        comes (``spectral_watch``), configured from ``[jobs]``."""
         self.run = run
         self.preset = preset
         self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
@@ -49,7 +53,7 @@ class RunState:
         self.emitter_seen: dict[str, float] = {}  # emitter id -> last event (admission.py)
         self.owner: str | None = None            # principal the run is bound to (admission.py)
         self.creator = None                      # client charged for the run (admission.py)
-        self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (store/)
+        self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (emitter_link.py)
         self.events = 0                          # events processed (duplicates excluded)
         self.emitter_dropped = 0
         self._monitor: RunMonitor | None = None   # built on first use: see ``monitor``
@@ -63,6 +67,10 @@ class RunState:
         self.ended_at: float | None = None
         self.ended_firing: dict[str, str] = {}   # kind -> severity of what fired at run_end
         self.nonnegative = True                  # every loss so far >= 0 (cross-entropy-like)
+        # spectral health (jobs/service.py): the watch over analysed checkpoints, the last job
+        self.spectral: SpectralWatch | None = None
+        self.spectral_result: dict[str, Any] | None = None   # JobResult.to_dict()
+        self._new_watch = new_watch
 
     @property
     def config(self) -> dict[str, Any]:
@@ -112,6 +120,16 @@ class RunState:
             except Exception:
                 self._monitor = RunMonitor(self.preset)
                 raise
+
+    def spectral_watch(self) -> "SpectralWatch":
+        """The run's spectral watch, built on first use."""
+        if self.spectral is None:
+            if self._new_watch is None:
+                from .spectral.health import SpectralWatch
+
+                self._new_watch = SpectralWatch
+            self.spectral = self._new_watch()
+        return self.spectral
 
     @property
     def series(self) -> RunSeries:
@@ -235,14 +253,14 @@ _HANDLERS = {
 
 
 class RunTable:
-    def __init__(self, *, preset: str, cooldown_s: float, max_runs: int) -> None:
+    def __init__(self, *, preset: str, cooldown_s: float, max_runs: int,
+                 new_watch: Callable[[], "SpectralWatch"] | None = None) -> None:
         self.preset = preset
         self.cooldown_s = cooldown_s
         self.max_runs = max_runs
+        self.new_watch = new_watch
         self._runs: dict[str, RunState] = {}
         self.refused = 0
-        # called with each newly created RunState (the store restores a known run into it)
-        self.on_create: Callable[[RunState], None] | None = None
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -259,10 +277,8 @@ class RunTable:
             if len(self._runs) >= self.max_runs:
                 self.refused += 1
                 return None
-            state = self._runs[run] = RunState(run, preset=self.preset,
-                                               cooldown_s=self.cooldown_s, now=now)
-            if self.on_create is not None:
-                self.on_create(state)
+            state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
+                                               now=now, new_watch=self.new_watch)
         return state
 
     def forget(self, run: str) -> RunState | None:

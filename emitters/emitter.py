@@ -16,7 +16,9 @@ emitter can fill) or no ack progress is seen for ``ack_timeout_s``, everything h
 is re-sent in order; the daemon drops what it already has by seq. Past its bound the
 buffer drops oldest-first and counts it (``replay_evicted``); timeouts back off
 (doubling, at most 60 s) until acks progress again. All of this runs on the
-I/O thread: the caller's cost is unchanged.
+I/O thread: the caller's cost is unchanged. The daemon's half of the protocol (which
+seq it admits, when it nacks, when it acks) is ``wtwin.daemon.emitter_link``, whose
+docstring describes both halves side by side.
 
 A daemon that does not answer is said once in the trainer's log (``reach.py``): nothing
 acked for ``warn_unacked_s`` while events wait, with the endpoint, and again when acks

@@ -3,7 +3,7 @@
 ``stage(alert)`` routes the transition at once (``sinks.routing``: which sinks, and a
 ``for_s`` hold as a row due later) and returns the outbox write (``Outbox.stage``); the
 daemon runs it in the same FULL transaction that journals the alert and its run's
-snapshot (``daemon/store/state.py``), so an alert is committed once, with its rows.
+snapshot (``daemon/snapshots.py``), so an alert is committed once, with its rows.
 ``submit_nowait(alert)`` stages and commits on its own (no store: the memory outbox,
 tests). Neither blocks: alerts whose transaction has not committed yet are bounded by
 ``intake_size`` (beyond it: an ERROR and a counter). Once committed, the rows' sinks'

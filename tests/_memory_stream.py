@@ -60,7 +60,7 @@ def report(phase: str, server: Server, t0: float, **extra) -> None:
 
 async def committed(server: Server, sql: str, *args) -> int:
     """A count read through the writer: it runs after every write queued before it."""
-    return await server.state.writer.call(lambda conn: conn.execute(sql, args).fetchone()[0])
+    return await server.store.writer.call(lambda conn: conn.execute(sql, args).fetchone()[0])
 
 
 async def stream(db: str, runs: int, events: int) -> None:
@@ -94,6 +94,9 @@ async def stream(db: str, runs: int, events: int) -> None:
     for i in range(runs):
         server.handle_frame(ident, frame(i, events + 1, events + 1))
         await asyncio.sleep(0)
+    deadline = time.monotonic() + 60
+    while server.restores.pending and time.monotonic() < deadline:  # read back off the loop
+        await asyncio.sleep(0.01)
     restored_ok = sum(1 for r in server.table if r.step == events + 1 and r.events == events + 1)
     report("back", server, t0, continued_from_store=restored_ok)
 

@@ -27,16 +27,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _polled(pred: Callable[[], object], deadline: float, timeout: float, what: str):
+    val = pred()
+    if not val and time.monotonic() > deadline:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return val
+
+
 def wait_for(pred: Callable[[], object], timeout: float = 10.0, interval: float = 0.02,
              what: str = "condition"):
     deadline = time.monotonic() + timeout
-    while True:
-        val = pred()
-        if val:
-            return val
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    while not (val := _polled(pred, deadline, timeout, what)):
         time.sleep(interval)
+    return val
+
+
+async def until(pred: Callable[[], object], timeout: float = 15.0, interval: float = 0.005,
+                what: str = "condition"):
+    """``wait_for`` inside a running event loop: the loop keeps turning while it polls."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not (val := _polled(pred, deadline, timeout, what)):
+        await asyncio.sleep(interval)
+    return val
 
 
 def http_get(url: str, timeout: float = 10.0) -> tuple[int, str]:

@@ -103,8 +103,9 @@ class Harness:
                                                max_frame_bytes=MAX_FRAME),
                            state=StateConfig(path=str(tmp_path / "fz.db"), flush_interval_s=60))
         self.server = Server(cfg)
-        self.server.state.open(asyncio.get_running_loop())
+        self.server.store.open(asyncio.get_running_loop())
         self.server.receiver.bind()
+        self.server.receiver.start(asyncio.get_running_loop(), self.server.handle_frame)
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
@@ -148,14 +149,14 @@ class Harness:
         assert {k: v for k, v in srv.stats.rejected.items() if v} == self.expected
         assert srv.table.get("good").events == self.good
         assert srv.stats.dropped["not_owner"] == self.intruding
-        srv.state.flush()
+        srv.snapshots.flush()
 
         def acked():
-            srv.state.writer.poll_completed()
+            srv.store.writer.poll_completed()
             return self.read_acks() == self.good
 
         wait_for(acked, timeout=30, interval=0.002, what="the good run acked up to its last event")
-        assert len(srv.state.quarantine) == 0 and srv.state.writer.failed_ops == 0
+        assert len(srv.snapshots.quarantine) == 0 and srv.store.writer.failed_ops == 0
 
 
 def test_router_survives_and_counts_105k_random_and_mutated_frames(tmp_path):
@@ -198,4 +199,5 @@ async def _fuzz(tmp_path):
     assert h.intruding > 0 and "nonfinite" not in h.server.table.get("good").policy.firing  # the intruder's NaN
     h.sock.close()
     h.server.receiver.close()
-    await h.server.state.close()
+    h.server.snapshots.close()
+    await h.server.store.close()

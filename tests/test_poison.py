@@ -16,7 +16,7 @@ import time
 
 import zmq
 
-from helpers import http_get, wait_for
+from helpers import http_get, until, wait_for
 from test_wire import deep_config_frame
 from wtwin.daemon.config import DaemonConfig, HttpConfig, ListenConfig
 from wtwin.daemon.server import Server
@@ -102,14 +102,6 @@ class InProcess:
         return http_get(f"http://127.0.0.1:{self.server.http_port}/readyz")[0]
 
 
-async def until(pred, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 class TestStoreIsolatesPoison:
     def test_unstorable_runs_are_quarantined_alone_and_the_rest_commits(self, tmp_path):
         asyncio.run(self._poison(tmp_path))
@@ -127,20 +119,20 @@ class TestStoreIsolatesPoison:
             emit = connect(p.endpoint, run="victim", on_alert=got.append)
             for step in range(1, 20):
                 emit.loss(step, 2.0)
-            srv.state.touch("unwritable")
-            srv.state.touch("unencodable")
+            srv.snapshots.mark(unwritable)
+            srv.snapshots.mark(unencodable)
             emit.loss(20, float("nan"))  # a critical alert in the same flush as the poison
             assert await asyncio.to_thread(emit.flush, 10), "the victim is acked"
-            await until(lambda: len(srv.state.quarantine) == 2, what="both poisoned runs quarantined")
+            await until(lambda: len(srv.snapshots.quarantine) == 2, what="both poisoned runs quarantined")
             await until(lambda: emit.poll() or got, what="the victim's alert")
-            flushes = srv.state.flushes
+            flushes = srv.snapshots.flushes
             for step in range(21, 40):
                 emit.loss(step, 2.0)
             assert await asyncio.to_thread(emit.flush, 10), "still acked: the timer is alive"
-            assert srv.state.flushes > flushes
+            assert srv.snapshots.flushes > flushes
             assert await asyncio.to_thread(p.readyz) == 200
             emit.close()
-            await until(lambda: srv.outbox.counts() is not None and srv.state.flushes > flushes + 1)
+            await until(lambda: srv.outbox.counts() is not None and srv.snapshots.flushes > flushes + 1)
         db = sqlite3.connect(p.db)
         runs = {r for (r,) in db.execute("SELECT run FROM runs")}
         assert "victim" in runs and not runs & {"unwritable", "unencodable"}
@@ -157,15 +149,15 @@ class TestStoreIsolatesPoison:
             emit = connect(p.endpoint, run="r")
             emit.loss(1, 2.0)
             assert await asyncio.to_thread(emit.flush, 10)
-            srv.state._conn.execute("PRAGMA query_only = 1")  # every write now fails
+            srv.store._conn.execute("PRAGMA query_only = 1")  # every write now fails
             for step in range(2, 200):
                 emit.loss(step, 2.0)
                 await asyncio.sleep(0.005)
-            await until(lambda: srv.state.failing, what="the store failing")
+            await until(lambda: srv.store.failing, what="the store failing")
             assert await asyncio.to_thread(p.readyz) == 503
-            srv.state._conn.execute("PRAGMA query_only = 0")
+            srv.store._conn.execute("PRAGMA query_only = 0")
             emit.loss(500, 2.0)
-            await until(lambda: not srv.state.failing, what="the store recovering")
+            await until(lambda: not srv.store.failing, what="the store recovering")
             assert await asyncio.to_thread(p.readyz) == 200
             emit.close()
 
@@ -185,8 +177,8 @@ class TestStoreIsolatesPoison:
                     raise sqlite3.OperationalError("disk I/O error (injected)")
                 return 0
 
-            srv.state._conn.create_function("flaky", 0, flaky)
-            srv.state._conn.execute("CREATE TEMP TRIGGER flaky_alerts BEFORE INSERT ON alerts "
+            srv.store._conn.create_function("flaky", 0, flaky)
+            srv.store._conn.execute("CREATE TEMP TRIGGER flaky_alerts BEFORE INSERT ON alerts "
                                     "BEGIN SELECT flaky(); END")
             emit = connect(p.endpoint, run="victim")
             for step in range(1, 10):
@@ -194,7 +186,7 @@ class TestStoreIsolatesPoison:
             emit.loss(10, float("nan"))
             assert await asyncio.to_thread(emit.flush, 10)
             await until(lambda: srv.delivery.counters.values[("log", "success")] == 1, what="the alert delivered")
-            assert fails == [0] and srv.state.journal_errors == 2 and srv.delivery.counters.lost == 0
+            assert fails == [0] and srv.snapshots.journal_errors == 2 and srv.delivery.counters.lost == 0
             emit.close()
         db = sqlite3.connect(p.db)
         assert db.execute("SELECT count(*) FROM alerts a JOIN deliveries d ON d.key = a.key "

@@ -9,9 +9,10 @@ import sqlite3
 import subprocess
 import sys
 
+import msgpack
 import pytest
 
-from helpers import Daemon, free_port
+from helpers import Daemon, free_port, until
 from wtwin.daemon.errors import ConfigError
 from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
@@ -142,6 +143,30 @@ class TestWriter:
         lock.release()
 
 
+    def test_reads_that_succeed_while_writes_fail_do_not_hide_the_failure(self, tmp_path):
+        """A restore's read commits even on a read-only database; "failing" (/readyz red)
+        is judged on batches with writes, so three failed write batches still say so."""
+        conn, lock = open_db(str(tmp_path / "s.db"))
+        conn.execute("PRAGMA query_only = 1")
+
+        async def go():
+            w = Writer(conn, asyncio.get_running_loop())
+            for _ in range(3):
+                read = asyncio.get_running_loop().create_future()
+                w.submit(lambda c: c.execute("SELECT count(*) FROM runs").fetchone(), read=True,
+                         done=lambda res, err, fut=read: fut.set_result((res, err)))
+                write = w.call(lambda c: c.execute("INSERT INTO runs VALUES ('a','running','p','{}',1,1,1,NULL,1)"))
+                got = await asyncio.gather(read, write, return_exceptions=True)
+                assert got[0] == ((0,), None) and isinstance(got[1], sqlite3.Error)
+            try:  # the count moves just after the callbacks are handed over: poll
+                await until(lambda: w.failing, timeout=5, what="the writer failing")
+            finally:
+                w.close()
+
+        asyncio.run(go())
+        lock.release()
+
+
 class TestSnapshot:
     def test_run_state_round_trips_through_the_codec(self):
         """A restored run continues exactly where the snapshot was taken."""
@@ -237,35 +262,53 @@ def _layer(name: str, alpha: float):
 class TestSpectralInTheSnapshot:
     def _service(self, changed):
         from wtwin.daemon.jobs.config import JobsConfig
-        from wtwin.daemon.jobs.service import SpectralService
+        from wtwin.daemon.jobs.service import JobsCollector, SpectralService, watch_factory
         from wtwin.daemon.run_state import RunTable
 
-        table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=10)
+        table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=10,
+                         new_watch=watch_factory(JobsConfig()))
         table.get_or_create("r", 1.0)
-        return SpectralService(JobsConfig(), table, publish=lambda a: None, send=lambda i, f: None,
-                               changed=changed), table
+        svc = SpectralService(JobsConfig(), table, publish=lambda a: None, send=lambda i, f: None,
+                              changed=changed)
+        return svc, table, JobsCollector(svc.runner, table)
 
     def test_a_result_marks_the_run_and_comes_back_from_its_snapshot(self):
-        """A finished job says its run changed; the watch and last result ride in the
-        run's snapshot and restore to the same /metrics families."""
+        """A finished job says its run changed; the watch and last result live on the run,
+        ride in its snapshot and restore to the same /metrics families."""
         from wtwin.daemon.jobs.model import JobResult
 
         changed = []
-        svc, table = self._service(changed.append)
+        svc, table, metrics = self._service(lambda run: changed.append(run.run))
         svc.on_result(JobResult(run="r", step=50, path="/ck/c50.pt", want=("analyze",), epoch=None,
                                 outcome="ok", layers=(_layer("a", 3.0), _layer("b", 7.5))))
         assert changed == ["r"]
-        row = codec.encode(table.get("r"), {"spectral": svc.snapshot_run("r")})
-        svc2, table2 = self._service(lambda run: None)
-        d = codec.restore(table2.get("r"), row[3], row[7])
-        svc2.restore_run("r", d["spectral"])
-        assert svc2.watches["r"].last == svc.watches["r"].last and svc2.watches["r"].last.step == 50
-        assert svc2.last_result["r"] == svc.last_result["r"]
+        a = table.get("r")
+        row = codec.encode(a)
+        svc2, table2, metrics2 = self._service(lambda run: None)
+        b = table2.get("r")
+        codec.restore(b, row[3], row[7])
+        assert b.spectral.last == a.spectral.last and b.spectral.last.step == 50
+        assert b.spectral_result == a.spectral_result
 
-        def families(service):
+        def families(collector):
             return [(f.name, sorted((x.name, sorted(x.labels.items()), x.value) for x in f.samples))
-                    for f in service._run_families()]
-        assert families(svc2) == families(svc) and any(f[1] for f in families(svc))
+                    for f in collector.run_families()]
+        assert families(metrics2) == families(metrics) and any(f[1] for f in families(metrics))
+
+    def test_a_snapshot_written_before_spectral_lived_on_the_run_restores_the_same(self):
+        """The stored shape is unchanged: {"spectral": {"watch", "last_result"}} as the
+        service wrote it into the snapshot before (format 2), read into the run."""
+        from wtwin.daemon.spectral.health import SpectralWatch
+
+        w = SpectralWatch()
+        w.update(7, [_layer("a", 3.0)])
+        a = RunState("r", preset="pretraining", cooldown_s=0.0, now=1.0)
+        blob = msgpack.packb({**codec.snapshot(a), "spectral": {"watch": w.snapshot(),
+                                                                 "last_result": {"step": 7}}},
+                             use_bin_type=True)
+        b = RunState("r", preset="pretraining", cooldown_s=0.0, now=1.0)
+        codec.restore(b, "{}", blob)
+        assert b.spectral.last == w.last and b.spectral_result == {"step": 7}
 
 
 class TestFlushPacing:
@@ -275,29 +318,38 @@ class TestFlushPacing:
         though ``flush_interval_s`` has long passed; forced flushes are not held back."""
         import time
 
+        from wtwin.daemon.emitter_link import EmitterLink
+        from wtwin.daemon.restores import Restores
         from wtwin.daemon.run_state import RunTable
+        from wtwin.daemon.snapshots import Snapshots
         from wtwin.daemon.stats import Stats
         from wtwin.daemon.store.config import StateConfig
-        from wtwin.daemon.store.metrics import collect
-        from wtwin.daemon.store.state import StateStore
+        from wtwin.daemon.store.metrics import StoreCollector
+        from wtwin.daemon.quarantine import Quarantine
+        from wtwin.daemon.store.store import Store
 
         cfg = StateConfig(path=str(tmp_path / "s.db"), flush_interval_s=0.01, flush_share=0.05)
         table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=2000)
+
+        stats, send = Stats(), lambda ident, frame: True
+        link = EmitterLink(stats, send)
 
         def feed(store, step):
             for i in range(1000):
                 run = table.get_or_create(f"run-{i}", 1.0)
                 ev = {"v": 1, "type": "loss", "run": run.run, "seq": step, "step": step,
                       "loss": 3.0 + 1.0 / step + 0.001 * (i % 7), "emitter": run.run}
-                assert store.admit(run, ev)
+                assert link.admit(run, ev, b"id", 1.0)
                 run.observe(ev, 1.0)
+                store.changed(run)
 
         async def scenario():
-            store = StateStore(cfg, table, Stats(), lambda ident, frame: True)
-            store.open(asyncio.get_running_loop())
+            db = Store(cfg)
+            store = Snapshots(cfg, db, link, table, stats, Quarantine(stats, send))
+            db.open(asyncio.get_running_loop())
             for step in range(1, 31):            # (admit ticks: periodic flushes meanwhile)
                 feed(store, step)
-            store._dirty = {r.run: r for r in table}
+            store.dirty = {r.run: r for r in table}
             assert store.flush(limit=1000) == 1000
             spent = store.flush_loop_s
             assert spent > 0 and store._not_before > time.monotonic()
@@ -305,15 +357,17 @@ class TestFlushPacing:
             await asyncio.sleep(2 * cfg.flush_interval_s)
             if time.monotonic() < store._not_before:   # interval over, pacing not
                 store.tick()
-                assert len(store._dirty) == 1000, "a periodic flush ran before its pacing allowed"
+                assert len(store.dirty) == 1000, "a periodic flush ran before its pacing allowed"
             await asyncio.sleep(max(0.0, store._not_before - time.monotonic()) + 0.01)
             store.tick()
-            assert len(store._dirty) == 500, "the paced flush never came (500 runs a call)"
+            assert len(store.dirty) == 500, "the paced flush never came (500 runs a call)"
             assert store.flush_loop_s > spent and store._not_before > time.monotonic()
             assert store.flush() == 500            # a direct (forced) flush is not paced
-            samples = {f.name: f.samples[0].value for f in collect(store)}
+            samples = {f.name: f.samples[0].value
+                       for f in StoreCollector(db, store, Restores(db, table, stats)).collect()}
             assert samples["wtwind_store_snapshot_loop_seconds"] == store.flush_loop_s
-            await store.close()
+            store.close()
+            await db.close()
 
         asyncio.run(scenario())
 

@@ -1,15 +1,17 @@
 """SpectralService: what the server owns to turn checkpoint events into health.
 
-It holds the ``JobRunner`` and, per run, a ``SpectralWatch`` and the last result.
-``submit(event)`` queues a ``checkpoint`` event; when its job finishes (on the loop)
-the summary updates the run's metrics, the ``spectral`` finding goes through the
-run's own alert policy (so dedup/cooldown/lifecycle are the same as for every other
-kind) and a projected checkpoint is announced to the trainer with
-``projection_ready``. ``collect()`` is a metrics provider for ``DaemonCollector``.
+It holds the ``JobRunner``. ``submit(event)`` queues a ``checkpoint`` event; when its
+job finishes (on the loop) the result is kept on the run (``RunState.spectral_result``),
+the summary updates the run's spectral watch (``RunState.spectral``; both ride in the
+run's snapshot), the ``spectral`` finding goes through the run's own alert policy (so
+dedup/cooldown/lifecycle are the same as for every other kind) and a projected
+checkpoint is announced to the trainer with ``projection_ready``. ``JobsCollector``
+renders the job and per-run spectral families at scrape time, reading only.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable
 
@@ -38,21 +40,24 @@ _SUMMARY_GAUGES = (
 )
 
 
+def watch_factory(config: JobsConfig) -> Callable[[], SpectralWatch]:
+    """What builds each run's spectral watch (``RunTable(new_watch=...)``)."""
+    return functools.partial(SpectralWatch, alpha_min=config.alpha_min, alpha_max=config.alpha_max,
+                             trend_checkpoints=config.trend_checkpoints,
+                             max_layers=config.max_layers_exported)
+
+
 class SpectralService:
     def __init__(self, config: JobsConfig, table, *, publish: Callable[[Alert], None],
-                 send: Callable[[bytes, bytes], None], max_series_runs: int = 1000,
-                 changed: Callable[[str], None] = lambda run: None) -> None:
-        """``changed(run)`` is called when a run's spectral state changed (the store
-        snapshots it with the run: ``snapshot_run``/``restore_run``)."""
+                 send: Callable[[bytes, bytes], None], changed: Callable[[object], None]) -> None:
+        """``changed(run)``: the run's state changed (``Snapshots.mark``: written at the
+        next flush)."""
         self.config = config
         self.changed = changed
         self.table = table
         self.publish = publish
         self.send = send
-        self.max_series_runs = max_series_runs
         self.runner = JobRunner(config, self.on_result)
-        self.watches: dict[str, SpectralWatch] = {}
-        self.last_result: dict[str, dict] = {}  # run -> JobResult.to_dict(), for the store/run page
 
     def submit(self, event: dict) -> str:
         want = event.get("want") or ("analyze",)
@@ -64,8 +69,8 @@ class SpectralService:
         run = self.table.get(result.run)
         if run is None:  # expired while the job ran
             return
-        self.last_result[result.run] = result.to_dict()
-        self.changed(result.run)
+        run.spectral_result = result.to_dict()
+        self.changed(run)
         if not result.ok:
             log.warning("spectral_job_failed", run=result.run, step=result.step, outcome=result.outcome,
                         reason=result.reason, error=result.error)
@@ -79,37 +84,23 @@ class SpectralService:
                 self.send(identity, frame)
 
     def _observe_layers(self, run, result: JobResult) -> None:
-        _, finding = self._watch(result.run).update(result.step, result.layers)
+        _, finding = run.spectral_watch().update(result.step, result.layers)
         alert = run.policy.apply(finding, time.time())
         if alert is not None:
             self.publish(alert)
 
-    def snapshot_run(self, run: str) -> dict | None:
-        """The run's spectral state (watch + last result), JSON-able, for the store."""
-        watch, last = self.watches.get(run), self.last_result.get(run)
-        if watch is None and last is None:
-            return None
-        return {"watch": watch.snapshot() if watch is not None else None, "last_result": last}
-
-    def restore_run(self, run: str, state: dict) -> None:
-        if state.get("watch") is not None:
-            self._watch(run).restore(state["watch"])
-        if state.get("last_result") is not None:
-            self.last_result[run] = state["last_result"]
-
-    def _watch(self, run: str) -> SpectralWatch:
-        watch = self.watches.get(run)
-        if watch is None:
-            cfg = self.config
-            watch = self.watches[run] = SpectralWatch(
-                alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max, trend_checkpoints=cfg.trend_checkpoints,
-                max_layers=cfg.max_layers_exported)
-        return watch
-
     async def aclose(self) -> None:
         await self.runner.aclose()
 
-    # -- metrics ----------------------------------------------------------------
+
+class JobsCollector:
+    """The job runner's families and each live run's spectral summary (at most
+    ``max_series_runs`` runs, most recently active first). Reads only."""
+
+    def __init__(self, runner: JobRunner, table, *, max_series_runs: int = 1000) -> None:
+        self.runner = runner
+        self.table = table
+        self.max_series_runs = max_series_runs
 
     def collect(self):
         stats = self.runner.stats()
@@ -125,16 +116,12 @@ class SpectralService:
         buckets = [(_le(edge), float(n)) for edge, n in stats.duration_buckets]
         hist.add_metric([], buckets, sum_value=stats.duration_sum)
         yield hist
-        yield from self._run_families()
+        yield from self.run_families()
 
-    def _run_families(self):
-        live = {r.run: r for r in self.table}
-        for run in [r for r in {*self.watches, *self.last_result} if r not in live]:  # expired runs
-            self.watches.pop(run, None)
-            self.last_result.pop(run, None)
-        shown = sorted((r for r in self.watches if self.watches[r].last is not None),
-                       key=lambda r: live[r].last_seen, reverse=True)[: self.max_series_runs]
-        summaries: dict[str, SpectralSummary] = {r: self.watches[r].last for r in shown}
+    def run_families(self):
+        shown = sorted((r for r in self.table if r.spectral is not None and r.spectral.last is not None),
+                       key=lambda r: r.last_seen, reverse=True)[: self.max_series_runs]
+        summaries: dict[str, SpectralSummary] = {r.run: r.spectral.last for r in shown}
         for name, doc, get in _SUMMARY_GAUGES:
             fam = GaugeMetricFamily(name, doc, labels=["run"])
             for run, s in summaries.items():

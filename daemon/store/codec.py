@@ -4,8 +4,8 @@ The snapshot is taken on the event loop (the one owner of the state) and encoded
 there with msgpack, so the writer thread only ever sees immutable bytes.
 
 Format 2 keeps the detectors' state (by far the largest part) as nested msgpack bytes:
-a restore decodes only the rest (status, step, alert policy, seq marks, extras such as
-the spectral summary) and hands those bytes to the run as ``frozen``; the run decodes
+a restore decodes only the rest (status, step, alert policy, seq marks, the spectral
+watch and last job result) and hands those bytes to the run as ``frozen``; the run decodes
 them the first time it needs its detectors (``RunState.thaw``). A run that is written
 again before that writes the same bytes back untouched. Format 1 (the monitor inline)
 is still read.
@@ -13,7 +13,6 @@ is still read.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import msgpack
@@ -55,8 +54,8 @@ def monitor_bytes(run) -> bytes:
     return _pack(run.monitor.snapshot(copy=False))  # packed at once: no copy needed
 
 
-def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run's durable state; ``extra`` adds other components' per-run state by name."""
+def snapshot(run) -> dict[str, Any]:
+    """The run's durable state."""
     d = {name: getattr(run, name) for name in _FIELDS}
     d["format"] = SNAPSHOT_FORMAT
     d["preset"] = run.preset
@@ -66,14 +65,15 @@ def snapshot(run, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     d["rewinds"] = list(run.rewinds)
     d["spark"] = run.spark.snapshot()
     d["owner"] = run.owner  # a principal: a key or a secret's hash, never the secret
-    if extra:
-        d.update(extra)
+    if run.spectral is not None or run.spectral_result is not None:
+        d["spectral"] = {"watch": run.spectral.snapshot() if run.spectral is not None else None,
+                         "last_result": run.spectral_result}
     return d
 
 
-def encode(run, extra: dict[str, Any] | None = None) -> tuple:
+def encode(run) -> tuple:
     """The row for ``runs``: (run, status, preset, config, first, last, step, blob)."""
-    blob = _pack(snapshot(run, extra))
+    blob = _pack(snapshot(run))
     return (run.run, run.status, run.preset, run.config_json,
             run.first_seen, run.last_seen, run.step, blob)
 
@@ -93,7 +93,7 @@ def decode(blob: bytes) -> dict[str, Any]:
 
 def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     """Put a stored snapshot back into a fresh RunState; returns the decoded snapshot
-    (detectors' state as bytes), whose extras the caller hands to their owners."""
+    (detectors' state as bytes)."""
     d = decode_head(blob)
     if d.get("format") not in READABLE_FORMATS:
         raise ValueError(f"snapshot format {d.get('format')!r} is not one of {READABLE_FORMATS}")
@@ -107,6 +107,10 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     if d.get("spark"):
         run.spark = Spark.restore(d["spark"])
     run.owner = d.get("owner")
+    spectral = d.get("spectral") or {}
+    if spectral.get("watch") is not None:
+        run.spectral_watch().restore(spectral["watch"])
+    run.spectral_result = spectral.get("last_result")
     monitor = d["monitor"]
     run.preset = d["preset"]
     run.freeze(Frozen(monitor if isinstance(monitor, bytes) else _pack(monitor)))

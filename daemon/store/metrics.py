@@ -1,16 +1,27 @@
-"""Prometheus families for the store, read at scrape time (a DaemonCollector provider)."""
+"""Prometheus families for the store and the run snapshots, read at scrape time."""
 
 from __future__ import annotations
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 
-def collect(store):
-    """Metric families for the store (a DaemonCollector provider)."""
+class StoreCollector:
+    """Registered on the daemon's registry; ``collect`` only reads counters."""
+
+    def __init__(self, store, snapshots, restores) -> None:
+        self.store = store
+        self.snapshots = snapshots
+        self.restores = restores
+
+    def collect(self):
+        return _families(self.store, self.snapshots, self.restores)
+
+
+def _families(store, snaps, restores):
     w = store.writer
     yield GaugeMetricFamily("wtwind_store_enabled", "1 when run state is written to SQLite",
                             value=1.0 if store.durable else 0.0)
-    yield CounterMetricFamily("wtwind_store_flushes", "Snapshot batches committed", value=store.flushes)
+    yield CounterMetricFamily("wtwind_store_flushes", "Snapshot batches committed", value=snaps.flushes)
     yield CounterMetricFamily("wtwind_store_write_errors", "Store transactions rolled back",
                               value=w.errors if w else 0)
     yield CounterMetricFamily("wtwind_store_commits", "Store transactions committed",
@@ -20,22 +31,22 @@ def collect(store):
                               value=w.full_commits if w else 0)
     yield CounterMetricFamily("wtwind_store_snapshot_loop_seconds",
                               "Event-loop time spent taking run snapshots (paced to [state] flush_share)",
-                              value=store.flush_loop_s)
-    yield GaugeMetricFamily("wtwind_store_dirty_runs", "Runs with unwritten changes", value=len(store._dirty))
+                              value=snaps.flush_loop_s)
+    yield GaugeMetricFamily("wtwind_store_dirty_runs", "Runs with unwritten changes", value=len(snaps.dirty))
     yield CounterMetricFamily("wtwind_store_failed_operations",
                               "Store operations that failed even in a transaction of their own",
                               value=w.failed_ops if w else 0)
     yield CounterMetricFamily("wtwind_store_flush_errors",
-                              "Run snapshots that could not be encoded or written", value=store.flush_errors)
+                              "Run snapshots that could not be encoded or written", value=snaps.flush_errors)
     yield CounterMetricFamily("wtwind_store_journal_errors",
                               "Alert commits that failed (journal, snapshot and outbox rows together; tried again twice)",
-                              value=store.journal_errors)
+                              value=snaps.journal_errors)
     yield CounterMetricFamily("wtwind_store_quarantined_runs",
                               "Runs quarantined because their state cannot be stored",
-                              value=store.quarantine.total)
+                              value=snaps.quarantine.total)
     yield GaugeMetricFamily("wtwind_store_quarantined_runs_current", "Runs in quarantine now",
-                            value=len(store.quarantine))
+                            value=len(snaps.quarantine))
     yield GaugeMetricFamily("wtwind_store_failing", "1 while persistence is failing (/readyz is red)",
                             value=1.0 if store.failing else 0.0)
     yield GaugeMetricFamily("wtwind_store_restored_runs", "Runs restored from the store at startup",
-                            value=store.restored)
+                            value=restores.restored)

@@ -34,6 +34,7 @@ class _Item:
     fn: Op
     full: bool
     done: Callable[[Any, BaseException | None], None] | None
+    read: bool = False
 
 
 class Writer:
@@ -43,21 +44,25 @@ class Writer:
         self.loop = loop
         self.base_sync = synchronous.upper()
         self.commits = 0
+        self._write_commits = 0    # commits with a write in them: what "failing" is judged on
         self.full_commits = 0      # of which synchronous=FULL (an fsync each): alerts, outbox rows
         self.errors = 0            # transactions rolled back
         self.failed_ops = 0        # operations that failed even on their own
-        self.consecutive_errors = 0  # batches in a row that committed nothing: /readyz
+        self.consecutive_errors = 0  # batches with writes in a row that committed none: /readyz
         self.ops = 0
         self._q: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._completed: queue.SimpleQueue = queue.SimpleQueue()  # (done, result, error)
         self._sync = ""
+        self._polling = False  # poll_completed is running (on the loop thread)
         self._thread = threading.Thread(target=self._main, name="wtwind-store-writer", daemon=True)
         self._thread.start()
 
     def submit(self, fn: Op, *, full: bool = False,
-               done: Callable[[Any, BaseException | None], None] | None = None) -> None:
-        """Queue ``fn``; ``done(result, error)`` runs on the loop after the commit."""
-        self._q.put(_Item(fn, full, done))
+               done: Callable[[Any, BaseException | None], None] | None = None,
+               read: bool = False) -> None:
+        """Queue ``fn``; ``done(result, error)`` runs on the loop after the commit.
+        ``read``: ``fn`` only reads (run restores): its success says nothing of the disk."""
+        self._q.put(_Item(fn, full, done, read))
 
     def call(self, fn: Op, *, full: bool = False) -> asyncio.Future:
         """Queue ``fn`` and return a future for its committed result."""
@@ -96,10 +101,12 @@ class Writer:
                     break
             stop = item is None
             if batch:
-                before = self.commits
+                before = self._write_commits
                 self._run(batch)
-                # a poisoned operation alone is not "persistence failing"; nothing committed is
-                self.consecutive_errors = 0 if self.commits > before else self.consecutive_errors + 1
+                if all(i.read for i in batch):
+                    continue
+                # a poisoned operation alone is not "persistence failing"; no write committed is
+                self.consecutive_errors = 0 if self._write_commits > before else self.consecutive_errors + 1
 
     def _set_sync(self, mode: str) -> None:
         if mode != self._sync:
@@ -140,6 +147,7 @@ class Writer:
                 pass
             return results, exc
         self.commits += 1
+        self._write_commits += not all(i.read for i in batch)
         self.full_commits += full
         self.ops += len(batch)
         return results, None
@@ -153,18 +161,25 @@ class Writer:
 
     @property
     def failing(self) -> bool:
-        """Three batches in a row committed nothing: the disk, not one bad value."""
+        """Three batches with writes in a row committed none: the disk, not one bad value."""
         return self.consecutive_errors >= 3
 
     def poll_completed(self) -> int:
         """Run finished operations' callbacks (on the loop thread); returns how many.
 
-        Also called from inside a long receive burst, so acks need not wait for it."""
-        n = 0
-        while True:
-            try:
-                done, result, error = self._completed.get_nowait()
-            except queue.Empty:
-                return n
-            n += 1
-            done(result, error)
+        Also called from inside a long receive burst, so acks need not wait for it. A
+        callback may handle events (a restored run's held ones) that call this again:
+        that inner call returns at once, and this loop goes on draining."""
+        if self._polling:
+            return 0
+        self._polling, n = True, 0
+        try:
+            while True:
+                try:
+                    done, result, error = self._completed.get_nowait()
+                except queue.Empty:
+                    return n
+                n += 1
+                done(result, error)
+        finally:
+            self._polling = False

@@ -46,7 +46,6 @@ def add_routes(app: web.Application, server) -> None:
     r.add_post("/api/analyze", h.analyze, name="web.api_analyze")
     r.add_static("/static/", STATIC, name="web.static", append_version=False)
     app.on_response_prepare.append(_security_headers)
-    server.alert_listeners.append(h.on_alert)
 
 
 async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -60,11 +59,6 @@ class Handlers:
         self.server = server
         self._analyze_slots = asyncio.Semaphore(2)
 
-    def on_alert(self, alert) -> None:
-        run = self.server.table.get(alert.run)
-        if run is not None:
-            run.series.mark(alert)
-
     def page(self, name: str):
         path = STATIC / name
 
@@ -74,8 +68,8 @@ class Handlers:
         return handler
 
     def _store_path(self) -> str | None:
-        state = getattr(self.server, "state", None)
-        return state.path if state is not None and state.durable else None
+        store = self.server.store
+        return store.path if store.durable else None
 
     async def runs(self, request: web.Request) -> web.Response:
         """Live runs and, from the store, the history past the TTLs: ``?status=a,b&q=&limit=``."""
@@ -108,7 +102,7 @@ class Handlers:
         r = self.server.table.get(name)
         if r is not None:
             return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False,
-                          **views.run_detail(r, self._spectral(name))})
+                          **views.run_detail(r, self._spectral(r))})
         path = self._store_path()
         rec = None
         if path is not None:
@@ -117,13 +111,10 @@ class Handlers:
             return _json({"error": f"no run named {name!r}, live or stored"}, 404)
         return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": True, **views.stored_detail(rec)})
 
-    def _spectral(self, run: str):
+    def _spectral(self, r):
         """The run's last job result (per-layer alpha), else its watch's last summary."""
-        svc = getattr(self.server, "spectral", None)
-        if svc is None:
-            return None
-        res, watch = svc.last_result.get(run), svc.watches.get(run)
-        band = {"band": (svc.config.alpha_min, svc.config.alpha_max)}
+        res, watch, jobs = r.spectral_result, r.spectral, self.server.config.jobs
+        band = {"band": (jobs.alpha_min, jobs.alpha_max)}
         if res and not res.get("layers") and watch is not None and watch.last is not None:
             last = watch.last
             why = res.get("error") or res.get("reason") or res.get("outcome")

@@ -57,7 +57,7 @@ def child(runs: int, seconds: float) -> dict:
             for r in range(runs):
                 handle(b"bench", frame(r, i))
             await asyncio.sleep(0)
-        t0, c0, l0 = time.perf_counter(), time.process_time(), s.state.flush_loop_s
+        t0, c0, l0 = time.perf_counter(), time.process_time(), s.snapshots.flush_loop_s
         i = WARM + 1
         while time.perf_counter() - t0 < seconds:
             for r in range(runs):
@@ -67,7 +67,7 @@ def child(runs: int, seconds: float) -> dict:
                     await asyncio.sleep(0)  # let the writer's completions and the timer in
             i += 1
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        out = {"ev_s": n / wall, "cpu_us": cpu / n * 1e6, "snap_share": (s.state.flush_loop_s - l0) / wall}
+        out = {"ev_s": n / wall, "cpu_us": cpu / n * 1e6, "snap_share": (s.snapshots.flush_loop_s - l0) / wall}
         await s.shutdown()
         return out
 

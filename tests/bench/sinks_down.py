@@ -282,7 +282,7 @@ def child(args) -> dict:
 
         def _counts(self) -> dict:
             out = {f"{s}/{o}": v for (s, o), v in self.delivery.counters.values.items() if v}
-            out["commits"] = self.state.writer.commits
+            out["commits"] = self.store.writer.commits
             return out
 
     async def run() -> dict:

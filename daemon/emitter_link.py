@@ -1,0 +1,102 @@
+"""The daemon's half of the acknowledged-delivery protocol: per-emitter seq, nack, ack.
+
+The protocol has two halves that only make sense together; the trainer's half is in
+``emitters/emitter.py`` (its "Acknowledged delivery" paragraph, and ``_on_ack``,
+``_resend``, ``_check_ack_timeout``). docs/PROTOCOL.md and docs/RELIABILITY.md
+describe it for users.
+
+**Emitter (trainer side).** Each emitter numbers its events ``seq`` = 1, 2, 3, ...
+(one counter per emitter id, not per run) and keeps every sent event in a bounded
+replay buffer until the daemon acks its seq. Every frame carries ``base``: the oldest
+seq the emitter still holds. An ``ack`` with ``seq = n`` drops everything up to ``n``;
+an ack with ``resend`` (a *nack*) makes it send everything held after ``n`` again, in
+order; with no ack progress for ``ack_timeout_s`` it re-sends on its own (backing off).
+
+**Daemon (this module).** Per run and emitter the run keeps ``hwm``: the highest seq
+whose effects are in the run's state (``RunState.hwm``, stored in its snapshot). For
+each event, ``admit``:
+
+- ``seq <= hwm``: a duplicate (a re-send, or a replay after a restart): dropped,
+  counted ``duplicate``.
+- ``seq == hwm + 1``: admitted, ``hwm`` moves on.
+- ``seq > hwm + 1`` while the emitter still holds older events (``seq > base``):
+  dropped, counted ``out_of_order``, and a nack (at most one per ``NACK_INTERVAL_S``
+  for the same hwm) asks for everything after ``hwm``.
+- ``seq > hwm + 1`` and nothing older is held (``seq == base``, or a frame without
+  ``base`` from an emitter with no replay buffer): admitted; events the emitter no
+  longer holds (``base > hwm + 1``: its buffer overflowed) are counted ``seq_gap``.
+
+Acks are sent only once the run's snapshot holding that ``hwm`` has committed
+(``ack``, called by ``daemon/snapshots.py``), so an acked event is never lost to a
+crash: a restart resumes from the stored ``hwm`` and the emitter re-sends the rest.
+Without a store the same acks are sent at each snapshot interval, unwritten.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+from wtwin.emitters import wire
+
+NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
+
+Send = Callable[[bytes, bytes], bool]
+
+
+class EmitterLink:
+    def __init__(self, stats, send: Send) -> None:
+        self.stats = stats
+        self.send = send
+        self._nacks: dict[str, tuple[int, float]] = {}  # emitter -> (hwm asked after, when)
+
+    def admit(self, run, ev: dict, identity: bytes, now: float) -> bool:
+        """False for an event already processed, or one to re-send first (nacked)."""
+        em = ev.get("emitter")
+        if em is not None:
+            run.emitter_seen[em] = now
+            if run.identities.get(em) != identity:
+                run.identities[em] = identity  # where this emitter's acks and alerts go
+            seq, hwm = ev["seq"], run.hwm.get(em, 0)
+            if seq <= hwm:
+                self.stats.dropped["duplicate"] += 1
+                return False
+            if seq > hwm + 1:
+                base = ev.get("base")
+                if base is not None and seq > max(hwm + 1, base):
+                    self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
+                    self._nack(run, em, hwm)
+                    return False
+                if base is not None and base > hwm + 1:  # no longer held by the emitter
+                    self.stats.dropped["seq_gap"] += base - hwm - 1
+            run.hwm[em] = seq
+        run.events += 1
+        return True
+
+    def _nack(self, run, em: str, hwm: int) -> None:
+        last = self._nacks.get(em)
+        now = time.monotonic()
+        if last is not None and last[0] == hwm and now - last[1] < NACK_INTERVAL_S:
+            return
+        self._nacks[em] = (hwm, now)
+        identity = run.identities.get(em)
+        if identity is not None:
+            self.send(identity, wire.reply("ack", seq=hwm, emitter=em, resend=True))
+
+    @staticmethod
+    def marks(runs: Iterable) -> list[tuple]:
+        """(run, emitter, seq) for every emitter of ``runs``, as of now (before a snapshot)."""
+        return [(r, em, seq) for r in runs for em, seq in r.hwm.items()]
+
+    def ack(self, marks: Iterable[tuple]) -> None:
+        """Tell each emitter that everything up to its seq is stored (``marks`` from
+        ``marks()``, taken with the snapshot that has committed)."""
+        for run, em, seq in marks:
+            identity = run.identities.get(em)
+            if identity is not None:
+                self.send(identity, wire.reply("ack", seq=seq, emitter=em))
+
+    def forget(self, run) -> None:
+        """A run left memory: its emitters' nack pacing goes with it."""
+        for em in run.hwm:
+            self._nacks.pop(em, None)

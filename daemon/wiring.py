@@ -1,0 +1,93 @@
+"""``build(config)``: the daemon's object graph, constructed in dependency order, once.
+
+Read top to bottom, this is who depends on whom; nothing is set later and no component
+reaches into another to add a hook. The per-event path the graph serves
+(``Server.handle_event``):
+
+    receiver -> emitter link (seq, acks) -> run state -> detectors -> policy
+             -> alert path (journal + snapshot commit) -> delivery -> sinks
+
+The receiver is built first because everything that replies to a trainer sends on its
+socket; it is handed the server's per-frame handler when it starts. Each Prometheus
+collector is registered on the registry here, and each ``collect`` only reads:
+eviction happens on the server's tick, never while scraping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from wtwin.sinks.delivery import Delivery
+from wtwin.sinks.metrics import DeliveryCollector
+from wtwin.sinks.outbox import MemoryOutbox
+
+from .admission import Admission
+from .alert_path import AlertPath
+from .config import DaemonConfig, build_sinks
+from .emitter_link import EmitterLink
+from .jobs.service import JobsCollector, SpectralService, watch_factory
+from .metrics import DaemonCollector
+from .receiver import Receiver
+from .restores import Restores
+from .run_state import RunTable
+from .snapshots import Snapshots
+from .stats import Stats
+from .store.metrics import StoreCollector
+from .quarantine import Quarantine
+from .store.store import Store
+
+
+@dataclass(frozen=True, kw_only=True)
+class Parts:
+    config: DaemonConfig
+    stats: Stats
+    table: RunTable
+    receiver: Receiver
+    curve: object | None          # CurveGuard when [curve] is on
+    store: Store                  # SQLite only (or nothing, with [state] off)
+    link: EmitterLink
+    snapshots: Snapshots
+    restores: Restores
+    delivery: Delivery
+    alerts: AlertPath
+    spectral: SpectralService
+    admission: Admission
+    registry: CollectorRegistry
+
+
+def build(config: DaemonConfig) -> Parts:
+    stats = Stats()
+    table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
+                     max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs))
+    curve = None
+    if config.curve.enabled:  # zmq.auth only when it is used; a ConfigError early
+        from .zmq_auth import CurveGuard
+
+        curve = CurveGuard(config.curve)
+    receiver = Receiver(config.listen, user_ids=curve is not None)  # with CURVE, the key is the principal
+    send = receiver.send
+    store = Store(config.state)
+    link = EmitterLink(stats, send)
+    snapshots = Snapshots(config.state, store, link, table, stats, Quarantine(stats, send))
+    restores = Restores(store, table, stats)
+    delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
+                        routes=config.routes, policy=config.delivery.retry,
+                        intake_size=config.delivery.intake_size)
+    alerts = AlertPath(table, stats, send, snapshots=snapshots, delivery=delivery)
+    spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
+                               changed=snapshots.mark)
+    admission = Admission(config.runs, table, stats, send, curve=curve is not None,
+                          restore=restores.fill)
+    registry = CollectorRegistry(auto_describe=False)
+    runs = config.runs
+    for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,
+                                      ended_series_s=runs.ended_series_s),
+                      JobsCollector(spectral.runner, table, max_series_runs=runs.max_series_runs),
+                      receiver, StoreCollector(store, snapshots, restores),
+                      DeliveryCollector(delivery), *([curve] if curve is not None else [])):
+        registry.register(collector)
+    return Parts(config=config, stats=stats, table=table, receiver=receiver, curve=curve, store=store,
+                 link=link, snapshots=snapshots, restores=restores, delivery=delivery, alerts=alerts,
+                 spectral=spectral, admission=admission, registry=registry)
