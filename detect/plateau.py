@@ -30,7 +30,10 @@ Four rules:
   ``slow_span`` log-intervals before that reference: a decelerating, power-law-like
   regime, where a collapse of the slope is a stagnation and not the end of a fast phase
   (a BERT-style drop, a warm-down); and only when the reference decline is material: at
-  least ``slow_effect`` noise units per ``slow_ratio`` interval. Needs ``slow_warmup``
+  least ``slow_effect`` noise units per ``slow_ratio`` interval, less ``accel_z`` of its
+  standard errors (a reference measured on few points is uncertain: logged every 10th
+  step, the unknown BERT ``dgx1_result9`` drew a reference 1.6 standard errors steeper
+  than at full resolution, which armed the rule on a 0.09 rise). Needs ``slow_warmup``
   steps and a window of ``slow_points`` (weighted) points; ``slowdown=False`` turns the
   rule off (the finetuning preset: an exponential approach to a floor is a collapsing
   slope by design). O(1) per update: eight running sums re-centred on the current
@@ -228,8 +231,8 @@ class PlateauDetector(Detector):
             self._arm(u)
         ref = self._armed
         k = self.slow_keep
-        if ref is None or -ref[0] * self._c_lr < self.slow_effect * s:
-            return -math.inf      # no reference, or the decline it withholds is immaterial
+        if ref is None or -(ref[0] + self.accel_z * ref[1]) * self._c_lr < self.slow_effect * s:
+            return -math.inf      # no reference, or the decline it withholds is not surely material
         return (b - k * ref[0]) / math.sqrt(se * se + k * k * ref[1] * ref[1])
 
     def _shortfall(self, step: int, level: float) -> float:

@@ -17,10 +17,6 @@ KNOWN = {
     # earlier, decelerating pace would have taken it to ~17), then falls again with its
     # exponential lr decay; `plateau` pages at 9773.
     **{("mlperf10_rnnt_dell_dss8440_r0.csv", how): "a real 3000-step stall" for how in ALL},
-    # The "unknown" BERT run that missed its target rises 0.09 (1.35 -> 1.44) between
-    # 9500 and 11000; at full resolution nothing fires, logged every 10th step the
-    # slowdown rule pages at 11580.
-    ("mlperf07__bert_dgx1_result9_aborted.csv", "every10th"): "a 0.09 rise, thinned",
 }
 
 
