@@ -11,7 +11,6 @@ stopped (it takes the owner lock).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .emitter import DEFAULT_ENDPOINT, Emitter, NullEmitter, default_endpoint
+from .emitter import DEFAULT_ENDPOINT, Emitter, default_endpoint
+from .null import NullEmitter
 
 __all__ = ["connect", "Emitter", "NullEmitter", "DEFAULT_ENDPOINT", "default_endpoint"]
 

@@ -23,6 +23,13 @@ docstring describes both halves side by side.
 A daemon that does not answer is said once in the trainer's log (``reach.py``): nothing
 acked for ``warn_unacked_s`` while events wait, with the endpoint, and again when acks
 come back; ``stats`` has ``unreachable`` and ``no_ack_s``.
+
+Why this module is over 300 lines: `Emitter` is one thread's state machine (the queue,
+seq, the replay buffer, ack and re-send timing, the socket), and all of that state is
+touched by the I/O thread only; split across objects it would need the same fields
+passed back and forth. What is separable lives beside it: the event builders
+(`events.py`), the no-op emitter (`null.py`), the run secret (`run_secret.py`), the
+unreachable-daemon warning (`reach.py`) and the wire format (`wire.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any, Callable
 import zmq
 
 from . import run_secret, wire
+from .events import BUILDERS
 from .reach import Reach, log
 
 DEFAULT_ENDPOINT = "ipc:///run/wtwind/wtwind.sock"  # a system wtwind's RuntimeDirectory
@@ -427,7 +435,7 @@ class Emitter:
 
     def _to_event(self, item: tuple) -> dict | None:
         try:
-            ev = _BUILDERS[item[0]](item)
+            ev = BUILDERS[item[0]](item)
         except Exception:  # a value float()/int() cannot convert: counted, dropped
             self._stats["invalid"] += 1
             return None
@@ -439,79 +447,3 @@ class Emitter:
         if item[0] == "heartbeat":
             ev["dropped"] = self._dropped + self._stats.get("dropped_io", 0)
         return ev
-
-
-def _f(x) -> float:
-    """float() of a Python/numpy number or a 0-d tensor (detached, so no autograd warning)."""
-    detach = getattr(x, "detach", None)
-    return float(detach() if detach is not None else x)
-
-
-def _loss(item):
-    _, ts, step, loss, lr, grad_norm, extra = item
-    ev = {"type": "loss", "ts": ts, "step": int(step), "loss": _f(loss)}
-    if lr is not None:
-        ev["lr"] = _f(lr)
-    if grad_norm is not None:
-        ev["grad_norm"] = _f(grad_norm)
-    for key in ("tokens", "rank"):
-        if extra.get(key) is not None:
-            ev[key] = int(extra[key]) if key == "rank" else float(extra[key])
-    return ev
-
-
-def _eval(item):
-    _, ts, step, metrics = item
-    return {"type": "eval", "ts": ts, "step": int(step),
-            "metrics": {str(k): _f(v) for k, v in metrics.items()}}
-
-
-def _checkpoint(item):
-    _, ts, step, path, fmt, epoch, want = item
-    ev = {"type": "checkpoint", "ts": ts, "step": int(step), "path": os.fspath(path),
-          "format": fmt, "want": list(want)}
-    if epoch is not None:
-        ev["epoch"] = int(epoch)
-    return ev
-
-
-_BUILDERS = {
-    "loss": _loss,
-    "eval": _eval,
-    "checkpoint": _checkpoint,
-    "heartbeat": lambda item: {"type": "heartbeat", "ts": item[1]},
-    "run_start": lambda item: {"type": "run_start", "ts": item[1], **item[2]},
-    "run_end": lambda item: {"type": "run_end", "ts": item[1], "status": item[2]},
-    "rewind": lambda item: {"type": "rewind", "ts": item[1], "step": int(item[2]),
-                            "from_step": int(item[3]),
-                            **{k: v for k, v in item[4].items() if v is not None}},
-}
-
-
-class NullEmitter:
-    """Does nothing, costs nothing: used when ``WTWIN_DISABLE=1`` or on non-zero ranks."""
-
-    run = None
-    endpoint = None
-    on_alert = None
-
-    def __init__(self, *args, **kwargs) -> None:
-        self.run = kwargs.get("run")
-
-    def loss(self, *a, **k) -> None: ...
-    def eval(self, *a, **k) -> None: ...
-    def checkpoint(self, *a, **k) -> None: ...
-    def heartbeat(self) -> None: ...
-    def rewind(self, *a, **k) -> None: ...
-    def poll(self) -> int:
-        return 0
-    def close(self, *a, **k) -> None: ...
-
-    @property
-    def stats(self) -> dict[str, int]:
-        return {"dropped": 0, "queued": 0, "sent": 0}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None: ...

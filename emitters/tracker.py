@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from . import _is_rank_zero, connect
-from .emitter import NullEmitter
+from .null import NullEmitter
 from .wire import KIND_PRESETS
 
 AlertCallback = Callable[[dict], Any]
