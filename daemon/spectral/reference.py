@@ -42,15 +42,9 @@ def analyze_layers(specs: list[LayerSpec], **_: Any) -> list[LayerResult]:
 
 
 def _result(spec: LayerSpec, row: dict) -> LayerResult:
-    ok = row.get("status") == "success"
-    return LayerResult(
-        name=spec.name,
-        kind=spec.kind,
-        n=spec.n,
-        m=spec.m,
-        rf=spec.rf,
+    return LayerResult.of(
+        spec, row.get("status") == "success",
         num_evals=int(row["num_evals"]),
-        status="ok" if ok else "failed",
         alpha=float(row["alpha"]),
         alpha_weighted=float(row["alpha_weighted"]),
         xmin=float(row["xmin"]),

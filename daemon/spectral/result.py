@@ -63,6 +63,12 @@ class LayerResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def of(cls, spec: Any, ok: bool, **metrics: Any) -> "LayerResult":
+        """The layer's shape from its ``spec`` (name, kind, n, m, rf), its metrics as given."""
+        return cls(name=spec.name, kind=spec.kind, n=spec.n, m=spec.m, rf=spec.rf,
+                   status="ok" if ok else "failed", **metrics)
+
 
 def layer_metrics(spec: Any, evals: np.ndarray) -> LayerResult:
     """All metrics of one layer from its (pooled) eigenvalues."""
@@ -72,14 +78,9 @@ def layer_metrics(spec: Any, evals: np.ndarray) -> LayerResult:
     total = float(evals.sum())
     log_spec = math.log10(lam_max) if lam_max > 0 else -math.inf
     detx = detx_count(evals)
-    return LayerResult(
-        name=spec.name,
-        kind=spec.kind,
-        n=spec.n,
-        m=spec.m,
-        rf=spec.rf,
+    return LayerResult.of(
+        spec, fit.ok,
         num_evals=int(evals.size),
-        status="ok" if fit.ok else "failed",
         alpha=fit.alpha,
         alpha_weighted=fit.alpha * log_spec,
         xmin=fit.xmin,
