@@ -179,3 +179,35 @@ class TestRouteConfig:
         """Routes have no cooldown_s any more (detection.cooldown_s owns it)."""
         with pytest.raises(TypeError):
             RouteConfig(sinks=("s",), cooldown_s=60.0)
+
+
+def test_a_resolve_staged_before_the_hold_ended_does_not_cancel_a_firing_in_flight(tmp_path):
+    """The resolve was staged 0.1 s into a 0.3 s hold, but its transaction ran after the
+    hold ended and a worker had taken the firing: held is judged when the transaction
+    runs, so the firing is not cancelled under the worker (its outcome is recorded) and
+    the resolve follows it."""
+    import time
+
+    from wtwin.daemon.store.outbox import SqliteOutbox
+
+    async def scenario():
+        box = SqliteOutbox(tmp_path / "o.db")
+        t0 = time.time()
+        r = Router([RouteConfig(sinks=("s",), for_s=0.3)], ["s"])
+        await _commit(box, r.route(alert(started_at=t0), t0), t0)
+        got = asyncio.get_running_loop().create_future()
+        now = t0 + 0.1
+        staged = box.stage([r.route(alert(status="resolved", started_at=t0), now)], now,
+                           lambda rows, err: got.set_result(rows[0] if err is None else err))
+        await asyncio.sleep(0.4)
+        (taken,) = await box.due("s", time.time(), 10)          # a worker takes the firing
+        box.commit(staged)                                      # then the resolve commits
+        resolved = await got
+        await box.record(taken.id, state="delivered", attempts=1, next_attempt_at=0.0, error="",
+                         now=time.time())
+        await box.aclose()
+        return taken, resolved
+
+    taken, resolved = asyncio.run(scenario())
+    assert taken.alert.status == "firing"
+    assert [(x.sink, x.alert.status) for x in resolved] == [("s", "resolved")]

@@ -21,6 +21,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -131,9 +132,13 @@ class SqliteOutbox:
         """Routed alerts as one operation for the caller's FULL transaction; the rows are
         mirrored (due, counted) only once it has committed."""
         plans = list(plans)
+        staged_at = time.monotonic()
 
         def op(conn):
-            return [_write(conn, plan, now, full) for plan in plans]
+            # judged when the transaction runs, not when it was staged: a worker may have
+            # taken a firing whose hold ended meanwhile, so that row is no longer held
+            at = now + (time.monotonic() - staged_at)
+            return [_write(conn, plan, at, full) for plan in plans]
 
         def finish(result, error):
             rows = [] if error else [self._mirror(plan, out, now) for plan, out in zip(plans, result)]
