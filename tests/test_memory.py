@@ -122,8 +122,10 @@ def test_over_the_socket_runs_stay_bounded_expire_and_come_back(tmp_path):
         for f in frames(SOCKET_EVENTS + 1, SOCKET_EVENTS + 1):
             sock.send(f)
         wait_for(lambda: loss_events() == SOCKET_RUNS * (SOCKET_EVENTS + 1), 60, 0.1, "the next events")
+        # an event of a stored run is counted on arrival and handled once its row is read
+        # back off the loop (issue 17): the runs come back just after
+        wait_for(lambda: d.metrics()[("wtwind_known_runs", ())] == SOCKET_RUNS, 60, 0.1, "the runs back")
         m = d.metrics()
-        assert m[("wtwind_known_runs", ())] == SOCKET_RUNS
         assert m.get(("wtwind_events_dropped_total", (("reason", "duplicate"),)), 0) == 0
     finally:
         sock.close()
