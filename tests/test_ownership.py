@@ -130,6 +130,20 @@ class TestRunsBelongToTheirTrainer:
             assert b"mine" not in db and b"yours" not in db  # only a hash is stored
 
 
+    def test_a_run_read_back_from_the_store_keeps_its_owner(self, tmp_path):
+        """The run left memory (TTL); the intruder's event is what brings it back from the
+        store (read off the loop, then admitted): refused, and the owner goes on."""
+        env = {"WTWIND_RUNS__IDLE_TTL_S": "1", "WTWIND_RUNS__ENDED_TTL_S": "1", "WTWIND_TICK_S": "0.1"}
+        with Daemon(extra_env=env, tmpdir=str(tmp_path)) as d:
+            assert trainer(d.ipc, "evicted", 1, 20, WTWIN_RUN_SECRET="mine") == 0
+            wait_for(lambda: sample(d, "wtwind_known_runs") == 0, timeout=30, what="the run left memory")
+            assert trainer(d.ipc, "evicted", 21, 30, WTWIN_RUN_SECRET="yours") == 3
+            assert (sample(d, "wtwind_events_dropped_total", reason="not_owner") or 0) >= 1
+            assert step_of(d, "evicted") in (None, 20)        # nothing of the intruder's landed
+            assert trainer(d.ipc, "evicted", 21, 30, WTWIN_RUN_SECRET="mine") == 0
+            wait_for(lambda: step_of(d, "evicted") == 30, what="the owner went on")
+
+
 class TestCurvePrincipal:
     def test_client_key_is_the_principal(self, tmp_path):
         env, srv_pub, secret = curve_keys(tmp_path, ("alice", "bob"))
