@@ -54,8 +54,11 @@ def upstream_cayley_factor(g: torch.Tensor, eta: float) -> torch.Tensor:
 
 
 def fit_tail(evals: torch.Tensor) -> tuple[float, float, int] | None:
-    """(alpha, xmin, num_pl_spikes) of weightwatcher's power-law fit, or None if it fails."""
-    evals = evals.detach().to(torch.float64).flatten()
+    """(alpha, xmin, num_pl_spikes) of weightwatcher's power-law fit, or None if it fails.
+
+    Fitted on the CPU whatever the weight's device: the scan reads one value per candidate
+    ``xmin`` (a device sync each on a GPU) and the vector is one layer's eigenvalues."""
+    evals = evals.detach().to("cpu", torch.float64).flatten()
     data = torch.sort(evals[evals > EVALS_THRESH]).values
     n_all = data.numel()
     if n_all < 2:
@@ -119,7 +122,7 @@ def tail_trace_log(lam: torch.Tensor, tail: torch.Tensor) -> float:
 
 def _step(tail: torch.Tensor, q: float, eta: float) -> torch.Tensor:
     """Move the descending tail toward A i^-q; ``A`` fitted with the slope fixed."""
-    ranks = torch.arange(1, tail.numel() + 1, dtype=torch.float64)
+    ranks = torch.arange(1, tail.numel() + 1, dtype=torch.float64, device=tail.device)
     log_lam = torch.log(tail)
     log_a = torch.mean(log_lam + q * torch.log(ranks))
     g = log_lam - (log_a - q * torch.log(ranks))

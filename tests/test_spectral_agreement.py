@@ -14,6 +14,13 @@ from wtwin.daemon.spectral import analyze  # noqa: E402
 from wtwin.daemon.spectral.layers import select_layers  # noqa: E402
 
 
+# On a CUDA machine weightwatcher moves each matrix to the GPU in reduced precision for its
+# SVD (RMT_Util): its lambda_max is off by ~1e-5 there, so this float64 agreement is
+# checked where it runs on the CPU; tests/test_cuda.py compares with it on a GPU.
+ww_in_float64 = pytest.mark.skipif(torch.cuda.is_available(),
+                                   reason="weightwatcher computes in reduced precision on CUDA")
+
+
 def _assert_agree(fast, ref):
     assert [r.name for r in fast] == [r.name for r in ref]
     for a, b in zip(fast, ref):
@@ -45,6 +52,7 @@ def _student_t_state_dict():
 
 
 class TestAgreement:
+    @ww_in_float64
     def test_student_t_layers(self):
         """Heavy-tailed random layers (df 1.5..6), Conv2d and a small-n layer agree layer by layer."""
         sd = _student_t_state_dict()
@@ -54,6 +62,7 @@ class TestAgreement:
         _assert_agree(fast, ref)
         assert any(r.alpha < 3 for r in ref) and any(r.num_evals < 20 for r in ref)
 
+    @ww_in_float64
     def test_small_trained_model(self, digits_model):
         """Layers of an MLP trained a few hundred steps on sklearn digits agree."""
         fast = analyze(digits_model, engine="fast")
