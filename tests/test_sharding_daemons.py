@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Daemon, http_get, parse_metrics, wait_for
+from test_web import browser, page  # noqa: F401  (the real-browser fixtures: chromium, no console errors)
 from wtwin.emitters import shards
 
 HERE = Path(__file__).resolve().parent
@@ -111,6 +112,27 @@ def test_the_run_pages_name_the_shard(fleet):
         assert status == 404 and f"on shard {name}" in missing["error"]
     single = listing(fleet["single"])
     assert single["shard"] is None and {r["shard"] for r in single["runs"]} == {None}
+
+
+def test_the_pages_show_the_shard_in_a_browser(fleet, page):
+    """The list's shard column and header, the run page's shard fact; none on a single daemon."""
+    a = fleet["a"]
+    page.goto(a.url + "/")
+    page.wait_for_selector("#runs tbody tr.run-row")
+    assert page.locator("#runs thead th.shard-col").is_visible()
+    assert set(page.locator("#runs tbody td.shard-col").all_inner_texts()) == {"shard-a"}
+    page.wait_for_function("document.getElementById('conn').textContent.includes('shard shard-a')")
+    run = next(r for r in fleet["runs"] if fleet["picked"][r] == a.tcp)
+    page.goto(f"{a.url}/runs/{run}")
+    page.wait_for_selector('[data-fact="shard"]')
+    assert page.locator('[data-fact="shard"] .value').inner_text() == "shard-a"
+    page.goto(fleet["single"].url + "/")
+    page.wait_for_selector("#runs tbody tr.run-row")
+    assert not page.locator("#runs thead th.shard-col").is_visible()
+    assert not page.locator("#runs tbody td.shard-col").first.is_visible()
+    page.goto(f"{fleet['single'].url}/runs/{run}")
+    page.wait_for_selector('[data-fact="status"]')
+    assert page.locator('[data-fact="shard"]').count() == 0
 
 
 def test_the_alerts_are_those_of_one_daemon(fleet):
