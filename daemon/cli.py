@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from .logsetup import configure
     from .server import Server
 
-    configure(cfg.log.level, cfg.log.format)
+    configure(cfg.log.level, cfg.log.format, shard=cfg.shard.name)
     try:
         return asyncio.run(_run(Server, cfg))
     except ConfigError as exc:

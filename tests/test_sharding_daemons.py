@@ -10,7 +10,8 @@ endpoint list and to the single daemon. Then, through each daemon's HTTP API onl
 - each run's page names its shard; the single daemon names none;
 - the alerts (every firing and resolution, with step and message) of each run on its
   shard equal the single daemon's, and the shards' alert counters add up to its;
-- ``/metrics`` says each shard's name once (``wtwind_shard_info``).
+- ``/metrics`` says each shard's name once (``wtwind_shard_info``), and every log line
+  of a shard names it.
 """
 
 from __future__ import annotations
@@ -149,6 +150,12 @@ def test_the_alerts_are_those_of_one_daemon(fleet):
     # the curves did fire what they were built to, on both shards
     for want in ("nan:nonfinite", "spike:spike", "diverge:divergence"):
         assert fired[want] >= 2, (want, fired)
+
+
+def test_every_log_line_of_a_shard_names_it(fleet):
+    for d, name in ((fleet["a"], "shard-a"), (fleet["b"], "shard-b"), (fleet["single"], None)):
+        lines = [json.loads(ln) for ln in d.log().splitlines() if ln.startswith("{")]
+        assert lines and {ln.get("shard") for ln in lines} == {name}, d.log()[-2000:]
 
 
 def alert_counts(d: Daemon) -> Counter:
