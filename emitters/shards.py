@@ -23,12 +23,13 @@ so keep it in one place, the environment of the jobs.
 
 The pick is made once, when the emitter is built: ``emit.loss()`` never sees the list.
 
-    python -m wtwin.emitters.shards RUN [ENDPOINTS]   # which shard holds RUN
+    python -m wtwin.emitters shard RUN [ENDPOINTS]   # which shard holds RUN
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 from typing import Iterable
@@ -67,14 +68,19 @@ def pick(run: str, endpoints: tuple[str, ...] | list[str]) -> str:
     return max(endpoints, key=lambda ep: (weight(ep, run), ep))
 
 
-def main(argv: list[str] | None = None) -> int:
-    import os
+USAGE = ("usage: python -m wtwin.emitters shard RUN [ENDPOINTS]\n"
+         "prints the endpoint RUN goes to (ENDPOINTS: default $WTWIN_ENDPOINT)")
 
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m wtwin.emitters.shards RUN [ENDPOINTS]\n"
-              "prints the endpoint RUN goes to (ENDPOINTS: default $WTWIN_ENDPOINT)")
-        return 0 if args else 2
+
+def main(argv: list[str]) -> int:
+    """``shard RUN [ENDPOINTS]`` (``emitters/__main__.py``)."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    if len(argv) < 2 or argv[0] != "shard":
+        print(USAGE, file=sys.stderr)
+        return 2
+    args = argv[1:]
     listed = " ".join(args[1:]) or os.environ.get("WTWIN_ENDPOINT", "")
     try:
         print(pick(args[0], parse(listed)))
@@ -82,7 +88,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wtwin: {exc}; pass the list or set WTWIN_ENDPOINT", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -109,14 +109,16 @@ class TestPick:
         assert sorted(times)[len(times) // 2] < 500e-6  # ~50 us measured; loose on a busy host
 
     def test_the_cli_says_where_a_run_lives(self, capsys, monkeypatch):
-        assert shards.main(["gpt-7b-lr3e-4", ",".join(EPS3)]) == 0
-        assert capsys.readouterr().out.strip() == EPS3[2]
+        out = subprocess.run([sys.executable, "-W", "error", "-m", "wtwin.emitters", "shard",
+                              "gpt-7b-lr3e-4", ",".join(EPS3)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() == EPS3[2] and not out.stderr, out.stderr
         monkeypatch.setenv("WTWIN_ENDPOINT", " ".join(EPS3))
-        assert shards.main(["gpt-7b-lr3e-4"]) == 0
+        assert shards.main(["shard", "gpt-7b-lr3e-4"]) == 0
         assert capsys.readouterr().out.strip() == EPS3[2]
         monkeypatch.delenv("WTWIN_ENDPOINT")
-        assert shards.main(["gpt-7b-lr3e-4"]) == 2
+        assert shards.main(["shard", "gpt-7b-lr3e-4"]) == 2
         assert "set WTWIN_ENDPOINT" in capsys.readouterr().err
+        assert shards.main(["gpt-7b-lr3e-4"]) == 2 and "usage:" in capsys.readouterr().err
 
 
 class TestEmitter:

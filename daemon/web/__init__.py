@@ -115,7 +115,7 @@ class Handlers:
         if rec is None:
             where = "" if shard is None else (
                 f" on shard {shard} (a run lives on the shard its name picks: "
-                f"python -m wtwin.emitters.shards RUN ENDPOINTS)")
+                f"python -m wtwin.emitters shard RUN ENDPOINTS)")
             return _json({"error": f"no run named {name!r}, live or stored{where}", "shard": shard}, 404)
         return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": True, "shard": shard,
                       **views.stored_detail(rec)})
