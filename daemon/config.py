@@ -139,7 +139,7 @@ class LogConfig:
                 f"format: {self.format!r} is not one of auto, json, console")
 
 
-_SHARD_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,62})")
+_SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
 @dataclass(frozen=True, kw_only=True)

