@@ -68,10 +68,16 @@ def fleet(tmp_path_factory):
                                   env=dict(os.environ, PYTHONHASHSEED=seed))
                  for i, seed in enumerate(("1", "2"))]
         picked = {}
-        for p in procs:
-            out, err = p.communicate(timeout=240)
-            assert p.returncode == 0, err
-            picked.update(json.loads(out.splitlines()[-1]))
+        try:
+            for p in procs:
+                out, err = p.communicate(timeout=240)
+                assert p.returncode == 0, err
+                picked.update(json.loads(out.splitlines()[-1]))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
 
         def done(d, names):
             got = {r["run"]: r for r in api(d, "/api/runs")[1]["runs"]}
