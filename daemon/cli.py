@@ -13,6 +13,8 @@ from .version import __version__
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wtwind", description="wtwin daemon: watches training runs")
     p.add_argument("--config", "-c", metavar="PATH", help="TOML config (default: embedded defaults)")
+    p.add_argument("--shard", metavar="NAME",
+                   help="this daemon's shard name (overrides [shard] name; docs/SHARDING.md)")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
     p.add_argument("--print-config", action="store_true",
                    help="print the effective config (file + env + defaults) as TOML and exit")
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return store_cli.run_keys(args)
 
     try:
-        cfg = config_mod.load(args.config)
+        cfg = config_mod.load(args.config, shard=args.shard)
     except ConfigError as exc:
         print(f"wtwind: config error: {exc}", file=sys.stderr)
         return 2
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from .logsetup import configure
     from .server import Server
 
-    configure(cfg.log.level, cfg.log.format)
+    configure(cfg.log.level, cfg.log.format, shard=cfg.shard.name)
     try:
         return asyncio.run(_run(Server, cfg))
     except ConfigError as exc:

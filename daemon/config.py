@@ -11,6 +11,7 @@ the one secret resolver (``wtwin.sinks.secrets``).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,24 @@ class LogConfig:
                 f"format: {self.format!r} is not one of auto, json, console")
 
 
+_SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardConfig:
+    """This daemon's name among the shards (docs/SHARDING.md): shown on the run pages and
+    in ``/metrics`` (``wtwind_shard_info``). None: a single daemon, nothing is shown.
+    ``[shard] name``, ``WTWIND_SHARD__NAME`` or ``wtwind --shard NAME``; in a StatefulSet
+    the pod's name. Letters, digits, ``.``, ``_``, ``-``; at most 63 characters."""
+
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        require(self.name is None or _SHARD_NAME.fullmatch(self.name) is not None,
+                f"name: {self.name!r} is not a shard name (letters, digits, '.', '_', '-'; "
+                "starting with a letter or digit; at most 63 characters)")
+
+
 @dataclass(frozen=True, kw_only=True)
 class DaemonConfig:
     listen: ListenConfig = field(default_factory=ListenConfig)
@@ -154,6 +173,7 @@ class DaemonConfig:
     # [[sinks]]: a union tagged by ``type`` (wtwin.sinks.registry); the default is one log sink
     sinks: tuple[AnySinkConfig, ...] = (LogSinkConfig(),)
     routes: tuple[RouteConfig, ...] = ()
+    shard: ShardConfig = field(default_factory=ShardConfig)
 
     def __post_init__(self) -> None:
         require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")
@@ -162,8 +182,9 @@ class DaemonConfig:
 
 
 def load(path: str | os.PathLike | None = None,
-         environ: Mapping[str, str] | None = None) -> DaemonConfig:
-    """Read ``path`` (or embedded defaults when None), overlay the environment."""
+         environ: Mapping[str, str] | None = None, *, shard: str | None = None) -> DaemonConfig:
+    """Read ``path`` (or embedded defaults when None), overlay the environment, then
+    ``shard`` (``wtwind --shard``) when given."""
     environ = os.environ if environ is None else environ
     data: dict = {}
     if path is not None:
@@ -177,6 +198,11 @@ def load(path: str | os.PathLike | None = None,
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     raw = apply_env(data, environ)
+    if shard is not None:
+        section = raw.setdefault("shard", {})
+        if not isinstance(section, dict):
+            raise ConfigError("shard: expected a table ([shard] name = ...)")
+        section["name"] = shard
     listen = raw.setdefault("listen", {})
     if isinstance(listen, dict) and "endpoints" not in listen:  # depends on the runtime dirs
         listen["endpoints"] = [default_ipc_endpoint(environ), "tcp://127.0.0.1:5557"]

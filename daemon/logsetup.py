@@ -12,12 +12,19 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "error": logging.ERROR}
 
 
-def configure(level: str = "info", fmt: str = "auto", stream=None) -> None:
+def configure(level: str = "info", fmt: str = "auto", stream=None, shard: str | None = None) -> None:
+    """``shard``: this daemon's shard name, put on every line (logs of many shards mixed in
+    one place still say whose they are; docs/SHARDING.md)."""
     stream = stream or sys.stderr
     console = fmt == "console" or (fmt == "auto" and stream.isatty())
     renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+
+    def add_shard(logger, method, event: dict) -> dict:
+        event.setdefault("shard", shard)
+        return event
     structlog.configure(
         processors=[
+            *([add_shard] if shard is not None else []),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),

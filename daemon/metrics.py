@@ -6,6 +6,12 @@ ended as failed or killed, so that a run that fails and exits at once still reac
 Alertmanager through the shipped rules; capped at ``max_series_runs`` (most recently active first), the number of runs
 beyond the cap exported. Other components' families come from their own collectors,
 each registered on the same registry (``daemon/wiring.py``). ``collect`` only reads.
+
+A daemon with a shard name (``[shard] name``) says it in ``wtwind_shard_info{shard}``:
+one series per daemon, not a label on every run series. Prometheus tells shards apart
+by their target labels (``instance``, ``pod``) anyway, and a run lives on one shard, so
+the rules and dashboards that aggregate ``by (run)`` work unchanged; a query that wants
+the name joins it: ``... * on (instance) group_left (shard) wtwind_shard_info``.
 """
 
 from __future__ import annotations
@@ -52,7 +58,9 @@ _RUN_GAUGES = (
 
 class DaemonCollector(_Base):
     def __init__(self, table: RunTable, stats: Stats, *, max_series_runs: int = 1000,
-                 ended_series_s: float = 900.0, clock: Callable[[], float] = time.time) -> None:
+                 ended_series_s: float = 900.0, clock: Callable[[], float] = time.time,
+                 shard: str | None = None) -> None:
+        self.shard = shard
         self.table = table
         self.stats = stats
         self.max_series_runs = max_series_runs
@@ -67,6 +75,10 @@ class DaemonCollector(_Base):
         info = InfoMetricFamily("wtwind_build", "wtwind build information")
         info.add_metric([], {"version": __version__})
         yield info
+        if self.shard is not None:  # one series per daemon; joined on instance where needed
+            shard = InfoMetricFamily("wtwind_shard", "This daemon's shard name ([shard] name)")
+            shard.add_metric([], {"shard": self.shard})
+            yield shard
         running = sum(1 for r in self.table if r.status == "running")
         yield GaugeMetricFamily("wtwind_active_runs", "Runs currently running", value=running)
         yield GaugeMetricFamily("wtwind_known_runs", "Runs held in memory", value=len(self.table))

@@ -2,12 +2,16 @@
 
     emit = wtwin.emitters.connect(run="gpt-7b-lr3e-4")
     emit.loss(step, loss, lr=lr)
+
+Several daemons (shards): ``WTWIN_ENDPOINT="tcp://wtwind-0:5557,tcp://wtwind-1:5557"``;
+each run goes to one of them, picked by its name (``shards.py``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Sequence
 
 from .emitter import DEFAULT_ENDPOINT, Emitter, default_endpoint
 from .null import NullEmitter
@@ -23,9 +27,13 @@ def _is_rank_zero() -> bool:
     return True
 
 
-def connect(endpoint: str | None = None, run: str | None = None, *, all_ranks: bool = False,
-            **config) -> Emitter | NullEmitter:
+def connect(endpoint: str | Sequence[str] | None = None, run: str | None = None, *,
+            all_ranks: bool = False, **config) -> Emitter | NullEmitter:
     """Return an emitter for ``run`` (a generated id, printed once, when omitted).
+
+    ``endpoint`` (default ``$WTWIN_ENDPOINT``, else the local socket) may name several
+    daemons, as a list or separated by commas or whitespace: they are shards, and the
+    run's name picks the one it goes to, the same one in every process (docs/SHARDING.md).
 
     Disabled (a `NullEmitter`) when ``WTWIN_DISABLE=1`` or, unless ``all_ranks``, on
     any process whose ``RANK``/``LOCAL_RANK`` is not 0.

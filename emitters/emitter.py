@@ -20,6 +20,11 @@ I/O thread: the caller's cost is unchanged. The daemon's half of the protocol (w
 seq it admits, when it nacks, when it acks) is ``wtwin.daemon.emitter_link``, whose
 docstring describes both halves side by side.
 
+Several endpoints (``WTWIN_ENDPOINT`` or ``endpoint=`` holding a list) are shards: the
+run's name picks one once, at construction, by rendezvous hashing (``shards.py``,
+docs/SHARDING.md), and everything the emitter sends goes there; ``endpoint`` is that
+pick, ``endpoints`` the list.
+
 A daemon that does not answer is said once in the trainer's log (``reach.py``): nothing
 acked for ``warn_unacked_s`` while events wait, with the endpoint, and again when acks
 come back; ``stats`` has ``unreachable`` and ``no_ack_s``.
@@ -29,7 +34,8 @@ seq, the replay buffer, ack and re-send timing, the socket), and all of that sta
 touched by the I/O thread only; split across objects it would need the same fields
 passed back and forth. What is separable lives beside it: the event builders
 (`events.py`), the no-op emitter (`null.py`), the run secret (`run_secret.py`), the
-unreachable-daemon warning (`reach.py`) and the wire format (`wire.py`).
+unreachable-daemon warning (`reach.py`), the shard pick (`shards.py`) and the wire
+format (`wire.py`).
 """
 
 from __future__ import annotations
@@ -40,11 +46,11 @@ import secrets
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import zmq
 
-from . import run_secret, wire
+from . import run_secret, shards, wire
 from .events import BUILDERS
 from .reach import Reach, log
 
@@ -69,14 +75,16 @@ def default_ipc_endpoint(environ=None) -> str:
 
 
 def default_endpoint() -> str:
+    """``$WTWIN_ENDPOINT`` (one endpoint, or several separated by commas or whitespace:
+    the shards, ``shards.py``), else the local socket."""
     return os.environ.get("WTWIN_ENDPOINT") or default_ipc_endpoint()
 
 
 class Emitter:
     """Publishes one run's events to wtwind. Use ``wtwin.emitters.connect()``."""
 
-    def __init__(self, endpoint: str | None = None, run: str | None = None, *,
-                 config: dict | None = None, preset: str | None = None, kind: str | None = None,
+    def __init__(self, endpoint: str | Sequence[str] | None = None, run: str | None = None, *,
+                 endpoints: str | Sequence[str] | None = None, config: dict | None = None, preset: str | None = None, kind: str | None = None,
                  resumed_from: str | None = None,
                  on_alert: Callable[[dict], Any] | None = None,
                  on_projection: Callable[[dict], Any] | None = None,
@@ -90,9 +98,15 @@ class Emitter:
             raise ValueError("queue_size and batch_max must be >= 1")
         if replay_size < 0 or ack_timeout_s <= 0:
             raise ValueError("replay_size must be >= 0 and ack_timeout_s > 0")
-        self.endpoint = endpoint or default_endpoint()
+        if endpoint and endpoints:
+            raise ValueError("give endpoint or endpoints, not both (either may hold a list)")
         self.run = run or f"run-{uuid.uuid4().hex[:8]}"
-        self._reach = Reach(self.endpoint, warn_unacked_s)
+        # several endpoints are shards: the run's name picks one, the same in every process
+        self.endpoints = shards.parse(endpoint or endpoints or default_endpoint())
+        self.endpoint = shards.pick(self.run, self.endpoints)
+        self._reach = Reach(self.endpoint if len(self.endpoints) == 1 else
+                            f"{self.endpoint} (this run's shard, 1 of {len(self.endpoints)})",
+                            warn_unacked_s)
         self._last_sent = 0  # highest seq sent
         self.id = uuid.uuid4().hex[:16]
         self.on_alert = on_alert

@@ -8,6 +8,7 @@ class NullEmitter:
 
     run = None
     endpoint = None
+    endpoints = ()
     on_alert = None
 
     def __init__(self, *args, **kwargs) -> None:

@@ -187,6 +187,42 @@ class TestContainer:
         assert r.returncode == 0, r.stdout + r.stderr
         assert "SUCCESS" in r.stdout + r.stderr
 
+    def test_compose_shards_overlay_adds_a_second_shard_that_prometheus_scrapes(self, tmp_path):
+        """compose.shards.yaml: two shards with their own names, stores and host ports, both
+        scraped by its prometheus.shards.yml (promtool), whose rest is compose's own."""
+        base = DEPLOY / "docker"
+        main = yaml.safe_load((base / "compose.yaml").read_text())
+        over = yaml.safe_load((base / "compose.shards.yaml").read_text())
+        svcs = over["services"]
+        one, two = main["services"]["wtwind"], svcs["wtwind-1"]
+        assert two["build"] == one["build"] and two["image"] == one["image"]
+        names = {svcs["wtwind"]["environment"]["WTWIND_SHARD__NAME"], two["environment"]["WTWIND_SHARD__NAME"]}
+        assert names == {"wtwind-0", "wtwind-1"}
+        for shard_name in names:
+            assert config_mod.load(DEPLOY / "docker" / "wtwind.toml",
+                                   environ={"WTWIND_SHARD__NAME": shard_name}).shard.name == shard_name
+        host_ports = [p.rsplit(":", 1)[0] for s in (one, two) for p in s["ports"]]
+        assert len(set(host_ports)) == len(host_ports) == 4
+        assert [p for p in two["ports"] if not p.startswith("5558")][0].startswith("127.0.0.1:")
+        state = {v.split(":")[0] for v in two["volumes"] if v.endswith(":/var/lib/wtwind")}
+        assert state and state <= set(over["volumes"]) and not state & set(main["volumes"])
+        assert {v.rsplit(":", 2)[1] for v in two["volumes"]} == {v.rsplit(":", 2)[1] for v in one["volumes"]}
+        prom_mount = svcs["prometheus"]["volumes"][0].split(":")
+        assert prom_mount[1] == "/etc/prometheus/prometheus.yml" and (base / prom_mount[0]).exists()
+        shards_cfg = yaml.safe_load((base / prom_mount[0]).read_text())
+        single_cfg = yaml.safe_load((base / "prometheus.yml").read_text())
+        (job,) = shards_cfg["scrape_configs"]
+        assert job["job_name"] == "wtwind"
+        assert job["static_configs"][0]["targets"] == ["wtwind:9464", "wtwind-1:9464"]
+        assert {k: v for k, v in shards_cfg.items() if k != "scrape_configs"} == \
+            {k: v for k, v in single_cfg.items() if k != "scrape_configs"}
+        promtool = need_binary("promtool")
+        shutil.copy(base / "prometheus.shards.yml", tmp_path / "prometheus.yml")
+        shutil.copy(DEPLOY / "prometheus" / "wtwin.rules.yml", tmp_path / "wtwin.rules.yml")
+        r = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "SUCCESS" in r.stdout + r.stderr, r.stdout + r.stderr
+
     def test_alertmanager_template_renders_to_a_valid_config(self, tmp_path):
         """The env-rendered Alertmanager config passes amtool check-config, with no placeholder left."""
         amtool = need_binary("amtool")
@@ -280,6 +316,84 @@ class TestKubernetes:
         assert r.returncode == 0, r.stdout + r.stderr
 
 
+SHARDED = DEPLOY / "k8s-sharded"
+
+
+def sharded_docs() -> dict[str, dict]:
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted(SHARDED.glob("*.yaml"))}
+
+
+class TestShardedKubernetes:
+    """deploy/k8s-sharded: the StatefulSet of shards on top of deploy/k8s (docs/SHARDING.md)."""
+
+    def test_statefulset_and_headless_service_validate_against_kubernetes_schemas(self):
+        """The StatefulSet, and the base Service with the headless patch applied, validate (strict)."""
+        kv = pytest.importorskip("kubernetes_validate") if not CI else __import__("kubernetes_validate")
+        docs = sharded_docs()
+        svc = k8s_kind("Service")
+        headless = {**svc, "spec": {**svc["spec"], **docs["service-headless.yaml"]["spec"]}}
+        for doc in (docs["statefulset.yaml"], headless):
+            kv.validate(doc, kv.latest_version(), strict=True)
+        assert headless["spec"]["clusterIP"] == "None"
+
+    def test_pods_are_the_deployments_pods_plus_a_shard_name(self):
+        """The pod template is deployment.yaml's, but for the shard name (the pod's name) and
+        the state volume, which comes from volumeClaimTemplates as the same mount."""
+        sts, dep = sharded_docs()["statefulset.yaml"], k8s_kind("Deployment")
+        assert sts["kind"] == "StatefulSet" and sts["spec"]["replicas"] >= 2
+        pod, base = sts["spec"]["template"], dep["spec"]["template"]
+        assert pod["metadata"] == base["metadata"]
+        (c,), (bc,) = pod["spec"]["containers"], base["spec"]["containers"]
+        name_env = c["env"][0]
+        assert name_env == {"name": "WTWIND_SHARD__NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        assert {**c, "env": c["env"][1:]} == bc
+        vols = [v for v in base["spec"]["volumes"] if v["name"] != "state"]
+        assert pod["spec"]["volumes"] == vols
+        assert {**pod["spec"], "containers": [bc], "volumes": base["spec"]["volumes"]} == base["spec"]
+        (claim,) = sts["spec"]["volumeClaimTemplates"]
+        assert claim["metadata"]["name"] == "state" and "state" in {m["name"] for m in c["volumeMounts"]}
+        assert claim["spec"] == k8s_kind("PersistentVolumeClaim")["spec"]
+        assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenScaled"] == "Retain"
+        # the pods' names are valid shard names
+        for i in range(sts["spec"]["replicas"]):
+            assert config_mod.load(None, environ={"WTWIND_SHARD__NAME": f"{sts['metadata']['name']}-{i}"})
+
+    def test_the_documented_endpoint_list_names_every_pod(self):
+        """The WTWIN_ENDPOINT the kustomization shows is one stable DNS name per pod, at the zmq port."""
+        from wtwin.emitters import shards
+
+        sts, text = sharded_docs()["statefulset.yaml"], (SHARDED / "kustomization.yaml").read_text()
+        svc = k8s_kind("Service")
+        assert sts["spec"]["serviceName"] == svc["metadata"]["name"]
+        assert svc["spec"]["selector"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
+        listed = re.search(r'WTWIN_ENDPOINT="([^"]+)"', text).group(1)
+        zmq = next(p["containerPort"] for p in sts["spec"]["template"]["spec"]["containers"][0]["ports"]
+                   if p["name"] == "zmq")
+        name, service = sts["metadata"]["name"], sts["spec"]["serviceName"]
+        assert shards.parse(listed) == tuple(f"tcp://{name}-{i}.{service}.<namespace>.svc:{zmq}"
+                                             for i in range(sts["spec"]["replicas"]))
+
+    def test_kustomize_renders_the_shards_without_the_single_daemon(self):
+        """kubectl kustomize (offline): the StatefulSet replaces the Deployment and its PVC; the
+        Service is headless; every v1/apps object validates. Skipped without kubectl."""
+        kubectl = shutil.which("kubectl")
+        if kubectl is None:
+            pytest.skip("kubectl not installed (the checks above cover the files without it)")
+        r = subprocess.run([kubectl, "kustomize", str(SHARDED)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+        kinds = sorted(d["kind"] for d in docs)
+        assert kinds == ["ConfigMap", "NetworkPolicy", "PrometheusRule", "Service", "ServiceMonitor",
+                         "StatefulSet"]
+        svc = next(d for d in docs if d["kind"] == "Service")
+        assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+        kv = pytest.importorskip("kubernetes_validate")
+        for doc in docs:
+            if doc["apiVersion"].startswith(("v1", "apps/")):
+                kv.validate(doc, kv.latest_version(), strict=True)
+
+
 def dashboard() -> dict:
     return json.loads((DEPLOY / "grafana" / "dashboards" / "wtwin.json").read_text())
 
@@ -339,7 +453,7 @@ class TestGrafana:
         """Scrape a real wtwind (one run streaming) and check each wtwind_* name in the dashboard."""
         from wtwin.emitters import connect
 
-        with InProcessDaemon() as d:
+        with InProcessDaemon(shard__name="dash-0") as d:  # a shard: wtwind_shard_info is there
             emit = connect(d.endpoint, run="dash")
             for t in range(1, 50):
                 emit.loss(t, 3.0 / t ** 0.3, lr=1e-3)

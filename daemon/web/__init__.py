@@ -3,7 +3,8 @@
 ``add_routes(app, server)`` is the one call `daemon/http.py` makes. Pages are static HTML
 + JS under ``static/`` (uPlot vendored, no CDN, no build step) that poll the JSON API
 every two seconds. Read-only: the only POST, `/api/analyze`, changes no daemon state.
-See docs/HTTP.md.
+With shards, each run (and the list) carries this daemon's ``shard`` name
+(docs/SHARDING.md). See docs/HTTP.md.
 """
 
 from __future__ import annotations
@@ -93,23 +94,35 @@ class Handlers:
             matching = max(got["matching"], len(stored))
             for d in live:
                 d["fired"] = got["fired"].get(d["run"], {})
-        runs = views.ordered(live + stored)
+        runs = views.ordered(live + stored)[:limit]
+        shard = self._shard()
+        for d in runs:
+            d["shard"] = shard
         return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": path is not None,
-                      "total": len(live) + matching, "runs": runs[:limit]})
+                      "shard": shard, "total": len(live) + matching, "runs": runs})
 
     async def run(self, request: web.Request) -> web.Response:
         name = request.match_info["run"]
         r = self.server.table.get(name)
+        shard = self._shard()
         if r is not None:
-            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False,
+            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False, "shard": shard,
                           **views.run_detail(r, self._spectral(r))})
         path = self._store_path()
         rec = None
         if path is not None:
             rec = await asyncio.get_running_loop().run_in_executor(None, history.run_record, path, name)
         if rec is None:
-            return _json({"error": f"no run named {name!r}, live or stored"}, 404)
-        return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": True, **views.stored_detail(rec)})
+            where = "" if shard is None else (
+                f" on shard {shard} (a run lives on the shard its name picks: "
+                f"python -m wtwin.emitters shard RUN ENDPOINTS)")
+            return _json({"error": f"no run named {name!r}, live or stored{where}", "shard": shard}, 404)
+        return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": True, "shard": shard,
+                      **views.stored_detail(rec)})
+
+    def _shard(self) -> str | None:
+        """This daemon's shard name (``[shard] name``; None for a single daemon)."""
+        return self.server.config.shard.name
 
     def _spectral(self, r):
         """The run's last job result (per-layer alpha), else its watch's last summary."""

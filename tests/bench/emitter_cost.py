@@ -1,8 +1,10 @@
 """Emitter benchmark: cost of `emit.loss()` in the caller's thread.
 
-Measured with the daemon up (a ROUTER draining in a thread of this process) and down
-(nothing listening on the endpoint), side by side in one run. Each call is timed with
-perf_counter_ns; the timer's own overhead (measured on an empty call) is reported.
+Measured with the daemon up (a ROUTER draining in a thread of this process), down
+(nothing listening on the endpoint) and sharded (an endpoint list of 8, the run's pick
+up, the others down), side by side in one run. Each call is timed with perf_counter_ns;
+the timer's own overhead (measured on an empty call) is reported. The shard pick itself
+(``shards.pick``, made once per emitter) is timed apart for 2, 8 and 64 endpoints.
 
     .venv/bin/python tests/bench/emitter_cost.py [--calls 200000]
 """
@@ -17,7 +19,7 @@ import time
 
 import zmq
 
-from wtwin.emitters import Emitter
+from wtwin.emitters import Emitter, shards
 
 
 def free_port() -> int:
@@ -72,13 +74,28 @@ def main() -> None:
     stop = threading.Event()
     th = threading.Thread(target=sink, args=(up, stop), daemon=True)
     th.start()
-    for label, endpoint in (("up", up), ("down", f"tcp://127.0.0.1:{free_port()}")):
-        emit = Emitter(endpoint, run=f"bench-{label}", queue_size=args.calls + 10)
+    others = [f"tcp://127.0.0.1:{free_port()}" for _ in range(7)]
+    for label, endpoint in (("up", up), ("down", f"tcp://127.0.0.1:{free_port()}"),
+                            ("sharded", None)):
+        run = f"bench-{label}"
+        if endpoint is None:  # a list of 8 where this run's pick is the live one
+            run = next(r for i in range(1000) if shards.pick(r := f"bench-{i}", [up] + others) == up)
+            endpoint = [up] + others
+        emit = Emitter(endpoint, run=run, queue_size=args.calls + 10)
         ns = time_calls(emit, args.calls)
         emit.close(timeout=2)
         med, p99, worst = summarize(ns)
         print(f"{label:<8}{med:>12.2f}{p99:>10.2f}{worst:>10.1f}{emit.stats['dropped']:>10}")
     stop.set()
+    print(f"{'shards':<8}{'pick median us':>16}")
+    for n in (2, 8, 64):
+        eps = [f"tcp://wtwind-{i}.wtwind:5557" for i in range(n)]
+        ns = []
+        for i in range(2000):
+            t0 = clock()
+            shards.pick(f"run-{i}", eps)
+            ns.append(clock() - t0)
+        print(f"{n:<8}{statistics.median(ns) / 1e3:>16.2f}")
 
 
 if __name__ == "__main__":

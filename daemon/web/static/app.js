@@ -127,7 +127,8 @@ const WT = (() => {
       try {
         const r = await fn();
         if (r && r.poll_ms) next = r.poll_ms;
-        if (conn) { conn.textContent = `live · updated ${new Date().toLocaleTimeString()}`; conn.className = "conn ok"; }
+        const shard = r && r.shard ? ` · shard ${r.shard}` : "";
+        if (conn) { conn.textContent = `live${shard} · updated ${new Date().toLocaleTimeString()}`; conn.className = "conn ok"; }
       } catch (e) {
         if (conn) { conn.textContent = `not updating: ${e.message}`; conn.className = "conn bad"; }
       }

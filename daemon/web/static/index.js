@@ -1,5 +1,6 @@
 /* Run list: polls /api/runs?status=&q= (live runs and the stored history), sparklines,
-   a filter by status, a search by name, and "compare selected" -> /compare. */
+   a filter by status, a search by name, and "compare selected" -> /compare. A daemon
+   with a shard name lists it in a column (docs/SHARDING.md). */
 "use strict";
 (() => {
   const { el, fmt, ago, getJSON, badges, poll, sparkline, lossText } = WT;
@@ -28,6 +29,7 @@
       el("td", {}, box),
       el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run)}`, text: r.run })),
       el("td", {}, el("span", { class: `status status-${r.status}`, text: r.status })),
+      el("td", { class: "shard-col", text: r.shard || "", hidden: r.shard ? null : "" }),
       el("td", { class: "num", text: r.step === null ? "–" : r.step }),
       el("td", { class: "num", text: lossText(r) }),
       el("td", { class: "spark-cell" }, sparkline(r.spark)),
@@ -43,6 +45,7 @@
 
   function render(data) {
     tbody.replaceChildren(...data.runs.map(r => row(r, data.now)));
+    document.querySelector("#runs thead .shard-col").hidden = !data.shard;   // with shards only
     const filtered = status.value || q.value;
     document.getElementById("empty").hidden = data.runs.length > 0 || filtered;
     const live = data.runs.filter(r => r.live).length, firing = data.runs.filter(r => r.firing.length).length;

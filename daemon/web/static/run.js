@@ -22,7 +22,8 @@
       fact("loss", lossText(p), p.loss_nonfinite ? "nonfinite" : ""), fact("forecast", fmt(s.l_pred)),
       fact("band", s.band_lo === null || s.band_lo === undefined ? "–" : `${fmt(s.band_lo)} … ${fmt(s.band_hi)}`),
       fact("W", fmt(s.W)), fact("D", fmt(s.D)), fact("Q", fmt(s.Q)), fact("lr", fmt(p.lr)),
-      fact("eval", ev || "–"), fact("preset", p.preset), fact("last seen", ago(p.now - p.last_seen))];
+      fact("eval", ev || "–"), fact("preset", p.preset), fact("last seen", ago(p.now - p.last_seen)),
+      ...(p.shard ? [fact("shard", p.shard)] : [])];
   }
 
   function config(cfg) {
