@@ -70,12 +70,16 @@ class Decimated:
     def append(self, step: float, *values: float | None) -> None:
         """Add one point: a tuple on a short Python list, moved into the ring 64 at a time
         (numpy element stores cost more than the rest of an append)."""
-        last = self.last_step
+        self.push((step, *values))
+
+    def push(self, row: tuple) -> None:
+        """``append`` of a row already built: ``(step, value, ...)``."""
+        step, last = row[0], self.last_step
         if last is not None and step < last:
             self._flush()
             self.truncate(step)
         stage = self._stage
-        stage.append((step, *values))
+        stage.append(row)
         self.last_step = step
         if len(stage) >= _BLOCK or self._n + len(stage) >= len(self._ring):
             self._flush()          # ring + stage never hold more than the ring's capacity
@@ -277,10 +281,10 @@ class RunSeries:
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
                  grad_norm: float | None = None, tokens: float | None = None) -> None:
         if state is None:
-            self.train.append(step, loss, None, None, None, None, lr, grad_norm, tokens)
+            self.train.push((step, loss, None, None, None, None, lr, grad_norm, tokens))
         else:                       # a MonitorState
-            self.train.append(step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
-                              grad_norm, tokens)
+            self.train.push((step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
+                             grad_norm, tokens))
 
     def add_eval(self, step: int, metrics: dict) -> None:
         val = metrics.get("val_loss", metrics.get("loss"))

@@ -53,46 +53,105 @@ class Server:
 
     # ---- hot path ---------------------------------------------------------------------
     def handle_frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
+        """A frame's events, as a batch: decoded and validated in one pass, then each run's
+        events together (``_handle_run``; in the order of each run's first event)."""
         self.stats.frames += 1
-        events, rejects = wire.decode(frame, self._max_frame)
+        events, rejects, head = wire.decode_frame(frame, self._max_frame)
         for reason in rejects:
             self.stats.rejected[reason] += 1
             self._rejects_log.warning("frame_rejected", reason, reason=reason, bytes=len(frame))
-        now, live = time.time(), self.table.get
+        if not events:
+            return
+        now, name = time.time(), events[0]["run"]
+        if all(ev["run"] == name for ev in events):  # one run: nearly every frame
+            self._handle_run(identity, name, events, head, now, user)
+            return
+        groups: dict[str, list[dict]] = {}  # several: each run's events, in their order
         for ev in events:
-            self.stats.received[ev["type"]] += 1
-            # a run in the store but not in memory: its events wait for its row (restores.py)
-            if live(ev["run"]) is None and self.restores.hold(ev["run"], (identity, ev, now, user),
-                                                              self.handle_event):
-                continue
-            self.handle_event(identity, ev, now, user)
+            groups.setdefault(ev["run"], []).append(ev)
+        for name, evs in groups.items():
+            self._handle_run(identity, name, evs, head, now, user)
 
-    def handle_event(self, identity: bytes, ev: dict, now: float, user: str | None = None) -> None:
-        """One event, in this order: whose run (admission), the emitter link (seq: a
-        duplicate or a gap stops here), the run's state and detectors, its alerts
-        (journaled, then delivered), and last the run is marked for its next snapshot."""
-        principal = self.admission.principal(ev, user)
-        run = self.admission.run_for(ev, identity, principal, now)
-        if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+    def _handle_run(self, identity: bytes, name: str, events: list[dict], head: tuple | None,
+                    now: float, user: str | None) -> None:
+        """One run's events of a frame: ``handle_event``'s steps, with one run-table lookup
+        and one admission for each (emitter, secret) in the frame, not one per event, and
+        the seq admission of the next event in line (``seq == hwm + 1``) inlined."""
+        received = self.stats.received
+        if self.table.get(name) is None:  # a new run, or one in the store: the general path
+            if head is not None:
+                wire.inherit(events, head)
+            for ev in events:
+                received[ev["type"]] += 1
+                # a run in the store but not in memory: its events wait for its row (restores.py)
+                if not self.restores.hold(name, (identity, ev, now, user), self.handle_event):
+                    self.handle_event(identity, ev, now, user)
             return
-        if not self.link.admit(run, ev, identity, now):  # already processed, or a gap to re-send first
-            return
+        emitter, auth, base = head if head is not None else (None, None, None)
+        admission, link, observe = self.admission, self.link, self._observe
+        run, losses, em_was, auth_was = None, 0, None, None
+        for ev in events:
+            kind = ev["type"]
+            if kind == "loss":
+                losses += 1
+            else:
+                received[kind] += 1
+            secret = ev.pop("auth", auth)  # the secret leaves the event here
+            em = ev.get("emitter", emitter)
+            if run is None or em != em_was or secret != auth_was:
+                em_was, auth_was = em, secret
+                run = admission.admit(name, em, identity, admission.principal_of(secret, user), now)
+                if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+                    continue
+                hwm = run.hwm
+                if em is not None:
+                    link.seen(run, em, identity, now)
+            if kind == "run_start" and not admission.config_fits(ev, identity):
+                continue
+            if em is not None:
+                seq = ev["seq"]
+                if seq == hwm.get(em, 0) + 1:
+                    hwm[em] = seq
+                elif not link.admit_seq(run, em, seq, base):  # already processed, or a gap
+                    continue
+            run.events += 1
+            observe(run, ev, kind, now)
+        if losses:
+            received["loss"] += losses
+
+    def _observe(self, run, ev: dict, kind: str, now: float) -> None:
+        """An admitted event: the run's state and detectors, its alerts (journaled, then
+        delivered), and last the run is marked for its next snapshot."""
         if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
             self.restores.thaw(run)
         try:
             transitions = run.observe(ev, now)
         except Exception:  # a detector bug must not take the daemon down
             self.stats.loop_errors += 1
-            log.exception("observe_failed", run=ev["run"], type=ev["type"])
-            transitions = []
+            log.exception("observe_failed", run=ev["run"], type=kind)
+            transitions = ()
         for alert in transitions:
             self.publish(alert)
         self.snapshots.changed(run)  # after the alerts: a snapshot never holds one unjournaled
-        if ev["type"] == "run_start":
+        if kind == "loss":
+            return
+        if kind == "run_start":
             log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
                      kind=run.kind)
-        if ev["type"] == "checkpoint":
+        elif kind == "checkpoint":
             self.spectral.submit(ev)
+
+    def handle_event(self, identity: bytes, ev: dict, now: float, user: str | None = None) -> None:
+        """One event, in this order: whose run (admission), the emitter link (seq: a
+        duplicate or a gap stops here), then ``_observe``. ``_handle_run`` takes the same
+        steps for a frame's events of a live run."""
+        principal = self.admission.principal(ev, user)
+        run = self.admission.run_for(ev, identity, principal, now)
+        if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+            return
+        if not self.link.admit(run, ev, identity, now):  # already processed, or a gap to re-send first
+            return
+        self._observe(run, ev, ev["type"], now)
 
     # ---- lifecycle --------------------------------------------------------------------
     async def serve(self) -> int:

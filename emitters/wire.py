@@ -106,81 +106,135 @@ def encode_batch(events: list[dict[str, Any]], emitter: str | None = None,
     return msgpack.packb(frame, use_bin_type=True)
 
 
+_unpackb = msgpack.unpackb  # msgpack >= 1.0: raw=False, strict_map_key=True are its defaults
+# (passing them as keywords costs a quarter of a decode: 0.28 of 1.19 us for a loss event)
+
+
 def unpack(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Any:
     """Size check *before* decoding, then msgpack; raises WireError."""
     if len(frame) > max_bytes:
         raise WireError("oversized", f"frame of {len(frame)} bytes exceeds {max_bytes}")
     try:
-        return msgpack.unpackb(frame, raw=False, strict_map_key=True)
+        return _unpackb(frame)
     except Exception as exc:  # msgpack raises several unrelated types
         raise WireError("undecodable", f"not msgpack: {type(exc).__name__}") from None
 
 
 def decode(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> tuple[list[dict], list[str]]:
-    """Decode and validate a frame. Returns (valid events, reject reasons)."""
+    """Decode and validate a frame. Returns (valid events, reject reasons); the events of
+    a batch carry the batch's ``emitter``, ``auth`` and ``base`` (see ``decode_frame``)."""
+    events, rejects, head = decode_frame(frame, max_bytes)
+    if head is not None:
+        inherit(events, head)
+    return events, rejects
+
+
+def decode_frame(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
+                 ) -> tuple[list[dict], list[str], tuple | None]:
+    """``decode`` without copying a batch's fields into each event: (events, rejects,
+    head), with ``head`` = the batch's (emitter, auth, base), each valid or None, or None
+    for a single-event frame. An event of a batch that has no ``emitter`` (``auth``) of its
+    own has the head's; ``base`` is a batch's only (an event's own ``base`` is ignored).
+    One pass over the events: a plain loss event is vouched for by ``_plain_loss``, every
+    other by the general checks."""
+    if len(frame) > max_bytes:
+        return [], ["oversized"], None
     try:
-        obj = unpack(frame, max_bytes)
-    except WireError as exc:
-        return [], [exc.reason]
+        obj = _unpackb(frame)
+    except Exception:  # msgpack raises several unrelated types
+        return [], ["undecodable"], None
     if type(obj) is not dict:
-        return [], ["not_a_map"]
+        return [], ["not_a_map"], None
+    if _plain_loss(obj):
+        return [obj], [], None
     if obj.get("type") != "batch":
         try:
-            return [validate(obj)], []
+            return [_validate_general(obj)], [], None
         except WireError as exc:
-            return [], [exc.reason]
+            return [], [exc.reason], None
     return _decode_batch(obj)
 
 
-def _decode_batch(obj: dict) -> tuple[list[dict], list[str]]:
-    if obj.get("v") != VERSION:
-        return [], ["bad_version"]
-    inner = obj.get("events")
-    if type(inner) is not list or len(inner) > MAX_BATCH_EVENTS:
-        return [], ["bad_batch"]
-    emitter, auth = obj.get("emitter"), obj.get("auth")
-    base = obj.get("base")  # oldest seq the emitter still holds (acknowledged delivery)
-    if type(base) is not int or not 0 <= base <= INT64_MAX:
-        base = None
-    events, rejects = [], []
-    for ev in inner:
-        if type(ev) is not dict:
-            rejects.append("not_a_map")
-            continue
+def inherit(events: list[dict], head: tuple) -> None:
+    """Copy a batch's (emitter, auth, base) into its events, as ``decode`` returns them."""
+    emitter, auth, base = head
+    for ev in events:
         if emitter is not None and "emitter" not in ev:
             ev["emitter"] = emitter
         if auth is not None and "auth" not in ev:
             ev["auth"] = auth
-        try:
-            events.append(validate(ev))
-        except WireError as exc:
-            rejects.append(exc.reason)
-            continue
         if base is not None:
             ev["base"] = base
-    return events, rejects
 
 
-_LOSS_KEYS = frozenset(("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "ts",
-                        "emitter", "auth"))
-_FLOATISH = (float, int)
+def _decode_batch(obj: dict) -> tuple[list[dict], list[str], tuple | None]:
+    if obj.get("v") != VERSION:
+        return [], ["bad_version"], None
+    inner = obj.get("events")
+    if type(inner) is not list or len(inner) > MAX_BATCH_EVENTS:
+        return [], ["bad_batch"], None
+    emitter, auth = obj.get("emitter"), obj.get("auth")
+    base = obj.get("base")  # oldest seq the emitter still holds (acknowledged delivery)
+    if type(base) is not int or not 0 <= base <= INT64_MAX:
+        base = None
+    if not ((emitter is None or (type(emitter) is str and len(emitter) <= MAX_EMITTER_LEN))
+            and (auth is None or (type(auth) is str and len(auth) <= MAX_AUTH_LEN))):
+        # a bad emitter or auth on the batch: each event inherits it first and is judged
+        # with it (rejected unless it has its own), as an event that carried it would be
+        for ev in inner:
+            if type(ev) is dict:
+                if emitter is not None and "emitter" not in ev:
+                    ev["emitter"] = emitter
+                if auth is not None and "auth" not in ev:
+                    ev["auth"] = auth
+        emitter = auth = None
+    events, rejects = [], []
+    keep, plain = events.append, _plain_loss
+    for ev in inner:
+        if type(ev) is not dict:
+            rejects.append("not_a_map")
+        elif plain(ev):
+            keep(ev)
+        else:
+            try:
+                keep(_validate_general(ev))
+            except WireError as exc:
+                rejects.append(exc.reason)
+    return events, rejects, (emitter, auth, base)
+
+
+_LOSS_KEYS = frozenset(("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "tokens",
+                        "rank", "ts", "emitter", "auth"))
+
+
+def _plain_loss(ev: dict) -> bool:
+    """The fast path for the event that makes up nearly all traffic: True for a loss event
+    this vouches for completely (v1, known keys only, each value of its type and in its
+    bounds, no None). False sends it to the general checks, which judge it alone."""
+    if not _LOSS_KEYS.issuperset(ev):
+        return False
+    get = ev.get
+    run, seq, step, loss = get("run"), get("seq"), get("step"), get("loss")
+    if (get("type") != "loss" or get("v") != VERSION or type(run) is not str
+            or not 0 < len(run) <= MAX_RUN_LEN or type(seq) is not int or not 0 <= seq <= INT64_MAX
+            or type(step) is not int or not 0 <= step <= INT64_MAX
+            or ((t := type(loss)) is not float and t is not int)):
+        return False
+    if len(ev) == 6:  # v, type, run, seq, step, loss: nothing optional
+        return True
+    lr, gn, tokens, ts = get("lr", 0.0), get("grad_norm", 0.0), get("tokens", 0.0), get("ts", 0.0)
+    em, auth, rank = get("emitter", ""), get("auth", ""), get("rank", 0)
+    return (((t := type(lr)) is float or t is int) and ((t := type(gn)) is float or t is int)
+            and ((t := type(tokens)) is float or t is int) and ((t := type(ts)) is float or t is int)
+            and type(em) is str and len(em) <= MAX_EMITTER_LEN
+            and type(auth) is str and len(auth) <= MAX_AUTH_LEN
+            and type(rank) is int and 0 <= rank <= INT64_MAX)
 
 
 def validate(ev: dict) -> dict:
     """Check one event against SCHEMA; returns it unchanged or raises WireError."""
-    # Fast path for the event that makes up nearly all traffic: a plain loss event.
-    # Anything it does not fully vouch for falls through to the general checks.
-    if ev.get("type") == "loss" and ev.get("v") == VERSION and _LOSS_KEYS.issuperset(ev):
-        run, seq, step = ev.get("run"), ev.get("seq"), ev.get("step")
-        if (type(run) is str and 0 < len(run) <= MAX_RUN_LEN and type(seq) is int
-                and 0 <= seq <= INT64_MAX and type(step) is int and 0 <= step <= INT64_MAX
-                and type(ev.get("loss")) in _FLOATISH
-                and type(ev.get("lr", 0.0)) in _FLOATISH
-                and type(ev.get("grad_norm", 0.0)) in _FLOATISH
-                and type(ev.get("ts", 0.0)) in _FLOATISH
-                and type(ev.get("emitter", "")) is str and len(ev.get("emitter", "")) <= MAX_EMITTER_LEN
-                and type(ev.get("auth", "")) is str and len(ev.get("auth", "")) <= MAX_AUTH_LEN):
-            return ev
+    if _plain_loss(ev):
+        return ev
     return _validate_general(ev)
 
 
