@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("wtwind.runs")
 MAX_REWINDS_KEPT = 32
-_ABSENT = object()
+NO_LR = object()  # a loss event without ``lr`` (``RunState.observe_loss``)
 
 
 class RunState:
@@ -145,13 +145,20 @@ class RunState:
         return handler(self, ev, now)
 
     def _on_loss(self, ev: dict, now: float) -> list[Alert]:
-        self.last_progress = now
-        step, loss, get = ev["step"], float(ev["loss"]), ev.get
+        lr = ev.get("lr", NO_LR)
+        return self.observe_loss(ev["step"], ev["loss"], lr, ev.get("grad_norm"), ev.get("tokens"), now)
+
+    def observe_loss(self, step: int, loss: float, lr: float | None, grad_norm: float | None,
+                     tokens: float | None, now: float) -> list[Alert]:
+        """``observe`` of a loss event, from its values (``lr`` is ``NO_LR`` when the
+        event has none: the run's last LR carries on in its series). No event dict: the
+        daemon calls it with a batch's columns (``Server._handle_losses``)."""
+        self.last_seen = self.last_progress = now
+        loss = float(loss)
         self.step, self.loss = step, loss
         if loss < 0:
             self.nonnegative = False
-        lr, grad_norm = get("lr", _ABSENT), get("grad_norm")
-        if lr is _ABSENT:
+        if lr is NO_LR:
             lr = None
         else:
             self.lr = lr
@@ -163,7 +170,7 @@ class RunState:
         state, out = observe_loss(monitor, self.policy, step, loss, lr, grad_norm, now)
         self.last_state = state
         series = self._series if self._series is not None else self.series
-        series.add_loss(step, loss, state, self.lr, grad_norm, get("tokens"))
+        series.add_loss(step, loss, state, self.lr, grad_norm, tokens)
         self.spark.add(step, loss)
         if self.stalled:
             out += self.check_stall(now, math.inf)

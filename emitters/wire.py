@@ -12,7 +12,8 @@ closed set (``REJECT_REASONS``) so the daemon can count them as bounded labels.
 from __future__ import annotations
 
 import math
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -123,20 +124,33 @@ def unpack(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Any:
 def decode(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> tuple[list[dict], list[str]]:
     """Decode and validate a frame. Returns (valid events, reject reasons); the events of
     a batch carry the batch's ``emitter``, ``auth`` and ``base`` (see ``decode_frame``)."""
-    events, rejects, head = decode_frame(frame, max_bytes)
-    if head is not None:
-        inherit(events, head)
+    events, rejects, batch = decode_frame(frame, max_bytes)
+    if batch is not None:
+        inherit(events, batch)
+    elif events:
+        events[0].pop("base", None)  # a batch's field only
     return events, rejects
 
 
+class Batch(NamedTuple):
+    """What a batch frame says of all its events (``decode_frame``)."""
+
+    emitter: str | None   # each valid or None
+    auth: str | None
+    base: int | None
+    # when every event is a plain loss event with the same fields: field -> its values, in
+    # the events' order (validated a column at a time); else None
+    columns: dict[str, tuple] | None = None
+
+
 def decode_frame(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
-                 ) -> tuple[list[dict], list[str], tuple | None]:
+                 ) -> tuple[list[dict], list[str], Batch | None]:
     """``decode`` without copying a batch's fields into each event: (events, rejects,
-    head), with ``head`` = the batch's (emitter, auth, base), each valid or None, or None
-    for a single-event frame. An event of a batch that has no ``emitter`` (``auth``) of its
-    own has the head's; ``base`` is a batch's only (an event's own ``base`` is ignored).
-    One pass over the events: a plain loss event is vouched for by ``_plain_loss``, every
-    other by the general checks."""
+    batch), ``batch`` None for a single-event frame. An event of a batch that has no
+    ``emitter`` (``auth``) of its own has the batch's; ``base`` is a batch's only (an
+    event's own ``base`` is ignored). One pass: a batch of plain loss events of one shape
+    is checked a column at a time (``_loss_columns``), other events one at a time, a plain
+    loss event by ``_plain_loss``, every other by the general checks."""
     if len(frame) > max_bytes:
         return [], ["oversized"], None
     try:
@@ -155,9 +169,9 @@ def decode_frame(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
     return _decode_batch(obj)
 
 
-def inherit(events: list[dict], head: tuple) -> None:
-    """Copy a batch's (emitter, auth, base) into its events, as ``decode`` returns them."""
-    emitter, auth, base = head
+def inherit(events: list[dict], batch: Batch) -> None:
+    """Copy a batch's emitter, auth and base into its events, as ``decode`` returns them."""
+    emitter, auth, base = batch.emitter, batch.auth, batch.base
     for ev in events:
         if emitter is not None and "emitter" not in ev:
             ev["emitter"] = emitter
@@ -165,9 +179,11 @@ def inherit(events: list[dict], head: tuple) -> None:
             ev["auth"] = auth
         if base is not None:
             ev["base"] = base
+        else:  # a batch's field only
+            ev.pop("base", None)
 
 
-def _decode_batch(obj: dict) -> tuple[list[dict], list[str], tuple | None]:
+def _decode_batch(obj: dict) -> tuple[list[dict], list[str], Batch | None]:
     if obj.get("v") != VERSION:
         return [], ["bad_version"], None
     inner = obj.get("events")
@@ -188,6 +204,9 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str], tuple | None]:
                 if auth is not None and "auth" not in ev:
                     ev["auth"] = auth
         emitter = auth = None
+    columns = _loss_columns(inner) if inner else None
+    if columns is not None:
+        return inner, [], Batch(emitter, auth, base, columns)
     events, rejects = [], []
     keep, plain = events.append, _plain_loss
     for ev in inner:
@@ -200,7 +219,7 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str], tuple | None]:
                 keep(_validate_general(ev))
             except WireError as exc:
                 rejects.append(exc.reason)
-    return events, rejects, (emitter, auth, base)
+    return events, rejects, Batch(emitter, auth, base)
 
 
 _LOSS_KEYS = frozenset(("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "tokens",
@@ -229,6 +248,48 @@ def _plain_loss(ev: dict) -> bool:
             and type(em) is str and len(em) <= MAX_EMITTER_LEN
             and type(auth) is str and len(auth) <= MAX_AUTH_LEN
             and type(rank) is int and 0 <= rank <= INT64_MAX)
+
+
+_LOSS_REQUIRED = frozenset(("v", "type", "run", "seq", "step", "loss"))
+_NUMBERS = {float, int}
+_INTS = {int}
+_STRS = {str}
+_STR_BOUNDS = (("run", 1, MAX_RUN_LEN), ("emitter", 0, MAX_EMITTER_LEN), ("auth", 0, MAX_AUTH_LEN))
+
+
+def _loss_columns(inner: list) -> dict[str, tuple] | None:
+    """The batch's columns when every event is a plain loss event (as ``_plain_loss``
+    judges one) with the same fields as the first; else None (judged one at a time).
+    A check per column, in C loops (``map``, ``zip``, ``set``, ``min``/``max``)."""
+    first, n = inner[0], len(inner)
+    if type(first) is not dict or not _LOSS_REQUIRED.issubset(first) or not _LOSS_KEYS.issuperset(first):
+        return None
+    names = tuple(first)
+    if set(map(type, inner)) != {dict} or set(map(len, inner)) != {len(names)}:
+        return None
+    try:  # same size and every field of the first: the same fields
+        columns = dict(zip(names, zip(*map(itemgetter(*names), inner))))
+    except KeyError:
+        return None
+    if columns["type"].count("loss") != n or columns["v"].count(VERSION) != n:
+        return None
+    for name in ("seq", "step", "rank"):
+        col = columns.get(name)
+        if col is not None and (set(map(type, col)) != _INTS or min(col) < 0 or max(col) > INT64_MAX):
+            return None
+    for name in ("loss", "lr", "grad_norm", "tokens", "ts"):
+        col = columns.get(name)
+        if col is not None and not set(map(type, col)) <= _NUMBERS:
+            return None
+    for name, shortest, longest in _STR_BOUNDS:
+        col = columns.get(name)
+        if col is not None:
+            if set(map(type, col)) != _STRS:
+                return None
+            sizes = set(map(len, set(col)))
+            if min(sizes) < shortest or max(sizes) > longest:
+                return None
+    return columns
 
 
 def validate(ev: dict) -> dict:
