@@ -88,6 +88,8 @@ class Decimated:
         """Move the staged points into the ring (folding the oldest into the past)."""
         stage, self._stage = self._stage, []
         k = len(self.fields)
+        if set(map(len, stage)) != {k}:  # short rows (``append`` with fewer values): padded
+            stage = [r + (None,) * (k - len(r)) for r in stage]
         while stage:
             cap = len(self._ring)
             if self._n == cap:
@@ -97,13 +99,8 @@ class Decimated:
                     self._fold(_BLOCK)
                 cap = len(self._ring)
             room = min(cap - self._n, len(stage), cap - (self._head + self._n) % cap)
-            rows = np.full((room, k), np.nan)
-            chunk = stage[:room]
-            block = np.array(chunk if all(len(r) == k for r in chunk)
-                             else [r + (None,) * (k - len(r)) for r in chunk], dtype=float)
-            rows[:, : block.shape[1]] = block
             at = (self._head + self._n) % cap
-            self._ring[at:at + room] = rows
+            self._ring[at:at + room] = stage[:room]  # numpy converts: None -> NaN
             self._n += room
             stage = stage[room:]
 
@@ -114,7 +111,8 @@ class Decimated:
 
     def _fold(self, m: int) -> None:
         """Move the ``m`` oldest points of the ring into the past bins."""
-        rows = self._ordered_ring()[:m]
+        h = self._head
+        rows = self._ring[h:h + m].copy() if h + m <= len(self._ring) else self._ordered_ring()[:m]
         self._head = (self._head + m) % len(self._ring)
         self._n -= m
         while True:

@@ -1,18 +1,27 @@
-"""Ingest benchmark: wtwind's end-to-end event rate vs a raw pyzmq+msgpack loop.
+"""Ingest benchmark: wtwind's event rate vs a raw ROUTER recv + msgpack decode loop.
 
-Both consumers run in this process on the same ROUTER setup and are fed by the same
-4 producer processes (raw DEALER sockets sending pre-encoded protocol-v1 frames, as
-fast as ZeroMQ's back-pressure lets them). Producers wait on a barrier; the clock runs
-from the barrier's release to the last event handled. The daemon side is the real
-`Server`: receive, decode, validate, update run state (detectors included).
+    .venv/bin/python tests/bench/ingest.py [--events 20000] [--repeat 1]
 
-    .venv/bin/python tests/bench/ingest.py [--events 50000]
+Every consumer runs in this process on the same ROUTER setup and is fed by 4 producer
+processes (DEALER sockets sending pre-encoded protocol-v1 loss frames as fast as
+ZeroMQ's back-pressure lets them). This process and the producers are pinned to the
+same 2 CPUs (0 and 1) for every consumer alike. The clock runs from the producers'
+release to the last event handled. For single-event frames and batches of 100, in one
+run, side by side:
 
-It then says where the daemon's time goes: the same single-event frames replayed in
-this process, without sockets, through the raw decode, the daemon's decode and
-validation, the whole `Server.handle_frame`, and `RunMonitor.update_loss` alone (fresh
-monitors fed the same events); the daemon's path without the detectors is the
-difference of the last two.
+- ``raw``: ``recv_multipart`` + ``msgpack.unpackb``, counting events;
+- ``wtwind``: the real `Server` (store on): receive, decode, validate, admission, seq,
+  run state, detectors, series, snapshots;
+- ``wtwind, no monitor``: the same with `RunMonitor` replaced by a stand-in that
+  returns an empty state (``_NoMonitor``): the daemon's path without the detectors.
+
+Then where the time goes, per stage, the same frames replayed in this process without
+sockets (CPU microseconds per event, best of 3; each stage its real code, alone):
+``decode`` (msgpack), ``validate`` (``wire.decode_frame`` less the msgpack decode),
+``lookup`` (the run-table lookup, once per run per frame), ``admission`` (owner and
+quotas once per frame, the emitter's mark, the seq check), ``monitor``
+(``RunMonitor.update_loss``, fresh monitors fed the same events) and ``rest``
+(``Server.handle_frame`` less all of those: run state, series, alert policy, snapshots).
 """
 
 from __future__ import annotations
@@ -29,9 +38,12 @@ import msgpack
 import zmq
 
 from _producers import send_when_released
+from wtwin.detect import MonitorState
 from wtwin.emitters import wire
 
 PRODUCERS = 4
+CPUS = {0, 1}
+KINDS = (("single-event", 1), ("batch of 100", 100))
 
 
 def _frames(run: str, n: int, batch: int) -> list[bytes]:
@@ -40,7 +52,7 @@ def _frames(run: str, n: int, batch: int) -> list[bytes]:
             "lr": 3e-4, "emitter": run} for i in range(n)]
     if batch == 1:
         return [wire.encode(e) for e in evs]
-    return [wire.encode_batch(evs[i:i + batch], run) for i in range(0, n, batch)]
+    return [wire.encode_batch(evs[i:i + batch], run, base=i + 1) for i in range(0, n, batch)]
 
 
 def _producer(endpoint: str, run: str, n: int, batch: int, go) -> None:
@@ -78,17 +90,61 @@ def raw_loop(endpoint: str, n: int, batch: int) -> float:
     return total / elapsed
 
 
-def daemon_loop(endpoint: str, n: int, batch: int, state_path: str) -> float:
+class _NoMonitor:
+    """Bench only: stands in for `RunMonitor` to measure the daemon's path without the
+    detectors (an empty state per loss, nothing to snapshot)."""
+
+    def __init__(self, preset: str = "", **overrides) -> None:
+        pass
+
+    def update_loss(self, step, loss, lr=None, grad_norm=None):
+        return MonitorState(step, loss)
+
+    def update_eval(self, step, metrics):
+        return None
+
+    def snapshot(self, copy: bool = True) -> dict:
+        return {}
+
+    def restore(self, snap: dict) -> None:
+        pass
+
+
+class _monitor_off:
+    """``with _monitor_off(on):`` the daemon builds ``_NoMonitor`` for its runs."""
+
+    def __init__(self, off: bool) -> None:
+        self.off = off
+
+    def __enter__(self):
+        from wtwin.daemon import run_state
+
+        self.saved = run_state.RunMonitor
+        if self.off:
+            run_state.RunMonitor = _NoMonitor
+
+    def __exit__(self, *exc):
+        from wtwin.daemon import run_state
+
+        run_state.RunMonitor = self.saved
+
+
+def _config(endpoint: str, state_path: str):
     from wtwin.daemon import config as config_mod
+
+    return config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": endpoint, "WTWIND_HTTP__PORT": "0",
+                                    "WTWIND_STATE__PATH": state_path})
+
+
+def daemon_loop(endpoint: str, n: int, batch: int, state_path: str, monitor: bool = True) -> float:
     from wtwin.daemon.server import Server
 
-    cfg = config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": endpoint, "WTWIND_HTTP__PORT": "0",
-                                   "WTWIND_STATE__PATH": state_path})
+    cfg = _config(endpoint, state_path)
 
     async def run() -> float:
         server = Server(cfg)
         await server.startup(asyncio.get_running_loop())
-        go, procs = _start_producers(endpoint, n, batch, f"daemon-b{batch}")
+        go, procs = _start_producers(endpoint, n, batch, f"daemon-b{batch}-{int(monitor)}")
         total = n * PRODUCERS
         t0 = time.perf_counter()
         go.set()
@@ -100,77 +156,115 @@ def daemon_loop(endpoint: str, n: int, batch: int, state_path: str) -> float:
         await server.shutdown()
         return total / elapsed
 
-    return asyncio.run(run())
+    with _monitor_off(not monitor):
+        return asyncio.run(run())
 
 
-def _per_event(fn, items, repeat: int = 1) -> float:
-    """CPU us per item of ``fn(item)`` over all items; the best of ``repeat`` passes."""
+def _cpu_us(fn, items, per: int, repeat: int = 3) -> float:
+    """CPU microseconds per event of ``fn(item)`` over all items (``per`` events each);
+    the best of ``repeat`` passes."""
     best = math.inf
     for _ in range(repeat):
         t0 = time.process_time()
         for it in items:
             fn(it)
         best = min(best, time.process_time() - t0)
-    return best / len(items) * 1e6
+    return best / (len(items) * per) * 1e6
 
 
-def breakdown(n: int) -> dict[str, float]:
-    """Per-event CPU (us) of each stage, replayed in process over 4 interleaved runs."""
-    from wtwin.daemon import config as config_mod
-    from wtwin.detect import RunMonitor
+def breakdown(n: int, batch: int) -> dict[str, float]:
+    """CPU us per event of each stage, the frames of 4 interleaved runs replayed in process."""
     from wtwin.daemon.server import Server
+    from wtwin.detect import RunMonitor
 
-    per_run = [_frames(f"replay-{i}", n, 1) for i in range(PRODUCERS)]
+    per_run = [_frames(f"replay-{i}", n, batch) for i in range(PRODUCERS)]
     frames = [f for group in zip(*per_run) for f in group]
-    events = [msgpack.unpackb(f, raw=False) for f in frames]
-    out = {"raw decode (msgpack)": _per_event(lambda f: msgpack.unpackb(f, raw=False), frames, 3),
-           "daemon decode + validate": _per_event(lambda f: wire.decode(f, 1 << 20), frames, 3)}
-    monitors = {}
+    unpackb = msgpack.unpackb
+    out = {"decode": _cpu_us(unpackb, frames, batch),
+           "validate": _cpu_us(lambda f: wire.decode_frame(f, 1 << 20), frames, batch)}
+    out["validate"] -= out["decode"]
+    tmp = tempfile.mkdtemp(prefix="wtwin-bench-replay-")
+    cfg = _config(f"ipc://{tmp}/r.sock", f"{tmp}/s.db")
 
-    def monitor_only(e):
+    async def whole() -> tuple[float, float, float]:
+        server = Server(cfg)
+        await server.startup(asyncio.get_running_loop())
+        handle = server.handle_frame
+        total = _cpu_us(lambda f: handle(b"replay", f), frames, batch, repeat=1)
+        # the runs now exist: the lookup and the admission a frame pays, alone
+        decoded = [wire.decode_frame(f, 1 << 20) for f in frames]
+        table, adm, link = server.table, server.admission, server.link
+        lookup = _cpu_us(lambda d: table.get(d[0][0]["run"]), decoded, batch)
+
+        def admit(d) -> None:
+            events, _, b = d
+            ev = events[0]
+            em = ev.get("emitter", b and b.emitter)
+            run = adm.admit(ev["run"], em, b"replay", adm.principal_of(ev.get("auth"), None), 0.0)
+            link.seen(run, em, b"replay", 0.0)
+            hwm = {em: ev["seq"] - 1}  # the seq check, on a copy of the run's mark
+            if b is None:
+                if ev["seq"] == hwm.get(em, 0) + 1:
+                    hwm[em] = ev["seq"]
+            else:
+                seqs = b.columns["seq"]
+                first = hwm.get(em, 0) + 1
+                if seqs[0] == first and seqs[-1] == first + len(seqs) - 1 and seqs == tuple(range(first, first + len(seqs))):
+                    for seq in seqs:
+                        hwm[em] = seq
+
+        admission = _cpu_us(admit, decoded, batch)
+        await server.shutdown()
+        return total, lookup, admission
+
+    total, out["lookup"], out["admission"] = asyncio.run(whole())
+    monitors: dict[str, RunMonitor] = {}
+    events = [e for f in frames for e in wire.decode(f)[0]]
+
+    def monitor_only(e) -> None:
         mon = monitors.get(e["run"])
         if mon is None:
             mon = monitors[e["run"]] = RunMonitor("pretraining")
         mon.update_loss(e["step"], e["loss"], e.get("lr"), e.get("grad_norm"))
 
-    tmp = tempfile.mkdtemp(prefix="wtwin-bench-replay-")
-    cfg = config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": f"ipc://{tmp}/r.sock",
-                                   "WTWIND_HTTP__PORT": "0", "WTWIND_STATE__PATH": f"{tmp}/s.db"})
-
-    async def whole() -> float:
-        server = Server(cfg)
-        await server.startup(asyncio.get_running_loop())
-        handle = server.handle_frame
-        us = _per_event(lambda f: handle(b"replay", f), frames)
-        await server.shutdown()
-        return us
-
-    out["Server.handle_frame (all of it)"] = asyncio.run(whole())
-    out["RunMonitor.update_loss alone"] = _per_event(monitor_only, events)
-    out["handle_frame without the detectors"] = (out["Server.handle_frame (all of it)"]
-                                                 - out["RunMonitor.update_loss alone"])
+    out["monitor"] = _cpu_us(monitor_only, events, 1, repeat=1)
+    out["rest"] = total - sum(out.values())
+    out["handle_frame, all of it"] = total
+    out["handle_frame without the monitor"] = total - out["monitor"]
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=20_000, help="events per producer")
+    ap.add_argument("--repeat", type=int, default=1, help="socket runs of each consumer")
     args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity") and CPUS <= os.sched_getaffinity(0):
+        os.sched_setaffinity(0, CPUS)  # the producers inherit it
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     tmp = tempfile.mkdtemp(prefix="wtwin-bench-")
-    print(f"ingest: {PRODUCERS} producer processes x {args.events} loss events, cpus={os.cpu_count()}")
-    print(f"{'frames':<14}{'raw loop ev/s':>16}{'wtwind ev/s':>16}{'ratio':>8}")
-    for label, batch in (("single-event", 1), ("batch of 100", 100)):
-        raw = raw_loop(f"ipc://{tmp}/raw-{batch}.sock", args.events, batch)
-        ours = daemon_loop(f"ipc://{tmp}/d-{batch}.sock", args.events, batch,
-                           f"{tmp}/state-{batch}.db")
-        print(f"{label:<14}{raw:>16,.0f}{ours:>16,.0f}{ours / raw:>8.2f}")
-        if batch == 1:
-            single_raw = raw
-    print(f"\nwhere the time goes (single-event frames replayed in process, CPU us per event; "
-          f"the raw socket loop above spent {1e6 / single_raw:.1f} us per event, so half its "
-          f"rate leaves the daemon {2e6 / single_raw:.1f} us):")
-    for stage, us in breakdown(args.events).items():
-        print(f"  {stage:<38}{us:>8.2f}")
+    print(f"ingest: {PRODUCERS} producer processes x {args.events} loss events; this process "
+          f"and the producers on cpus {cpus} (of {os.cpu_count()})")
+    print(f"{'frames':<14}{'raw loop ev/s':>15}{'wtwind ev/s':>13}{'ratio':>7}"
+          f"{'no monitor ev/s':>17}{'ratio':>7}")
+    single_raw = None
+    for label, batch in KINDS:
+        for r in range(args.repeat):
+            tag = f"{batch}-{r}"
+            raw = raw_loop(f"ipc://{tmp}/raw-{tag}.sock", args.events, batch)
+            ours = daemon_loop(f"ipc://{tmp}/d-{tag}.sock", args.events, batch, f"{tmp}/s-{tag}.db")
+            bare = daemon_loop(f"ipc://{tmp}/n-{tag}.sock", args.events, batch, f"{tmp}/n-{tag}.db",
+                               monitor=False)
+            print(f"{label:<14}{raw:>15,.0f}{ours:>13,.0f}{ours / raw:>7.2f}{bare:>17,.0f}"
+                  f"{bare / raw:>7.2f}", flush=True)
+            if batch == 1 and single_raw is None:
+                single_raw = raw
+    print(f"\nwhere the time goes (frames replayed in process, CPU us per event; the raw "
+          f"single-event loop above took {1e6 / single_raw:.1f} us per event):")
+    stages = {label: breakdown(args.events, batch) for label, batch in KINDS}
+    print(f"  {'stage':<36}" + "".join(f"{label:>14}" for label, _ in KINDS))
+    for stage in stages[KINDS[0][0]]:
+        print(f"  {stage:<36}" + "".join(f"{stages[label][stage]:>14.2f}" for label, _ in KINDS))
 
 
 if __name__ == "__main__":
