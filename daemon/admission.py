@@ -82,12 +82,14 @@ class Admission:
             return None
         return run
 
-    def admit(self, name: str, emitter: str | None, identity: bytes, principal: str, now: float):
+    def admit(self, name: str, emitter: str | None, identity: bytes, principal: str, now: float,
+              run=None):
         """The run ``name`` if ``principal`` may send it events from ``emitter``, else None
         (refused: replied, counted, logged). Once for a frame's events of one run, one
-        emitter and one secret (``Server.handle_frame``); ``config_fits`` checks a
-        ``run_start``'s config on top."""
-        run = self.table.get(name)
+        emitter and one secret (``Server.handle_frame``, which passes the ``run`` it has
+        looked up); ``config_fits`` checks a ``run_start``'s config on top."""
+        if run is None:
+            run = self.table.get(name)
         if run is None:
             run = self._create(name, identity, principal, now)
             if run is None:

@@ -98,7 +98,7 @@ class Server:
             first = run.hwm.get(em, 0) + 1
             if seqs[0] != first or seqs[-1] != first + n - 1 or seqs != tuple(range(first, first + n)):
                 return False
-        run = self.admission.admit(name, em, identity, self.admission.principal_of(secret, user), now)
+        run = self.admission.admit(name, em, identity, self.admission.principal_of(secret, user), now, run)
         if run is None:  # refused (replied, counted): the others go the general way, counted
             self.stats.received["loss"] += 1
             self._handle_run(identity, name, events[1:], batch, now, user)
@@ -132,8 +132,8 @@ class Server:
         """One run's events of a frame: ``handle_event``'s steps, with one run-table lookup
         and one admission for each (emitter, secret) in the frame, not one per event, and
         the seq admission of the next event in line (``seq == hwm + 1``) inlined."""
-        received = self.stats.received
-        if self.table.get(name) is None:  # a new run, or one in the store: the general path
+        received, live = self.stats.received, self.table.get(name)
+        if live is None:  # a new run, or one in the store: the general path
             if batch is not None:
                 wire.inherit(events, batch)
             else:  # ``base`` is a batch's (docs/PROTOCOL.md)
@@ -145,7 +145,7 @@ class Server:
                     self.handle_event(identity, ev, now, user)
             return
         emitter, auth, base = (batch.emitter, batch.auth, batch.base) if batch else (None, None, None)
-        admission, link, observe = self.admission, self.link, self._observe
+        admission, link, observe, publish = self.admission, self.link, self._observe, self.publish
         run, losses, em_was, auth_was = None, 0, None, None
         for ev in events:
             kind = ev["type"]
@@ -157,7 +157,7 @@ class Server:
             em = ev.get("emitter", emitter)
             if run is None or em != em_was or secret != auth_was:
                 em_was, auth_was = em, secret
-                run = admission.admit(name, em, identity, admission.principal_of(secret, user), now)
+                run = admission.admit(name, em, identity, admission.principal_of(secret, user), now, live)
                 if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
                     continue
                 hwm = run.hwm
@@ -172,7 +172,19 @@ class Server:
                 elif not link.admit_seq(run, em, seq, base):  # already processed, or a gap
                     continue
             run.events += 1
-            observe(run, ev, kind, now)
+            if kind != "loss" or run.frozen is not None:
+                observe(run, ev, kind, now)
+                continue
+            try:  # _observe, for a loss event of a thawed run, inlined
+                transitions = run.observe_loss(ev["step"], ev["loss"], ev.get("lr", NO_LR),
+                                               ev.get("grad_norm"), ev.get("tokens"), now)
+            except Exception:  # a detector bug must not take the daemon down
+                self.stats.loop_errors += 1
+                log.exception("observe_failed", run=name, type=kind)
+                transitions = ()
+            for alert in transitions:
+                publish(alert)
+            self.snapshots.changed(run)  # after the alerts: a snapshot never holds one unjournaled
         if losses:
             received["loss"] += losses
 

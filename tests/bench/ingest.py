@@ -146,11 +146,13 @@ def daemon_loop(endpoint: str, n: int, batch: int, state_path: str, monitor: boo
         await server.startup(asyncio.get_running_loop())
         go, procs = _start_producers(endpoint, n, batch, f"daemon-b{batch}-{int(monitor)}")
         total = n * PRODUCERS
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         go.set()
         while server.stats.received["loss"] < total:
             await asyncio.sleep(0.001)
         elapsed = time.perf_counter() - t0
+        if os.environ.get("WTWIN_BENCH_CPU"):
+            print(f"  daemon cpu {(time.process_time() - c0) / total * 1e6:.1f} us/event, wall {elapsed / total * 1e6:.1f}")
         for p in procs:
             p.join()
         await server.shutdown()
