@@ -2,25 +2,29 @@
 
 Frames are msgpack maps sent DEALER -> ROUTER. Every event carries ``v``, ``type``,
 ``run`` and a per-emitter ``seq``; a frame may instead be a ``batch`` of events.
-This module imports only msgpack (and the stdlib): it is on the trainer's side.
+This module imports only msgpack, the stdlib and its siblings ``bounds`` and
+``fast_checks``: it is on the trainer's side.
 
 ``decode(frame)`` returns ``(events, rejects)``: the valid events as plain dicts and
 one reason string per rejected event. It never raises on bad input. Reasons are a
-closed set (``REJECT_REASONS``) so the daemon can count them as bounded labels.
+closed set (``REJECT_REASONS``) so the daemon can count them as bounded labels. The
+daemon calls ``decode_frame``, which keeps a batch's fields at the frame.
+
+Over 300 lines on purpose: the schema, encode, decode and the general checks are the
+one definition of the protocol, read together (the fast checks are in fast_checks.py).
 """
 
 from __future__ import annotations
 
 import math
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgpack
 
 from .bounds import (INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, MAX_STR_LEN,
-                     MAX_WANTS, check_config, check_metrics, int_in_range)
+                     MAX_WANTS, VERSION, check_config, check_metrics, int_in_range)
+from .fast_checks import loss_columns, plain_loss
 
-VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 MAX_BATCH_EVENTS = 10_000
 
@@ -149,8 +153,8 @@ def decode_frame(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
     batch), ``batch`` None for a single-event frame. An event of a batch that has no
     ``emitter`` (``auth``) of its own has the batch's; ``base`` is a batch's only (an
     event's own ``base`` is ignored). One pass: a batch of plain loss events of one shape
-    is checked a column at a time (``_loss_columns``), other events one at a time, a plain
-    loss event by ``_plain_loss``, every other by the general checks."""
+    is checked a column at a time (``loss_columns``), other events one at a time, a plain
+    loss event by ``plain_loss``, every other by the general checks."""
     if len(frame) > max_bytes:
         return [], ["oversized"], None
     try:
@@ -159,7 +163,7 @@ def decode_frame(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
         return [], ["undecodable"], None
     if type(obj) is not dict:
         return [], ["not_a_map"], None
-    if _plain_loss(obj):
+    if plain_loss(obj):
         return [obj], [], None
     if obj.get("type") != "batch":
         try:
@@ -204,11 +208,11 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str], Batch | None]:
                 if auth is not None and "auth" not in ev:
                     ev["auth"] = auth
         emitter = auth = None
-    columns = _loss_columns(inner) if inner else None
+    columns = loss_columns(inner) if inner else None
     if columns is not None:
         return inner, [], Batch(emitter, auth, base, columns)
     events, rejects = [], []
-    keep, plain = events.append, _plain_loss
+    keep, plain = events.append, plain_loss
     for ev in inner:
         if type(ev) is not dict:
             rejects.append("not_a_map")
@@ -222,79 +226,9 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str], Batch | None]:
     return events, rejects, Batch(emitter, auth, base)
 
 
-_LOSS_KEYS = frozenset(("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "tokens",
-                        "rank", "ts", "emitter", "auth"))
-
-
-def _plain_loss(ev: dict) -> bool:
-    """The fast path for the event that makes up nearly all traffic: True for a loss event
-    this vouches for completely (v1, known keys only, each value of its type and in its
-    bounds, no None). False sends it to the general checks, which judge it alone."""
-    if not _LOSS_KEYS.issuperset(ev):
-        return False
-    get = ev.get
-    run, seq, step, loss = get("run"), get("seq"), get("step"), get("loss")
-    if (get("type") != "loss" or get("v") != VERSION or type(run) is not str
-            or not 0 < len(run) <= MAX_RUN_LEN or type(seq) is not int or not 0 <= seq <= INT64_MAX
-            or type(step) is not int or not 0 <= step <= INT64_MAX
-            or ((t := type(loss)) is not float and t is not int)):
-        return False
-    if len(ev) == 6:  # v, type, run, seq, step, loss: nothing optional
-        return True
-    lr, gn, tokens, ts = get("lr", 0.0), get("grad_norm", 0.0), get("tokens", 0.0), get("ts", 0.0)
-    em, auth, rank = get("emitter", ""), get("auth", ""), get("rank", 0)
-    return (((t := type(lr)) is float or t is int) and ((t := type(gn)) is float or t is int)
-            and ((t := type(tokens)) is float or t is int) and ((t := type(ts)) is float or t is int)
-            and type(em) is str and len(em) <= MAX_EMITTER_LEN
-            and type(auth) is str and len(auth) <= MAX_AUTH_LEN
-            and type(rank) is int and 0 <= rank <= INT64_MAX)
-
-
-_LOSS_REQUIRED = frozenset(("v", "type", "run", "seq", "step", "loss"))
-_NUMBERS = {float, int}
-_INTS = {int}
-_STRS = {str}
-_STR_BOUNDS = (("run", 1, MAX_RUN_LEN), ("emitter", 0, MAX_EMITTER_LEN), ("auth", 0, MAX_AUTH_LEN))
-
-
-def _loss_columns(inner: list) -> dict[str, tuple] | None:
-    """The batch's columns when every event is a plain loss event (as ``_plain_loss``
-    judges one) with the same fields as the first; else None (judged one at a time).
-    A check per column, in C loops (``map``, ``zip``, ``set``, ``min``/``max``)."""
-    first, n = inner[0], len(inner)
-    if type(first) is not dict or not _LOSS_REQUIRED.issubset(first) or not _LOSS_KEYS.issuperset(first):
-        return None
-    names = tuple(first)
-    if set(map(type, inner)) != {dict} or set(map(len, inner)) != {len(names)}:
-        return None
-    try:  # same size and every field of the first: the same fields
-        columns = dict(zip(names, zip(*map(itemgetter(*names), inner))))
-    except KeyError:
-        return None
-    if columns["type"].count("loss") != n or columns["v"].count(VERSION) != n:
-        return None
-    for name in ("seq", "step", "rank"):
-        col = columns.get(name)
-        if col is not None and (set(map(type, col)) != _INTS or min(col) < 0 or max(col) > INT64_MAX):
-            return None
-    for name in ("loss", "lr", "grad_norm", "tokens", "ts"):
-        col = columns.get(name)
-        if col is not None and not set(map(type, col)) <= _NUMBERS:
-            return None
-    for name, shortest, longest in _STR_BOUNDS:
-        col = columns.get(name)
-        if col is not None:
-            if set(map(type, col)) != _STRS:
-                return None
-            sizes = set(map(len, set(col)))
-            if min(sizes) < shortest or max(sizes) > longest:
-                return None
-    return columns
-
-
 def validate(ev: dict) -> dict:
     """Check one event against SCHEMA; returns it unchanged or raises WireError."""
-    if _plain_loss(ev):
+    if plain_loss(ev):
         return ev
     return _validate_general(ev)
 

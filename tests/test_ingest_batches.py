@@ -1,12 +1,12 @@
 """A frame's events handled as a batch (issue 18).
 
-The checks of a batch of loss events a column at a time (``wire._loss_columns``) and of
-one plain loss event (``wire._plain_loss``) must judge every event exactly as the general
+The checks of a batch of loss events a column at a time (``wire.loss_columns``) and of
+one plain loss event (``wire.plain_loss``) must judge every event exactly as the general
 checks judge it alone: hostile batches (wrong types, bools, None, out-of-range integers,
 over-long strings, unknown fields, a bad emitter or secret on the batch) are decoded both
 ways and compared. And a run fed a trainer's batches through ``Server.handle_frame`` (the
 columns path: one admission, the seqs checked at once) ends in the same state, with the
-same alerts and the same stored snapshot, as one fed the same events one per frame.
+same alerts and the same monitor snapshot, as one fed the same events one per frame.
 """
 
 from __future__ import annotations
