@@ -10,7 +10,8 @@ release to the last event handled. For single-event frames and batches of 100, i
 run, side by side:
 
 - ``raw``: ``recv`` (identity, frame) + ``msgpack.unpackb``, counting events (the same
-  receive as the daemon's; ``recv_multipart`` costs twice as much a message);
+  receive as the daemon's), and ``raw multipart``: the same with ``recv_multipart``,
+  which costs twice as much a message (issue 18's first figures used it);
 - ``wtwind``: the real `Server` (store on): receive, decode, validate, admission, seq,
   run state, detectors, series, snapshots;
 - ``wtwind, no monitor``: the same with `RunMonitor` replaced by a stand-in that
@@ -74,19 +75,25 @@ def _start_producers(endpoint: str, n: int, batch: int, tag: str):
     return go, procs
 
 
-def raw_loop(endpoint: str, n: int, batch: int) -> float:
+def raw_loop(endpoint: str, n: int, batch: int, multipart: bool = False) -> float:
+    """The raw ROUTER loop: the daemon's receive (``recv`` of the identity, then of the
+    frame: Receiver.drain) or, with ``multipart``, ``recv_multipart`` (issue 18's first
+    figures), and ``msgpack.unpackb``, counting events."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.RCVHWM, 100_000)
     sock.bind(endpoint)
     go, procs = _start_producers(endpoint, n, batch, "raw")
     total, count = n * PRODUCERS, 0
+    recv, recv_multipart = sock.recv, sock.recv_multipart
     t0 = time.perf_counter()
     go.set()
-    recv = sock.recv
     while count < total:
-        recv()  # the identity, then the frame: the daemon's receive (Receiver.drain), which
-        frame = recv()  # costs half what recv_multipart() does
+        if multipart:
+            _, frame = recv_multipart()
+        else:
+            recv()
+            frame = recv()
         obj = msgpack.unpackb(frame, raw=False)
         count += len(obj["events"]) if obj.get("type") == "batch" else 1
     elapsed = time.perf_counter() - t0
@@ -271,18 +278,20 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="wtwin-bench-")
     print(f"ingest: {PRODUCERS} producer processes x {args.events} loss events; this process "
           f"and the producers on cpus {cpus} (of {os.cpu_count()})")
-    print(f"{'frames':<14}{'raw loop ev/s':>15}{'wtwind ev/s':>13}{'ratio':>7}"
-          f"{'no monitor ev/s':>17}{'ratio':>7}")
+    print(f"{'frames':<14}{'raw multipart':>14}{'raw':>10}{'wtwind':>9}{'ratio':>13}"
+          f"{'no monitor':>12}{'ratio':>13}   (ev/s; ratios vs raw multipart / raw)")
     single_raw = None
     for label, batch in KINDS:
         for r in range(args.repeat):
             tag = f"{batch}-{r}"
+            multi = raw_loop(f"ipc://{tmp}/rawm-{tag}.sock", args.events, batch, multipart=True)
             raw = raw_loop(f"ipc://{tmp}/raw-{tag}.sock", args.events, batch)
             ours = daemon_loop(f"ipc://{tmp}/d-{tag}.sock", args.events, batch, f"{tmp}/s-{tag}.db")
             bare = daemon_loop(f"ipc://{tmp}/n-{tag}.sock", args.events, batch, f"{tmp}/n-{tag}.db",
                                monitor=False)
-            print(f"{label:<14}{raw:>15,.0f}{ours:>13,.0f}{ours / raw:>7.2f}{bare:>17,.0f}"
-                  f"{bare / raw:>7.2f}", flush=True)
+            print(f"{label:<14}{multi:>14,.0f}{raw:>10,.0f}{ours:>9,.0f}"
+                  f"{f'{ours / multi:.2f} / {ours / raw:.2f}':>13}{bare:>12,.0f}"
+                  f"{f'{bare / multi:.2f} / {bare / raw:.2f}':>13}", flush=True)
             if batch == 1 and single_raw is None:
                 single_raw = raw
     print(f"\nwhere the time goes (frames replayed in process, CPU us per event; the raw "
