@@ -59,7 +59,11 @@ class Admission:
 
     def principal(self, ev: dict, user: str | None) -> str:
         """Who sent ``ev``; the secret leaves the event here (nothing downstream sees it)."""
-        auth = ev.pop("auth", None)
+        return self.principal_of(ev.pop("auth", None), user)
+
+    def principal_of(self, auth: str | None, user: str | None) -> str:
+        """Who sent an event with this secret (``auth``), over a connection with this
+        CURVE key (``user``)."""
         if self.curve:
             return f"key:{user}" if user else ANONYMOUS
         if auth is None:
@@ -73,8 +77,19 @@ class Admission:
 
     def run_for(self, ev: dict, identity: bytes, principal: str, now: float):
         """The run ``ev`` may act on, or None (refused: replied, counted, logged)."""
-        name = ev["run"]
-        run = self.table.get(name)
+        run = self.admit(ev["run"], ev.get("emitter"), identity, principal, now)
+        if run is not None and ev["type"] == "run_start" and not self.config_fits(ev, identity):
+            return None
+        return run
+
+    def admit(self, name: str, emitter: str | None, identity: bytes, principal: str, now: float,
+              run=None):
+        """The run ``name`` if ``principal`` may send it events from ``emitter``, else None
+        (refused: replied, counted, logged). Once for a frame's events of one run, one
+        emitter and one secret (``Server.handle_frame``, which passes the ``run`` it has
+        looked up); ``config_fits`` checks a ``run_start``'s config on top."""
+        if run is None:
+            run = self.table.get(name)
         if run is None:
             run = self._create(name, identity, principal, now)
             if run is None:
@@ -83,16 +98,20 @@ class Admission:
             run.owner = principal
         elif run.owner != principal and not self._shared(run):
             return self._refuse("not_owner", identity, name, "run belongs to another client")
-        em = ev.get("emitter")
-        if em is not None and em not in run.hwm and not self._room_for_emitter(run, now):
+        if emitter is not None and emitter not in run.hwm and not self._room_for_emitter(run, now):
             return self._refuse("emitter_quota", identity, name,
                                 f"run has {self.cfg.max_emitters_per_run} live emitter ids")
-        if ev["type"] == "run_start" and ev.get("config"):
+        return run
+
+    def config_fits(self, ev: dict, identity: bytes) -> bool:
+        """A ``run_start``'s config is within ``max_config_bytes``, or it is refused."""
+        if ev.get("config"):
             size = len(msgpack.packb(ev["config"], use_bin_type=True))
             if size > self.cfg.max_config_bytes:
-                return self._refuse("config_quota", identity, name,
-                                    f"config of {size} bytes over {self.cfg.max_config_bytes}")
-        return run
+                self._refuse("config_quota", identity, ev["run"],
+                             f"config of {size} bytes over {self.cfg.max_config_bytes}")
+                return False
+        return True
 
     def forget(self, run) -> None:
         """A run left memory: its creator may create another."""

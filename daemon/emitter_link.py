@@ -54,23 +54,36 @@ class EmitterLink:
         """False for an event already processed, or one to re-send first (nacked)."""
         em = ev.get("emitter")
         if em is not None:
-            run.emitter_seen[em] = now
-            if run.identities.get(em) != identity:
-                run.identities[em] = identity  # where this emitter's acks and alerts go
-            seq, hwm = ev["seq"], run.hwm.get(em, 0)
-            if seq <= hwm:
-                self.stats.dropped["duplicate"] += 1
+            self.seen(run, em, identity, now)
+            if not self.admit_seq(run, em, ev["seq"], ev.get("base")):
                 return False
-            if seq > hwm + 1:
-                base = ev.get("base")
-                if base is not None and seq > max(hwm + 1, base):
-                    self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
-                    self._nack(run, em, hwm)
-                    return False
-                if base is not None and base > hwm + 1:  # no longer held by the emitter
-                    self.stats.dropped["seq_gap"] += base - hwm - 1
-            run.hwm[em] = seq
         run.events += 1
+        return True
+
+    @staticmethod
+    def seen(run, em: str, identity: bytes, now: float) -> None:
+        """``em`` sent ``run`` events just now, from ``identity`` (where its acks and
+        alerts go). Once per frame (``Server.handle_frame``), or per event (``admit``)."""
+        run.emitter_seen[em] = now
+        if run.identities.get(em) != identity:
+            run.identities[em] = identity
+
+    def admit_seq(self, run, em: str, seq: int, base: int | None) -> bool:
+        """The seq rules above for one event of ``em``; True (and ``hwm`` moved on) when
+        it is to be processed. ``Server.handle_frame`` inlines the common case, ``seq ==
+        hwm + 1``, and calls this for every other."""
+        hwm = run.hwm.get(em, 0)
+        if seq <= hwm:
+            self.stats.dropped["duplicate"] += 1
+            return False
+        if seq > hwm + 1:
+            if base is not None and seq > max(hwm + 1, base):
+                self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
+                self._nack(run, em, hwm)
+                return False
+            if base is not None and base > hwm + 1:  # no longer held by the emitter
+                self.stats.dropped["seq_gap"] += base - hwm - 1
+        run.hwm[em] = seq
         return True
 
     def _nack(self, run, em: str, hwm: int) -> None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("wtwind.runs")
 MAX_REWINDS_KEPT = 32
+NO_LR = object()  # a loss event without ``lr`` (``RunState.observe_loss``)
 
 
 class RunState:
@@ -144,18 +145,33 @@ class RunState:
         return handler(self, ev, now)
 
     def _on_loss(self, ev: dict, now: float) -> list[Alert]:
-        self.last_progress = now
-        self.step = ev["step"]
-        self.loss = float(ev["loss"])
-        if self.loss < 0:
+        lr = ev.get("lr", NO_LR)
+        return self.observe_loss(ev["step"], ev["loss"], lr, ev.get("grad_norm"), ev.get("tokens"), now)
+
+    def observe_loss(self, step: int, loss: float, lr: float | None, grad_norm: float | None,
+                     tokens: float | None, now: float) -> list[Alert]:
+        """``observe`` of a loss event, from its values (``lr`` is ``NO_LR`` when the
+        event has none: the run's last LR carries on in its series). No event dict: the
+        daemon calls it with a batch's columns (``Server._handle_losses``)."""
+        self.last_seen = self.last_progress = now
+        loss = float(loss)
+        self.step, self.loss = step, loss
+        if loss < 0:
             self.nonnegative = False
-        self.lr = ev.get("lr", self.lr)
-        monitor = self.monitor if self._announced is None else _Announced(self)  # after a rewind
-        state, out = observe_loss(monitor, self.policy, ev["step"], self.loss, ev.get("lr"),
-                                  ev.get("grad_norm"), now)
+        if lr is NO_LR:
+            lr = None
+        else:
+            self.lr = lr
+        monitor = self._monitor
+        if self._announced is not None:  # the first loss after a rewind
+            monitor = _Announced(self)
+        elif monitor is None:
+            monitor = self.monitor
+        state, out = observe_loss(monitor, self.policy, step, loss, lr, grad_norm, now)
         self.last_state = state
-        self.series.add_loss(self.step, self.loss, state, self.lr, ev.get("grad_norm"), ev.get("tokens"))
-        self.spark.add(self.step, self.loss)
+        series = self._series if self._series is not None else self.series
+        series.add_loss(step, loss, state, self.lr, grad_norm, tokens)
+        self.spark.add(step, loss)
         if self.stalled:
             out += self.check_stall(now, math.inf)
         return out

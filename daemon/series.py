@@ -70,12 +70,16 @@ class Decimated:
     def append(self, step: float, *values: float | None) -> None:
         """Add one point: a tuple on a short Python list, moved into the ring 64 at a time
         (numpy element stores cost more than the rest of an append)."""
-        last = self.last_step
+        self.push((step, *values))
+
+    def push(self, row: tuple) -> None:
+        """``append`` of a row already built: ``(step, value, ...)``."""
+        step, last = row[0], self.last_step
         if last is not None and step < last:
             self._flush()
             self.truncate(step)
         stage = self._stage
-        stage.append((step, *values))
+        stage.append(row)
         self.last_step = step
         if len(stage) >= _BLOCK or self._n + len(stage) >= len(self._ring):
             self._flush()          # ring + stage never hold more than the ring's capacity
@@ -84,6 +88,8 @@ class Decimated:
         """Move the staged points into the ring (folding the oldest into the past)."""
         stage, self._stage = self._stage, []
         k = len(self.fields)
+        if set(map(len, stage)) != {k}:  # short rows (``append`` with fewer values): padded
+            stage = [r + (None,) * (k - len(r)) for r in stage]
         while stage:
             cap = len(self._ring)
             if self._n == cap:
@@ -93,13 +99,8 @@ class Decimated:
                     self._fold(_BLOCK)
                 cap = len(self._ring)
             room = min(cap - self._n, len(stage), cap - (self._head + self._n) % cap)
-            rows = np.full((room, k), np.nan)
-            chunk = stage[:room]
-            block = np.array(chunk if all(len(r) == k for r in chunk)
-                             else [r + (None,) * (k - len(r)) for r in chunk], dtype=float)
-            rows[:, : block.shape[1]] = block
             at = (self._head + self._n) % cap
-            self._ring[at:at + room] = rows
+            self._ring[at:at + room] = stage[:room]  # numpy converts: None -> NaN
             self._n += room
             stage = stage[room:]
 
@@ -110,7 +111,8 @@ class Decimated:
 
     def _fold(self, m: int) -> None:
         """Move the ``m`` oldest points of the ring into the past bins."""
-        rows = self._ordered_ring()[:m]
+        h = self._head
+        rows = self._ring[h:h + m].copy() if h + m <= len(self._ring) else self._ordered_ring()[:m]
         self._head = (self._head + m) % len(self._ring)
         self._n -= m
         while True:
@@ -277,10 +279,10 @@ class RunSeries:
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
                  grad_norm: float | None = None, tokens: float | None = None) -> None:
         if state is None:
-            self.train.append(step, loss, None, None, None, None, lr, grad_norm, tokens)
+            self.train.push((step, loss, None, None, None, None, lr, grad_norm, tokens))
         else:                       # a MonitorState
-            self.train.append(step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
-                              grad_norm, tokens)
+            self.train.push((step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
+                             grad_norm, tokens))
 
     def add_eval(self, step: int, metrics: dict) -> None:
         val = metrics.get("val_loss", metrics.get("loss"))

@@ -22,6 +22,7 @@ from wtwin.sinks import api as sinks_api
 from .config import DaemonConfig
 from .http import build_app, start_site
 from .logsetup import RateLimited
+from .run_state import NO_LR
 from .sdnotify import Notifier
 from .version import __version__
 from .wiring import Parts, build
@@ -53,46 +54,173 @@ class Server:
 
     # ---- hot path ---------------------------------------------------------------------
     def handle_frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
+        """A frame's events, as a batch: decoded and validated in one pass, then each run's
+        events together (``_handle_run``; in the order of each run's first event)."""
         self.stats.frames += 1
-        events, rejects = wire.decode(frame, self._max_frame)
+        events, rejects, batch = wire.decode_frame(frame, self._max_frame)
         for reason in rejects:
             self.stats.rejected[reason] += 1
             self._rejects_log.warning("frame_rejected", reason, reason=reason, bytes=len(frame))
-        now, live = time.time(), self.table.get
+        if not events:
+            return
+        now, name = time.time(), events[0]["run"]
+        if batch is None:  # a single event
+            self._handle_run(identity, name, events, None, now, user)
+            return
+        columns = batch.columns
+        if columns is not None and columns["run"].count(name) == len(events):
+            if self._handle_losses(identity, name, events, batch, now, user):
+                return
+        elif all(ev["run"] == name for ev in events):  # one run: nearly every frame
+            self._handle_run(identity, name, events, batch, now, user)
+            return
+        groups: dict[str, list[dict]] = {}  # several: each run's events, in their order
         for ev in events:
-            self.stats.received[ev["type"]] += 1
-            # a run in the store but not in memory: its events wait for its row (restores.py)
-            if live(ev["run"]) is None and self.restores.hold(ev["run"], (identity, ev, now, user),
-                                                              self.handle_event):
-                continue
-            self.handle_event(identity, ev, now, user)
+            groups.setdefault(ev["run"], []).append(ev)
+        for name, evs in groups.items():
+            self._handle_run(identity, name, evs, batch, now, user)
 
-    def handle_event(self, identity: bytes, ev: dict, now: float, user: str | None = None) -> None:
-        """One event, in this order: whose run (admission), the emitter link (seq: a
-        duplicate or a gap stops here), the run's state and detectors, its alerts
-        (journaled, then delivered), and last the run is marked for its next snapshot."""
-        principal = self.admission.principal(ev, user)
-        run = self.admission.run_for(ev, identity, principal, now)
-        if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+    def _handle_losses(self, identity: bytes, name: str, events: list[dict], batch: wire.Batch,
+                       now: float, user: str | None) -> bool:
+        """A batch of plain loss events of one live run, one emitter and one secret, whose
+        seqs follow the run's mark one by one (a trainer's batch), from its columns: one
+        admission, the seqs checked at once, no per-event dict read. False (nothing done)
+        for any other batch: ``_handle_run`` takes it."""
+        columns, n = batch.columns, len(events)
+        emitters, secrets, seqs = columns.get("emitter"), columns.get("auth"), columns["seq"]
+        em = emitters[0] if emitters is not None else batch.emitter
+        secret = secrets[0] if secrets is not None else batch.auth
+        run = self.table.get(name)
+        if (run is None or (emitters is not None and emitters.count(em) != n)
+                or (secrets is not None and secrets.count(secret) != n)):
+            return False
+        if em is not None:
+            first = run.hwm.get(em, 0) + 1
+            if seqs[0] != first or seqs[-1] != first + n - 1 or seqs != tuple(range(first, first + n)):
+                return False
+        run = self.admission.admit(name, em, identity, self.admission.principal_of(secret, user), now, run)
+        if run is None:  # refused (replied, counted): the others go the general way, counted
+            self.stats.received["loss"] += 1
+            self._handle_run(identity, name, events[1:], batch, now, user)
+            return True
+        self.stats.received["loss"] += n
+        if em is not None:
+            self.link.seen(run, em, identity, now)
+        if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
+            self.restores.thaw(run)
+        hwm, publish, changed, get = run.hwm, self.publish, self.snapshots.changed, columns.get
+        none = (None,) * n
+        for seq, step, loss, lr, grad_norm, tokens in zip(
+                seqs, columns["step"], columns["loss"], get("lr") or (NO_LR,) * n,
+                get("grad_norm", none), get("tokens", none)):
+            if em is not None:
+                hwm[em] = seq
+            run.events += 1
+            try:
+                transitions = run.observe_loss(step, loss, lr, grad_norm, tokens, now)
+            except Exception:  # a detector bug must not take the daemon down
+                self.stats.loop_errors += 1
+                log.exception("observe_failed", run=name, type="loss")
+                transitions = ()
+            for alert in transitions:
+                publish(alert)
+            changed(run)  # after the alerts: a snapshot never holds one unjournaled
+        return True
+
+    def _handle_run(self, identity: bytes, name: str, events: list[dict], batch: wire.Batch | None,
+                    now: float, user: str | None) -> None:
+        """One run's events of a frame: ``handle_event``'s steps, with one run-table lookup
+        and one admission for each (emitter, secret) in the frame, not one per event, and
+        the seq admission of the next event in line (``seq == hwm + 1``) inlined."""
+        received, live = self.stats.received, self.table.get(name)
+        if live is None:  # a new run, or one in the store: the general path
+            if batch is not None:
+                wire.inherit(events, batch)
+            else:  # ``base`` is a batch's (docs/PROTOCOL.md)
+                events[0].pop("base", None)
+            for ev in events:
+                received[ev["type"]] += 1
+                # a run in the store but not in memory: its events wait for its row (restores.py)
+                if not self.restores.hold(name, (identity, ev, now, user), self.handle_event):
+                    self.handle_event(identity, ev, now, user)
             return
-        if not self.link.admit(run, ev, identity, now):  # already processed, or a gap to re-send first
-            return
+        emitter, auth, base = (batch.emitter, batch.auth, batch.base) if batch else (None, None, None)
+        admission, link, observe, publish = self.admission, self.link, self._observe, self.publish
+        run, losses, em_was, auth_was = None, 0, None, None
+        for ev in events:
+            kind = ev["type"]
+            if kind == "loss":
+                losses += 1
+            else:
+                received[kind] += 1
+            secret = ev.pop("auth", auth)  # the secret leaves the event here
+            em = ev.get("emitter", emitter)
+            if run is None or em != em_was or secret != auth_was:
+                em_was, auth_was = em, secret
+                run = admission.admit(name, em, identity, admission.principal_of(secret, user), now, live)
+                if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+                    continue
+                hwm = run.hwm
+                if em is not None:
+                    link.seen(run, em, identity, now)
+            if kind == "run_start" and not admission.config_fits(ev, identity):
+                continue
+            if em is not None:
+                seq = ev["seq"]
+                if seq == hwm.get(em, 0) + 1:
+                    hwm[em] = seq
+                elif not link.admit_seq(run, em, seq, base):  # already processed, or a gap
+                    continue
+            run.events += 1
+            if kind != "loss" or run.frozen is not None:
+                observe(run, ev, kind, now)
+                continue
+            try:  # _observe, for a loss event of a thawed run, inlined
+                transitions = run.observe_loss(ev["step"], ev["loss"], ev.get("lr", NO_LR),
+                                               ev.get("grad_norm"), ev.get("tokens"), now)
+            except Exception:  # a detector bug must not take the daemon down
+                self.stats.loop_errors += 1
+                log.exception("observe_failed", run=name, type=kind)
+                transitions = ()
+            for alert in transitions:
+                publish(alert)
+            self.snapshots.changed(run)  # after the alerts: a snapshot never holds one unjournaled
+        if losses:
+            received["loss"] += losses
+
+    def _observe(self, run, ev: dict, kind: str, now: float) -> None:
+        """An admitted event: the run's state and detectors, its alerts (journaled, then
+        delivered), and last the run is marked for its next snapshot."""
         if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
             self.restores.thaw(run)
         try:
             transitions = run.observe(ev, now)
         except Exception:  # a detector bug must not take the daemon down
             self.stats.loop_errors += 1
-            log.exception("observe_failed", run=ev["run"], type=ev["type"])
-            transitions = []
+            log.exception("observe_failed", run=ev["run"], type=kind)
+            transitions = ()
         for alert in transitions:
             self.publish(alert)
         self.snapshots.changed(run)  # after the alerts: a snapshot never holds one unjournaled
-        if ev["type"] == "run_start":
+        if kind == "loss":
+            return
+        if kind == "run_start":
             log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
                      kind=run.kind)
-        if ev["type"] == "checkpoint":
+        elif kind == "checkpoint":
             self.spectral.submit(ev)
+
+    def handle_event(self, identity: bytes, ev: dict, now: float, user: str | None = None) -> None:
+        """One event, in this order: whose run (admission), the emitter link (seq: a
+        duplicate or a gap stops here), then ``_observe``. ``_handle_run`` takes the same
+        steps for a frame's events of a live run."""
+        principal = self.admission.principal(ev, user)
+        run = self.admission.run_for(ev, identity, principal, now)
+        if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+            return
+        if not self.link.admit(run, ev, identity, now):  # already processed, or a gap to re-send first
+            return
+        self._observe(run, ev, ev["type"], now)
 
     # ---- lifecycle --------------------------------------------------------------------
     async def serve(self) -> int:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import msgpack
 
+VERSION = 1                # the protocol: every event's and batch's ``v``
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 MAX_RUN_LEN = 200
