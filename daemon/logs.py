@@ -16,7 +16,10 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Iterator
+
+from . import log_columns
 
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
 LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
@@ -40,12 +43,45 @@ class Record:
     grad_norm: float | None = None
 
 
+class Records(Sequence):
+    """The rows of a log, kept as one list per field (``step``, ``loss``, ``val_loss``,
+    ``lr``, ``grad_norm``; None where a row has no value): a million rows cost five
+    lists, not a million objects. Indexing gives a `Record`."""
+
+    __slots__ = ("step", "loss", "val_loss", "lr", "grad_norm", "n_loss", "n_val")
+
+    def __init__(self, step: list, loss: list, val_loss: list, lr: list, grad_norm: list) -> None:
+        self.step, self.loss, self.val_loss, self.lr, self.grad_norm = step, loss, val_loss, lr, grad_norm
+        self.n_loss = len(loss) - loss.count(None)
+        self.n_val = len(val_loss) - val_loss.count(None)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return Record(self.step[i], self.loss[i], self.val_loss[i], self.lr[i], self.grad_norm[i])
+
+    def __iter__(self) -> Iterator[Record]:
+        return map(Record, self.step, self.loss, self.val_loss, self.lr, self.grad_norm)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Records) and self.columns() == other.columns()
+
+    def __repr__(self) -> str:
+        return f"Records({len(self)} rows)"
+
+    def columns(self) -> tuple[list, ...]:
+        return self.step, self.loss, self.val_loss, self.lr, self.grad_norm
+
+
 @dataclass(frozen=True)
 class TrainingLog:
     """Rows in file order; ``loss_col`` and ``val_col`` say which columns were used."""
 
     path: str
-    records: tuple[Record, ...]
+    records: Records
     loss_col: str | None
     val_col: str | None
     lr_col: str | None = None
@@ -55,11 +91,11 @@ class TrainingLog:
 
     @property
     def n_loss(self) -> int:
-        return sum(r.loss is not None for r in self.records)
+        return self.records.n_loss
 
     @property
     def n_val(self) -> int:
-        return sum(r.val_loss is not None for r in self.records)
+        return self.records.n_val
 
     def events(self, eval_as_loss: bool | None = None, with_grad: bool = False) -> Iterator[tuple]:
         """``("loss", step, value, lr)`` and ``("eval", step, value, None)`` in file order;
@@ -70,12 +106,21 @@ class TrainingLog:
         """
         if eval_as_loss is None:
             eval_as_loss = self.n_loss == 0
-        for r in self.records:
-            if r.loss is not None:
-                yield ("loss", r.step, r.loss, r.lr, r.grad_norm) if with_grad else ("loss", r.step, r.loss, r.lr)
-            if r.val_loss is not None:
-                kind = "loss" if eval_as_loss else "eval"
-                yield (kind, r.step, r.val_loss, None, None) if with_grad else (kind, r.step, r.val_loss, None)
+        kind = "loss" if eval_as_loss else "eval"
+        steps, losses, vals, lrs, grads = self.records.columns()
+        if not self.n_val:                 # the common shape: a loss on every row
+            if with_grad:
+                return (("loss", s, v, lr, g) for s, v, lr, g in zip(steps, losses, lrs, grads) if v is not None)
+            return (("loss", s, v, lr) for s, v, lr in zip(steps, losses, lrs) if v is not None)
+        return _mixed(kind, with_grad, steps, losses, vals, lrs, grads)
+
+
+def _mixed(kind, with_grad, steps, losses, vals, lrs, grads) -> Iterator[tuple]:
+    for s, v, val, lr, g in zip(steps, losses, vals, lrs, grads):
+        if v is not None:
+            yield ("loss", s, v, lr, g) if with_grad else ("loss", s, v, lr)
+        if val is not None:
+            yield (kind, s, val, None, None) if with_grad else (kind, s, val, None)
 
 
 def _number(text, what: str, where: str) -> float | None:
@@ -84,7 +129,10 @@ def _number(text, what: str, where: str) -> float | None:
     if isinstance(text, bool):
         raise LogError(f"{where}: {what} value {text!r} is not a number.")
     if isinstance(text, (int, float)):
-        return float(text)
+        try:
+            return float(text)
+        except OverflowError:
+            raise LogError(f"{where}: {what} value {str(text)[:40]}... is too large.") from None
     s = str(text).strip()
     if s == "":
         return None
@@ -108,7 +156,8 @@ def _pick(names, wanted, explicit=None, what="column"):
     return None
 
 
-def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
+def _choose(path, names, loss_col=None) -> tuple:
+    """(step, loss, val_loss, lr, grad_norm) column names, None where absent."""
     step_c = _pick(names, STEP_COLS)
     loss_c = _pick(names, LOSS_COLS, loss_col, "loss column")
     val_c = _pick(names, VAL_COLS)
@@ -116,7 +165,20 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
     grad_c = _pick(names, GRAD_COLS)
     if loss_c is None and val_c is None:
         raise LogError(f"{path}: no loss column found (looked for {', '.join(LOSS_COLS + VAL_COLS)}).")
-    recs = []
+    return step_c, loss_c, val_c, lr_c, grad_c
+
+
+def _log(path, cols: tuple, chosen: tuple, meta) -> TrainingLog:
+    step_c, loss_c, val_c, lr_c, grad_c = chosen
+    return TrainingLog(str(path), Records(*cols), loss_c, val_c, lr_c, step_c or "row", meta or {}, grad_c)
+
+
+def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
+    """The row-by-row reader: every file the fast path (`log_columns`) leaves to it, and
+    the reference for what that path must give."""
+    chosen = _choose(path, names, loss_col)
+    step_c, loss_c, val_c, lr_c, grad_c = chosen
+    cols = steps, losses, vals, lrs, grads = [], [], [], [], []
     for i, row in enumerate(rows):
         where = f"{path}, row {i + 1}"
         loss = _number(row.get(loss_c), "loss", where) if loss_c else None
@@ -127,12 +189,24 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
         step = i if st is None else st
         if not math.isfinite(step):
             raise LogError(f"{where}: step value {step!r} is not finite.")
-        lr = _number(row.get(lr_c), "lr", where) if lr_c else None
-        grad = _number(row.get(grad_c), "grad_norm", where) if grad_c else None
-        recs.append(Record(int(step), loss, val, lr, grad))
-    if not recs:
+        lrs.append(_number(row.get(lr_c), "lr", where) if lr_c else None)
+        grads.append(_number(row.get(grad_c), "grad_norm", where) if grad_c else None)
+        steps.append(int(step))
+        losses.append(loss)
+        vals.append(val)
+    if not steps:
         raise LogError(f"{path}: no loss values in the file.")
-    return TrainingLog(str(path), tuple(recs), loss_c, val_c, lr_c, step_c or "row", meta or {}, grad_c)
+    return _log(path, cols, chosen, meta)
+
+
+def _fast(path, blocks, names, loss_col, meta, floats, steps) -> TrainingLog | None:
+    """The log read a column at a time (`log_columns`), or None where only the row
+    reader can say what the file holds."""
+    chosen = _choose(path, names, loss_col)
+    try:
+        return _log(path, log_columns.columns(blocks, chosen, floats, steps), chosen, meta)
+    except log_columns.Slow:
+        return None
 
 
 def _read_text(path) -> str:
@@ -172,17 +246,25 @@ def read_log(path, loss_col: str | None = None) -> TrainingLog:
 
 
 def _read_csv(path, text, loss_col) -> TrainingLog:
+    from . import log_formats
+
+    plain = log_columns.plain_csv(text)
+    if plain is not None and log_formats.from_export(plain[0], (), loss_col)[0] == plain[0]:
+        fast = _fast(path, plain[1], plain[0], loss_col, None, log_columns.text_floats, log_columns.text_steps)
+        if fast is not None:
+            return fast
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
     reader = csv.DictReader(io.StringIO(text), dialect=dialect)
-    names = reader.fieldnames or []
+    try:
+        names = reader.fieldnames or []
+    except csv.Error as e:
+        raise LogError(f"{path}: not a readable CSV file ({e}).") from None
     if len(names) < 1:
         raise LogError(f"{path}: no header row found.")
-    from .log_formats import from_export
-
-    names, rows, loss_col = from_export(names, _csv_rows(path, reader), loss_col)
+    names, rows, loss_col = log_formats.from_export(names, _csv_rows(path, reader), loss_col)
     return _build(path, rows, names, loss_col)
 
 
@@ -203,15 +285,25 @@ def _read_json(path, text, loss_col) -> TrainingLog:
         if isinstance(doc, dict) and rows is None:
             rows = [doc]
     except json.JSONDecodeError:
-        rows, meta = [], {}
-        for i, line in enumerate(text.splitlines()):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise LogError(f"{path}: line {i + 1} is not valid JSON.") from None
+        rows, meta = _json_lines(path, text.splitlines()), {}
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise LogError(f"{path}: expected JSON objects, one per log entry.")
     names = list(dict.fromkeys(k for r in rows for k in r))
-    return _build(path, rows, names, loss_col, meta)
+    blocks = log_columns.json_blocks(rows)
+    return (_fast(path, blocks, names, loss_col, meta, log_columns.json_floats, log_columns.json_steps)
+            or _build(path, rows, names, loss_col, meta))
+
+
+def _json_lines(path, lines: list[str]) -> list:
+    """One JSON value a non-blank line; the first line that is not says so."""
+    try:
+        return [json.loads(line) for line in lines if line.strip()]
+    except json.JSONDecodeError:
+        pass
+    for i, line in enumerate(lines):
+        if line.strip():
+            try:
+                json.loads(line)
+            except json.JSONDecodeError:
+                raise LogError(f"{path}: line {i + 1} is not valid JSON.") from None
+    raise AssertionError("unreachable: a line failed to parse once")

@@ -20,7 +20,7 @@ import random
 import sys
 
 from wtwin.detect import PRESETS, RunMonitor
-from wtwin.detect.replay import replay
+from wtwin.detect.replay import scan
 
 from . import offline_checks, offline_plot, offline_progress
 from .logs import LogError, read_log
@@ -30,20 +30,13 @@ PAGE = ("warning", "critical")
 
 def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
                 include_info: bool = False) -> dict:
-    """Replay ``log`` through the detection library (`wtwin.detect.replay`: the daemon's
+    """Replay ``log`` through the detection library (`wtwin.detect.replay.scan`: the daemon's
     detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
     the firing transitions, as the daemon would page them."""
-    alerts, series, n = [], [], 0
-    for r in replay(log.events(with_grad=True), run="offline", preset=preset):
-        if r.kind == "loss":
-            n += 1
-            if keep_series:
-                st = r.state
-                series.append((r.step, r.value, st.l_pred, st.band_lo, st.band_hi, st.W))
-        for a in r.alerts:
-            if a.status == "firing" and (include_info or a.severity in PAGE):
-                alerts.append({"step": int(a.step), "kind": a.kind, "severity": a.severity,
-                               "message": a.message})
+    series = [] if keep_series else None
+    transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series)
+    alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message}
+              for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
     pages = [a["step"] for a in alerts if a["severity"] in PAGE]
     out = {"alerts": alerts, "steps": n, "first_alert_step": min(pages) if pages else None,
            "preset": preset}
