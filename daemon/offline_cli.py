@@ -74,25 +74,37 @@ def _monitor(a) -> int:
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
-    preset, source = offline_checks.choose_preset(log, a.preset)
-    shown = offline_progress.with_progress(log, offline_progress.wanted(a.json))
-    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
-    res["preset_from"] = source
-    res["caveats"] = offline_checks.warmup_caveats(log, preset)
+    res = analyse(log, a)
     if a.plot:
         try:
             offline_plot.plot(res, a.plot, a.path)
         except (OSError, ValueError) as e:
             print(f"wtwin: cannot write the plot {a.plot}: {e}", file=sys.stderr)
             return 2
-    res.pop("_series", None)
-    if a.json:
-        print(json.dumps(res))
-    else:
-        note = offline_checks.preset_note(preset, source, log)
-        print("\n".join([*(["note: " + note] if note else []),
-                         *("caveat: " + c for c in res["caveats"]), _human(res, a.path)]))
+    print(render(res, log, a))
     return 1 if offline_checks.failed(res["alerts"], a.fail_on) else 0
+
+
+def analyse(log, a) -> dict:
+    """The preset, the replay and the caveats: what ``--json`` prints (with ``_series``
+    for ``--plot``). `_monitor` reads, analyses and renders; tests/bench/monitor_1m.py
+    times the three apart with these same functions."""
+    preset, source = offline_checks.choose_preset(log, a.preset)
+    shown = offline_progress.with_progress(log, offline_progress.wanted(a.json))
+    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
+    res["preset_from"] = source
+    res["caveats"] = offline_checks.warmup_caveats(log, preset)
+    return res
+
+
+def render(res: dict, log, a) -> str:
+    """One JSON document (``--json``) or the human lines: notes, caveats, alerts, verdict."""
+    res = {k: v for k, v in res.items() if k != "_series"}
+    if a.json:
+        return json.dumps(res)
+    note = offline_checks.preset_note(res["preset"], res["preset_from"], log)
+    return "\n".join([*(["note: " + note] if note else []),
+                      *("caveat: " + c for c in res["caveats"]), _human(res, a.path)])
 
 
 def demo_run(seed: int = 0, n: int = 10000, onset: int = 6000):
@@ -119,6 +131,15 @@ def _demo(a) -> int:
 
 
 def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return _monitor(a) if a.cmd == "monitor" else _demo(a)
+    except BrokenPipeError:          # `wtwin monitor log.csv | head`: not an error
+        sys.stderr.close()
+        return 0
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="wtwin", description="Run wtwin's detectors offline.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("monitor", help="run the detectors over a log (CSV, JSONL, trainer_state.json, "
@@ -135,12 +156,7 @@ def main(argv=None) -> int:
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
     sub.add_parser("demo", help="a synthetic drifting run, and where it is caught")
-    a = ap.parse_args(argv)
-    try:
-        return _monitor(a) if a.cmd == "monitor" else _demo(a)
-    except BrokenPipeError:          # `wtwin monitor log.csv | head`: not an error
-        sys.stderr.close()
-        return 0
+    return ap
 
 
 if __name__ == "__main__":
