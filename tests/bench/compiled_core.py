@@ -30,10 +30,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DETECTORS = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump", "nonfinite", "overfit")
 MONITOR = "RunMonitor.update_loss (all detectors)"
+HARNESS = "harness alone (a no-op call)"
 
 
 def subjects() -> list[str]:
-    out = [f"{name} detector" for name in DETECTORS]
+    out = [HARNESS]
+    out += [f"{name} detector" for name in DETECTORS]
     out += [f"{name} detector, observe()" for name in DETECTORS]
     out.append(MONITOR)
     out += [f"forecast detector, lr cosine, law={law}" for law in ("schedule", "mpl", "auto")]
@@ -60,7 +62,9 @@ def worker(subject: str, steps: int) -> dict:
     import wtwin.detect as detect
 
     lr = False
-    if subject == MONITOR:
+    if subject == HARNESS:
+        update = (lambda t, loss: None)
+    elif subject == MONITOR:
         update = detect.RunMonitor("pretraining").update_loss
     elif ", lr cosine, law=" in subject:
         update, lr = dc._lr_run(subject.rsplit("=", 1)[1]), True
