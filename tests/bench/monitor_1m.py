@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-WTWIN = str(Path(sys.executable).with_name("wtwin"))
+WTWIN = Path(sys.executable).with_name("wtwin")   # the console script; else python -m
+CLI = [str(WTWIN)] if WTWIN.exists() else [sys.executable, "-m", "wtwin.daemon.offline_cli"]
 
 
 def write_log(path: Path, n: int, seed: int = 0) -> None:
@@ -59,7 +60,7 @@ def _env(pure: bool) -> dict:
 def end_to_end(log: Path, pure: bool) -> dict:
     """The CLI as a user runs it: wall seconds, CPU seconds, its stdout."""
     cpu0, t0 = _children_cpu(), time.perf_counter()
-    r = subprocess.run([WTWIN, "monitor", "--json", str(log)], env=_env(pure), capture_output=True, text=True)
+    r = subprocess.run([*CLI, "monitor", "--json", str(log)], env=_env(pure), capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if r.returncode != 0:
         raise SystemExit(f"wtwin monitor failed ({r.returncode}): {r.stderr}")
