@@ -5,7 +5,9 @@ the web page's analysis and the in-process tracker (`Session`, `replay`) all go
 through these functions, so a log gives the same alerts wherever it is replayed.
 
 ``now`` is the caller's clock (the daemon's wall clock); a replay without one passes
-the event's index and a ``cooldown_s`` of 0 (no clock: no cooldown).
+the event's index and a ``cooldown_s`` of 0 (no clock: no cooldown). `replay` yields
+every event's state and alerts; `scan` (``wtwin monitor``: 10^6 events) gives only the
+alert transitions and builds nothing per event around the monitor's own call.
 
 >>> import random
 >>> rng = random.Random(0)
