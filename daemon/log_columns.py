@@ -19,12 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import methodcaller
 from typing import Callable, Iterator
 
 FIELD_LIMIT = 131_072   # csv.field_size_limit()'s default: a longer field is the csv module's error
 SNIFF = 4096            # what logs._read_csv shows csv.Sniffer
 EXACT_INT = 2 ** 53     # a step beyond this is rounded by the row reader's float()
+NUMBERS = {float, int}  # JSON numbers (a bool is neither: the row reader refuses it)
 
 BLOCK = 1 << 20          # characters of CSV text parsed at once
 
@@ -119,7 +121,7 @@ def _blocks(text: str, pos: int, names: list[str]) -> Iterator[Block]:
 
 
 def json_blocks(rows: list[dict]) -> list[Block]:
-    return [(0, len(rows), lambda name: [r.get(name) for r in rows])]
+    return [(0, len(rows), lambda name: list(map(dict.get, rows, repeat(name))))]
 
 
 def text_floats(cells: list[str]) -> list:
@@ -144,19 +146,19 @@ def text_steps(cells: list[str], first: int) -> list[int]:
 
 def json_floats(values: list) -> list:
     """Floats, None for null; `Slow` for a string, a bool or an int too large."""
+    kinds = set(map(type, values))
     try:
-        return [None if v is None else float(v) if type(v) is float or type(v) is int else _slow()
-                for v in values]
+        if kinds <= NUMBERS:
+            return list(map(float, values))
+        if kinds <= NUMBERS | {type(None)}:
+            return [None if v is None else float(v) for v in values]
     except OverflowError:
-        raise Slow from None
+        pass
+    raise Slow
 
 
 def json_steps(values: list, first: int) -> list[int]:
     return _int_steps(json_floats(values), first)
-
-
-def _slow():
-    raise Slow
 
 
 def _int_steps(values: list, first: int) -> list[int]:

@@ -49,6 +49,14 @@ JSONL = {
                                     {"step": 3, "eval_loss": 1.4}],
 }
 
+JSONL_TEXT = {
+    "padded lines": ' {"step": 1, "loss": 2}\n{"step": 2, "loss": 1}  \n',
+    "two values on a line": '{"step": 1, "loss": 2} {"step": 2, "loss": 1}\n{"step": 3, "loss": 1}\n',
+    "crlf and blank lines": '{"step": 1, "loss": 2}\r\n\r\n  \n{"step": 2, "loss": 1}\r\n',
+    "a broken line": '{"step": 1, "loss": 2}\n{"step": 2, "loss": \n{"step": 3, "loss": 1}\n',
+    "not objects": '{"step": 1, "loss": 2}\n[1, 2]\n',
+}
+
 
 def outcome(read):
     """What a reader gives: the columns and the chosen columns, or the error's sentence."""
@@ -72,6 +80,20 @@ def json_by_rows(path, rows):
     return logs._build(path, rows, list(dict.fromkeys(k for r in rows for k in r)))
 
 
+def jsonl_by_lines(path):
+    """JSON lines as the reader took them before its scanner pass: json.loads a line."""
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise LogError(f"{path}: line {i + 1} is not valid JSON.") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise LogError(f"{path}: expected JSON objects, one per log entry.")
+    return json_by_rows(path, rows)
+
+
 class TestSameAsTheRowReader:
     @pytest.mark.parametrize("name", list(CSV))
     def test_csv(self, tmp_path, name):
@@ -84,6 +106,12 @@ class TestSameAsTheRowReader:
         p = tmp_path / "log.jsonl"
         p.write_text("\n".join(json.dumps(r) for r in JSONL[name]) + "\n")
         assert outcome(lambda: read_log(p)) == outcome(lambda: json_by_rows(p, JSONL[name]))
+
+    @pytest.mark.parametrize("name", list(JSONL_TEXT))
+    def test_json_lines_as_json_loads_reads_each(self, tmp_path, name):
+        p = tmp_path / "log.jsonl"
+        p.write_bytes(JSONL_TEXT[name].encode())
+        assert outcome(lambda: read_log(p)) == outcome(lambda: jsonl_by_lines(p))
 
     def test_the_plain_shapes_take_the_column_path(self, tmp_path):
         """The comparisons above would say nothing if every file went row by row."""
