@@ -1,7 +1,7 @@
 """What ``wtwin monitor`` spends around the detectors, now against a base commit, side by
 side: reading a 10^6-step CSV (`read_log`) and the replay loop (`offline_cli.monitor_log`).
 
-    .venv/bin/python tests/bench/offline_vs_base.py [--base 912ab1f] [--steps 1000000] [--repeat 3]
+    .venv/bin/python tests/bench/offline_vs_base.py [--base 912ab1f] [--steps 1000000] [--repeat 3] [--jsonl]
 
 The base commit's tree is exported with ``git archive`` into a temporary folder and
 imported as ``wtwin`` from there (``PYTHONPATH``), this tree as installed; each side in
@@ -10,11 +10,13 @@ For the loop alone, `RunMonitor.update_loss`/`update_eval` are replaced, in that
 subprocess only, by a function returning one fixed state: what is left is the code around
 the detectors (events, session, alert policy, results). The detectors themselves are
 tests/bench/compiled_core.py's; the whole CLI is monitor_1m.py's. CPU seconds, medians.
+``--jsonl``: the same run as JSON lines (``{"step": .., "loss": .., "lr": ..}``).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -46,11 +48,20 @@ print(json.dumps({"read": read, "loop": loop, "from": offline_cli.__file__}))
 """
 
 
+def to_jsonl(path: Path) -> Path:
+    out = path.with_suffix(".jsonl")
+    with open(path) as src, open(out, "w") as dst:
+        for row in csv.DictReader(src):
+            dst.write(json.dumps({k: float(v) if k != "step" else int(v) for k, v in row.items() if v}) + "\n")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", default="912ab1f")
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--jsonl", action="store_true", help="the log as JSON lines")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         pkg = Path(tmp) / "base" / "wtwin"
@@ -59,6 +70,8 @@ def main(argv=None) -> int:
         subprocess.run(["tar", "-x", "-C", str(pkg)], input=tar, check=True)
         log = Path(tmp) / "run.csv"
         write_log(log, a.steps)
+        if a.jsonl:
+            log = to_jsonl(log)
         sides = {f"base {a.base}": {"PYTHONPATH": str(pkg.parent)}, "now": {}}
         got: dict[str, list] = {s: [] for s in sides}
         for i in range(a.repeat):
@@ -68,7 +81,7 @@ def main(argv=None) -> int:
                                    capture_output=True, text=True, check=True)
                 got[name].append(json.loads(r.stdout))
         assert all(r["from"].startswith(str(pkg)) for r in got[f"base {a.base}"]), "base not imported"
-        print(f"{a.steps:,}-step CSV, CPU seconds, median of {a.repeat}, load {os.getloadavg()[0]:.1f}")
+        print(f"{a.steps:,}-step {'JSONL' if a.jsonl else 'CSV'}, CPU seconds, median of {a.repeat}, load {os.getloadavg()[0]:.1f}")
         med = {s: {k: statistics.median(r[k] for r in rs) for k in ("read", "loop")} for s, rs in got.items()}
         base, now = med[f"base {a.base}"], med["now"]
         for k, label in (("read", "read_log"), ("loop", "replay loop around the detectors")):
