@@ -264,7 +264,8 @@ def _read_json(path, text, loss_col) -> TrainingLog:
 @contextmanager
 def _paused_gc():
     """No cyclic GC while a million acyclic dicts are built (its passes over the growing
-    heap doubled the time of a 10^6-line JSONL)."""
+    heap doubled the time of a 10^6-line JSONL). Process-wide, for the parse only: in the
+    daemon (an uploaded log, read on a worker thread) collection resumes after it."""
     was = gc.isenabled()
     gc.disable()
     try:
