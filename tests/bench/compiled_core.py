@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DETECTORS = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump", "nonfinite", "overfit")
+DETECTORS = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump", "nonfinite", "overfit",
+             "effect")
+OBSERVED = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump", "nonfinite", "effect")
 MONITOR = "RunMonitor.update_loss (all detectors)"
 HARNESS = "harness alone (a no-op call)"
 
@@ -36,21 +38,25 @@ HARNESS = "harness alone (a no-op call)"
 def subjects() -> list[str]:
     out = [HARNESS]
     out += [f"{name} detector" for name in DETECTORS]
-    out += [f"{name} detector, observe()" for name in DETECTORS]
+    out += [f"{name} detector, {'feed' if name == 'effect' else 'observe'}()" for name in OBSERVED]
     out.append(MONITOR)
     out += [f"forecast detector, lr cosine, law={law}" for law in ("schedule", "mpl", "auto")]
     return out
 
 
 def _observer(name: str):
-    """detector_cost's subject ``name``, through ``observe()``; None without one."""
+    """detector_cost's subject ``name``, through ``observe()`` (the effect detector's
+    ``feed()``, as the monitor calls it); None where the build has none. Overfit has no
+    row: per loss event it only tracks the training loss (``update_train``, above)."""
     from wtwin.detect.base import REGISTRY
     from wtwin.detect.presets import PRESET_PARAMS
 
     det = REGISTRY[name](**PRESET_PARAMS["pretraining"].get(name, {}))
-    obs = getattr(det, "observe_train" if name == "overfit" else "observe", None)
+    obs = getattr(det, "feed" if name == "effect" else "observe", None)
     if obs is not None and name == "plateau":
         return lambda t, loss: obs(t, loss, 2.6 + 9.0 * t ** -0.35, False)
+    if obs is not None and name == "effect":      # not judging, the noise-free forecast, no lr
+        return lambda t, loss: obs(t, loss, False, 2.6 + 9.0 * t ** -0.35, None)
     return obs
 
 
@@ -68,7 +74,7 @@ def worker(subject: str, steps: int) -> dict:
         update = detect.RunMonitor("pretraining").update_loss
     elif ", lr cosine, law=" in subject:
         update, lr = dc._lr_run(subject.rsplit("=", 1)[1]), True
-    elif subject.endswith(", observe()"):
+    elif subject.endswith((", observe()", ", feed()")):
         update = _observer(subject.split(" detector")[0])
     else:
         update = dc._detector(subject.split(" detector")[0])
