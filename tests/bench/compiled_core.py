@@ -34,6 +34,11 @@ OBSERVED = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump",
 MONITOR = "RunMonitor.update_loss (all detectors)"
 HARNESS = "harness alone (a no-op call)"
 
+# a tree without the compiled core (before issue 18) has no COMPILED/BUILD: the pure build
+NO_CORE = "pure Python (this tree has no compiled core)"
+PROBE = ("import json, wtwin.detect as d; "
+         f"print(json.dumps([getattr(d, 'COMPILED', False), getattr(d, 'BUILD', {NO_CORE!r})]))")
+
 
 def subjects() -> list[str]:
     out = [HARNESS]
@@ -78,7 +83,8 @@ def worker(subject: str, steps: int) -> dict:
         update = _observer(subject.split(" detector")[0])
     else:
         update = dc._detector(subject.split(" detector")[0])
-    out = {"compiled": detect.COMPILED, "build": detect.BUILD, "windows": []}
+    out = {"compiled": getattr(detect, "COMPILED", False), "build": getattr(detect, "BUILD", NO_CORE),
+           "windows": []}
     if update is None:
         out["missing"] = "no observe() in this build"
         return out
@@ -101,7 +107,7 @@ def run(subject: str, steps: int, pure: bool) -> dict:
 
 def probe() -> tuple[bool, str]:
     env = {k: v for k, v in os.environ.items() if k != "WTWIN_PURE_PYTHON"}
-    r = subprocess.run([sys.executable, "-c", "import json, wtwin.detect as d; print(json.dumps([d.COMPILED, d.BUILD]))"],
+    r = subprocess.run([sys.executable, "-c", PROBE],
                        env=env, capture_output=True, text=True, check=True)
     compiled, build = json.loads(r.stdout)
     return compiled, build

@@ -33,9 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compiled_core import NO_CORE, PROBE  # noqa: E402
+
 WTWIN = Path(sys.executable).with_name("wtwin")   # the console script; else python -m
 CLI = [str(WTWIN)] if WTWIN.exists() else [sys.executable, "-m", "wtwin.daemon.offline_cli"]
-
 
 def write_log(path: Path, n: int, seed: int = 0) -> None:
     """A clean run up to 95% of its steps, then a loss that climbs (0.5 over the last 5%):
@@ -99,7 +101,8 @@ def phases(log: str, bare: bool) -> dict:
             if kind == "loss":
                 update(step, value, lr, grad)
         mark("bare update_loss", t, c)
-    return {"compiled": detect.COMPILED, "build": detect.BUILD, "phases": clock}
+    return {"compiled": getattr(detect, "COMPILED", False), "build": getattr(detect, "BUILD", NO_CORE),
+            "phases": clock}
 
 
 def run_phases(log: Path, pure: bool, bare: bool) -> dict:
@@ -142,7 +145,7 @@ def main(argv=None) -> int:
 
 
 def run_phases_probe() -> tuple[bool, str]:
-    r = subprocess.run([sys.executable, "-c", "import json, wtwin.detect as d; print(json.dumps([d.COMPILED, d.BUILD]))"],
+    r = subprocess.run([sys.executable, "-c", PROBE],
                        env=_env(False), capture_output=True, text=True, check=True)
     return tuple(json.loads(r.stdout))
 
