@@ -27,7 +27,7 @@ def choose_preset(log, explicit: str | None) -> tuple[str, str]:
     if not is_trainer_state(log.meta):
         return "pretraining", "default"
     steps = log.meta.get("max_steps") or log.meta["global_step"]
-    first = next((r.loss for r in log.records if r.loss is not None and math.isfinite(r.loss)), None)
+    first = next((x for x in log.records.loss if x is not None and math.isfinite(x)), None)
     if isinstance(steps, int) and steps <= FINETUNE_MAX_STEPS and (first is None or first < PRETRAINED_START):
         return "finetuning", "trainer_state.json"
     return "pretraining", "trainer_state.json"
@@ -49,16 +49,27 @@ def warmup_caveats(log, preset: str) -> list[str]:
     says nothing yet. Warm-ups are in steps since the first loss (``warmup`` arguments)."""
     from wtwin.detect import RunMonitor
 
-    steps = [r.step for r in log.records if r.loss is not None] or [r.step for r in log.records]
-    span = steps[-1] - steps[0] if steps else 0
+    span, points = _loss_span(log.records)
     waiting = sorted((w, name) for name, det in RunMonitor(preset).detectors.items()
                      if isinstance(w := getattr(det, "warmup", None), int) and span < w)
     if not waiting:
         return []
     names = ", ".join(f"{name} ({w} steps)" for w, name in waiting)
-    return [f"the log spans {span} steps ({len(steps)} points): shorter than the warm-up of "
+    return [f"the log spans {span} steps ({points} points): shorter than the warm-up of "
             f"{names}: they had not started, so their silence means nothing yet "
             f"(non-finite losses are checked from the first step)"]
+
+
+def _loss_span(rec) -> tuple[int, int]:
+    """(steps from the first loss point to the last, loss points); every row's when the
+    log has no loss (eval only). Read off the columns: no object per row."""
+    if not len(rec):
+        return 0, 0
+    if not rec.n_loss:
+        return rec.step[-1] - rec.step[0], len(rec)
+    first = next(i for i, x in enumerate(rec.loss) if x is not None)
+    last = len(rec) - 1 - next(i for i, x in enumerate(reversed(rec.loss)) if x is not None)
+    return rec.step[last] - rec.step[first], rec.n_loss
 
 
 def failed(alerts: list[dict], fail_on: str | None) -> bool:

@@ -20,7 +20,7 @@ import random
 import sys
 
 from wtwin.detect import PRESETS, RunMonitor
-from wtwin.detect.replay import replay
+from wtwin.detect.replay import scan
 
 from . import offline_checks, offline_plot, offline_progress
 from .logs import LogError, read_log
@@ -30,20 +30,13 @@ PAGE = ("warning", "critical")
 
 def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
                 include_info: bool = False) -> dict:
-    """Replay ``log`` through the detection library (`wtwin.detect.replay`: the daemon's
+    """Replay ``log`` through the detection library (`wtwin.detect.replay.scan`: the daemon's
     detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
     the firing transitions, as the daemon would page them."""
-    alerts, series, n = [], [], 0
-    for r in replay(log.events(with_grad=True), run="offline", preset=preset):
-        if r.kind == "loss":
-            n += 1
-            if keep_series:
-                st = r.state
-                series.append((r.step, r.value, st.l_pred, st.band_lo, st.band_hi, st.W))
-        for a in r.alerts:
-            if a.status == "firing" and (include_info or a.severity in PAGE):
-                alerts.append({"step": int(a.step), "kind": a.kind, "severity": a.severity,
-                               "message": a.message})
+    series = [] if keep_series else None
+    transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series)
+    alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message}
+              for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
     pages = [a["step"] for a in alerts if a["severity"] in PAGE]
     out = {"alerts": alerts, "steps": n, "first_alert_step": min(pages) if pages else None,
            "preset": preset}
@@ -81,25 +74,37 @@ def _monitor(a) -> int:
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
-    preset, source = offline_checks.choose_preset(log, a.preset)
-    shown = offline_progress.with_progress(log, offline_progress.wanted(a.json))
-    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
-    res["preset_from"] = source
-    res["caveats"] = offline_checks.warmup_caveats(log, preset)
+    res = analyse(log, a)
     if a.plot:
         try:
             offline_plot.plot(res, a.plot, a.path)
         except (OSError, ValueError) as e:
             print(f"wtwin: cannot write the plot {a.plot}: {e}", file=sys.stderr)
             return 2
-    res.pop("_series", None)
-    if a.json:
-        print(json.dumps(res))
-    else:
-        note = offline_checks.preset_note(preset, source, log)
-        print("\n".join([*(["note: " + note] if note else []),
-                         *("caveat: " + c for c in res["caveats"]), _human(res, a.path)]))
+    print(render(res, log, a))
     return 1 if offline_checks.failed(res["alerts"], a.fail_on) else 0
+
+
+def analyse(log, a) -> dict:
+    """The preset, the replay and the caveats: what ``--json`` prints (with ``_series``
+    for ``--plot``). `_monitor` reads, analyses and renders; tests/bench/monitor_1m.py
+    times the three apart with these same functions."""
+    preset, source = offline_checks.choose_preset(log, a.preset)
+    shown = offline_progress.with_progress(log, offline_progress.wanted(a.json))
+    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
+    res["preset_from"] = source
+    res["caveats"] = offline_checks.warmup_caveats(log, preset)
+    return res
+
+
+def render(res: dict, log, a) -> str:
+    """One JSON document (``--json``) or the human lines: notes, caveats, alerts, verdict."""
+    res = {k: v for k, v in res.items() if k != "_series"}
+    if a.json:
+        return json.dumps(res)
+    note = offline_checks.preset_note(res["preset"], res["preset_from"], log)
+    return "\n".join([*(["note: " + note] if note else []),
+                      *("caveat: " + c for c in res["caveats"]), _human(res, a.path)])
 
 
 def demo_run(seed: int = 0, n: int = 10000, onset: int = 6000):
@@ -126,6 +131,15 @@ def _demo(a) -> int:
 
 
 def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return _monitor(a) if a.cmd == "monitor" else _demo(a)
+    except BrokenPipeError:          # `wtwin monitor log.csv | head`: not an error
+        sys.stderr.close()
+        return 0
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="wtwin", description="Run wtwin's detectors offline.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("monitor", help="run the detectors over a log (CSV, JSONL, trainer_state.json, "
@@ -142,12 +156,7 @@ def main(argv=None) -> int:
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
     sub.add_parser("demo", help="a synthetic drifting run, and where it is caught")
-    a = ap.parse_args(argv)
-    try:
-        return _monitor(a) if a.cmd == "monitor" else _demo(a)
-    except BrokenPipeError:          # `wtwin monitor log.csv | head`: not an error
-        sys.stderr.close()
-        return 0
+    return ap
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ the web page's analysis and the in-process tracker (`Session`, `replay`) all go
 through these functions, so a log gives the same alerts wherever it is replayed.
 
 ``now`` is the caller's clock (the daemon's wall clock); a replay without one passes
-the event's index and a ``cooldown_s`` of 0 (no clock: no cooldown).
+the event's index and a ``cooldown_s`` of 0 (no clock: no cooldown). `replay` yields
+every event's state and alerts; `scan` (``wtwin monitor``: 10^6 events) gives only the
+alert transitions and builds nothing per event around the monitor's own call.
 
 >>> import random
 >>> rng = random.Random(0)
@@ -17,6 +19,7 @@ the event's index and a ``cooldown_s`` of 0 (no clock: no cooldown).
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Iterable, Iterator, NamedTuple
 
 from .alert import Alert
@@ -100,6 +103,44 @@ def replay(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrain
         yield Replayed(kind, step, value, lr, state, out, grad)
 
 
+def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretraining",
+         series: list | None = None, **overrides) -> tuple[list[Alert], int]:
+    """`replay` for a caller that wants the alerts, not an object per event (a log of
+    10^6 steps: the offline CLI): (every alert transition, the number of loss events).
+    ``series``, a list: ``(step, loss, l_pred, band_lo, band_hi, W)`` is appended to it
+    per loss event. Same events, same transitions as `replay`."""
+    s = Session(run, preset, **overrides)
+    monitor, policy = s.monitor, s.policy
+    update = monitor.update_loss        # the monitor's one call per loss event
+    keep = series.append if series is not None else None
+    out: list[Alert] = []
+    n = 0
+    for i, (kind, step, value, lr, grad) in enumerate(_five(events)):
+        if kind != "loss":
+            out += s.eval(step, {"val_loss": value}, now=float(i))[1]
+            continue
+        n += 1
+        state = update(step, value, lr, grad)
+        # `_apply` with no findings, nothing firing and nothing held by a cooldown
+        # (a held resolve is of a firing kind) returns []: skip it
+        if state.findings or policy.firing or policy.delayed:
+            out += _apply(policy, state, step, float(i), advance=True)
+        if keep is not None:
+            keep((step, value, state.l_pred, state.band_lo, state.band_hi, state.W))
+    return out, n
+
+
+def _five(events: Iterable[tuple]) -> Iterator[tuple]:
+    """The events as 5-tuples (a stream is of one shape: its first event says which)."""
+    it = iter(events)
+    first = next(it, None)
+    if first is None:
+        return it
+    if len(first) == 5:
+        return chain((first,), it)
+    return ((*e, None) for e in chain((first,), it))
+
+
 def alerts(events: Iterable[tuple], **kw) -> list[Alert]:
     """Every alert transition of a replay."""
-    return [a for r in replay(events, **kw) for a in r.alerts]
+    return scan(events, **kw)[0]

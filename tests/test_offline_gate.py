@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 
 import pytest
 
@@ -19,6 +20,7 @@ from test_offline_cli import wtwin, write_run
 from wtwin.daemon import offline_checks, offline_plot
 from wtwin.daemon.logs import read_log
 from wtwin.daemon.offline_cli import monitor_log
+from wtwin.detect import RunMonitor
 
 
 def nan_run(path):
@@ -150,11 +152,22 @@ class TestProgress:
         os.close(master)
         return proc, b"".join(chunks).decode(errors="replace")
 
+    @staticmethod
+    def _points_for(seconds: float) -> int:
+        """Loss points the detectors of this build take ``seconds`` over (150k at least):
+        the compiled build runs them several times faster than the pure one."""
+        mon, t0 = RunMonitor("pretraining"), time.perf_counter()
+        for t in range(1, 20_001):
+            mon.update_loss(t, 2.6 + 9 * t ** -0.35)
+        return max(150_000, int(seconds / ((time.perf_counter() - t0) / 20_000)))
+
     @pytest.mark.slow
     def test_a_long_analysis_shows_a_bar_on_a_terminal_only(self, tmp_path):
-        """150k points (~3 s of detectors): a bar on a terminal; none with --json; none when piped."""
+        """~3 s of detectors (150k points in the pure build): a bar on a terminal; none
+        with --json; none when piped."""
         p = tmp_path / "long.csv"
-        p.write_text("step,loss\n" + "".join(f"{t},{2.6 + 9 * t ** -0.35}\n" for t in range(1, 150_001)))
+        n = self._points_for(3.0)
+        p.write_text("step,loss\n" + "".join(f"{t},{2.6 + 9 * t ** -0.35}\n" for t in range(1, n + 1)))
         proc, shown = self._run_on_a_tty(["monitor", str(p)])
         assert proc.returncode == 0 and "wtwin monitor" in shown and "points" in shown, shown
         proc, shown = self._run_on_a_tty(["monitor", str(p), "--json"])
