@@ -26,7 +26,7 @@ import pytest
 import wtwin.detect
 from wtwin.detect import _cython_shim, build
 
-from helpers import REPO
+from helpers import REPO, Daemon
 
 CI = os.environ.get("CI") == "true"
 DATA = REPO.parent / "shared" / "data"
@@ -193,3 +193,18 @@ def test_a_source_edited_after_the_build_loads_as_python(tmp_path):
             (edited / f"{m}.pxd").write_text((folder / f"{m}.pxd").read_text())
     (edited / build.STAMP).write_text(json.dumps(stamp))
     assert build.stale(str(edited)) == ["rise"]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_wtwind_says_once_at_start_which_build_runs(tmp_path, pure):
+    """The ``detector_build`` log event: once, before ``ready``, naming the build loaded."""
+    env = {"WTWIN_PURE_PYTHON": "1"} if pure else {}
+    with Daemon(extra_env=env, tmpdir=str(tmp_path)) as d:
+        events = [json.loads(line) for line in d.log().splitlines() if line.startswith("{")]
+    names = [e["event"] for e in events]
+    assert names.count("detector_build") == 1 and names.index("detector_build") < names.index("ready")
+    (ev,) = [e for e in events if e["event"] == "detector_build"]
+    if pure:
+        assert ev["compiled"] is False and "WTWIN_PURE_PYTHON" in ev["build"]
+    else:
+        assert ev["compiled"] is wtwin.detect.COMPILED and ev["build"] == wtwin.detect.BUILD
