@@ -48,14 +48,17 @@ from __future__ import annotations
 import math
 from typing import ClassVar, NamedTuple
 
-import cython
 import numpy as np
 
-from . import laws, mpl
-from .base import GAP, Detector, check, fraction, positive, register
-
-if not cython.compiled:               # the compiled build has C's (forecast.pxd)
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+if not cython.compiled:        # compiled: libc's (forecast.pxd)
     from math import exp, isfinite, log, sqrt
+
+from . import laws, mpl
+from .base import Detector, check, fraction, gap_decay, positive, register
 
 
 class ForecastState(NamedTuple):
@@ -76,26 +79,20 @@ class ForecastState(NamedTuple):
 SHAPE_AFTER = 0.2
 _PEND_MAX = cython.declare(cython.longlong, mpl.PEND_MAX)
 _PEND_TOL = cython.declare(cython.double, mpl.PEND_TOL)
-_GAP = cython.declare(cython.double, GAP)
 _NAN = cython.declare(cython.double, math.nan)
 _INF = cython.declare(cython.double, math.inf)
 
 
-@cython.cfunc
-@cython.inline
-@cython.exceptval(-1.0, check=True)
-def _exp(x: cython.double) -> cython.double:
+@cython.locals(r=cython.double)
+def _exp(x: float) -> float:
     """``math.exp``: an overflow raises (C's exp returns inf)."""
-    r: cython.double = exp(x)
+    r = exp(x)
     if r == _INF and x != _INF:
         raise OverflowError("math range error")
     return r
 
 
-@cython.cfunc
-@cython.inline
-@cython.exceptval(-1.0, check=True)
-def _log(x: cython.double) -> cython.double:
+def _log(x: float) -> float:
     """``math.log``: zero or a negative raises (C's log returns -inf or nan)."""
     if x <= 0.0:
         raise ValueError("math domain error")
@@ -107,24 +104,11 @@ if not cython.compiled:               # pure build: Python's own, no extra call
     _log = math.log                   # noqa: F811
 
 
-@cython.cfunc
-@cython.inline
-@cython.exceptval(-1.0, check=True)
-def _gap_decay(dt: cython.double, usual: cython.double, halflife: cython.double) -> cython.double:
-    """`base.gap_decay`, typed (the forecast calls it on every update of a sparse log)."""
-    cap: cython.double = _GAP * usual
-    return 0.5 ** ((dt if dt < cap else cap) / halflife) if dt > 0.0 else 1.0
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(-1.0, check=True)
 @cython.locals(r0=list, r1=list, r2=list, r3=list, v=cython.double, c00=cython.double,
                c01=cython.double, c02=cython.double, c11=cython.double, c12=cython.double,
                c22=cython.double, c03=cython.double, c13=cython.double, c23=cython.double,
                c33=cython.double)
-def _quad(g0: cython.double, g1: cython.double, g2: cython.double, g3: cython.double,
-          c: list) -> cython.double:
+def _quad(g0: float, g1: float, g2: float, g3: float, c: list) -> float:
     """`laws._quad`, typed: ``g C g`` for a symmetric 4x4 ``C`` (3x3 when ``g3`` is 0)."""
     r0, r1, r2 = c[0], c[1], c[2]
     c00, c01, c02, c11, c12, c22 = r0[0], r0[1], r0[2], r1[1], r1[2], r2[2]
@@ -137,8 +121,7 @@ def _quad(g0: cython.double, g1: cython.double, g2: cython.double, g3: cython.do
     return v
 
 
-if not cython.compiled:               # pure build: the originals (no second copy runs)
-    from .base import gap_decay as _gap_decay   # noqa: F811
+if not cython.compiled:               # pure build: the original (no second copy runs)
     _quad = laws._quad                # noqa: F811
 
 
@@ -148,99 +131,15 @@ class ForecastDetector(Detector):
     name = "forecast"
     default_law = "power"
     lr_law = "schedule"        # what ``law="auto"`` fits when lr is sent
-    STATE: ClassVar[tuple[str, ...]] = (
+    ARGS = ("warmup", "holdout", "holdout_min", "fit_from", "bin_ratio", "refit_ratio",
+            "refit_min", "threshold", "allowance", "clip", "gate", "noise_halflife",
+            "d_halflife", "band_z", "bias_z", "freeze", "anneal_decay", "law")
+    STATE = (
         "_lb", "_bins", "_edge", "_last", "_dt", "_s1", "_s2", "_mom", "_lr", "_warm",
         "_lrmax", "_lrlow", "_restart", "_bk", "_pend", "_mc", "_shaped", "_law", "_p",
         "_cov", "_prev", "_misfit", "_noise", "_level", "_next", "_S", "_D", "_since",
         "_alarm", "_fits")
 
-    # arguments
-    warmup = cython.declare(cython.longlong, visibility="readonly")
-    holdout_min = cython.declare(cython.longlong, visibility="readonly")
-    refit_min = cython.declare(cython.longlong, visibility="readonly")
-    holdout = cython.declare(cython.double, visibility="readonly")
-    fit_from = cython.declare(cython.double, visibility="readonly")
-    bin_ratio = cython.declare(cython.double, visibility="readonly")
-    refit_ratio = cython.declare(cython.double, visibility="readonly")
-    threshold = cython.declare(cython.double, visibility="readonly")
-    allowance = cython.declare(cython.double, visibility="readonly")
-    clip = cython.declare(cython.double, visibility="readonly")
-    gate = cython.declare(cython.double, visibility="readonly")
-    noise_halflife = cython.declare(cython.double, visibility="readonly")
-    d_halflife = cython.declare(cython.double, visibility="readonly")
-    band_z = cython.declare(cython.double, visibility="readonly")
-    bias_z = cython.declare(cython.double, visibility="readonly")
-    freeze = cython.declare(cython.double, visibility="readonly")
-    anneal_decay = cython.declare(cython.double, visibility="readonly")
-    law = cython.declare(object, visibility="readonly")
-    # constants derived from them
-    _c_d: cython.double
-    _c_noise: cython.double
-    _c_mpl: cython.bint
-    # learned state (STATE); None-able values are Python objects
-    _lb = cython.declare(cython.double, visibility="public")
-    _closed: list              # the bins before the open one (`_bins` = these + the open bin)
-    _has_open: cython.bint     # the open bin (the last of ``_bins``) exists
-    _ok: cython.longlong       # its index, count, sums of x0, x1, y and last step
-    _on: cython.longlong
-    _ox0: cython.double
-    _ox1: cython.double
-    _oy: cython.double
-    _ostep: cython.longlong
-    _edge = cython.declare(cython.double, visibility="public")
-    _last = cython.declare(object, visibility="public")
-    _dt = cython.declare(cython.double, visibility="public")
-    _s1 = cython.declare(cython.double, visibility="public")
-    _s2 = cython.declare(cython.double, visibility="public")
-    _mom = cython.declare(cython.double, visibility="public")
-    _lr = cython.declare(object, visibility="public")
-    _warm = cython.declare(cython.bint, visibility="public")
-    _lrmax = cython.declare(cython.double, visibility="public")
-    _lrlow = cython.declare(cython.double, visibility="public")
-    _restart = cython.declare(cython.bint, visibility="public")
-    _bk = cython.declare(list, visibility="public")
-    _pn: cython.longlong       # pending LR changes (`_pend`): count (0: none), sum, sum |.|,
-    _pd: cython.double         # |.|-weighted sums of lr and of s, first lr, first s
-    _pw: cython.double
-    _pwl: cython.double
-    _pws: cython.double
-    _pl0: cython.double
-    _ps0: cython.double
-    _mc = cython.declare(object, visibility="public")
-    _shaped = cython.declare(cython.bint, visibility="public")
-    _law = cython.declare(object, visibility="public")
-    _p = cython.declare(object, visibility="public")
-    _cov = cython.declare(object, visibility="public")
-    _prev = cython.declare(object, visibility="public")
-    _misfit = cython.declare(cython.double, visibility="public")
-    _noise = cython.declare(cython.double, visibility="public")
-    _level = cython.declare(object, visibility="public")
-    _next = cython.declare(object, visibility="public")   # an int or a float, as in Python
-    _S = cython.declare(cython.double, visibility="public")
-    _D = cython.declare(cython.double, visibility="public")
-    _since = cython.declare(object, visibility="public")
-    _alarm = cython.declare(cython.bint, visibility="public")
-    _fits = cython.declare(cython.longlong, visibility="public")
-    # the last call's values (ForecastState's fields; NaN where the state has None, and
-    # ``fitted`` False then)
-    step = cython.declare(object, visibility="readonly")
-    l_obs = cython.declare(cython.double, visibility="readonly")
-    fitted = cython.declare(cython.bint, visibility="readonly")
-    l_pred = cython.declare(cython.double, visibility="readonly")
-    band_lo = cython.declare(cython.double, visibility="readonly")
-    band_hi = cython.declare(cython.double, visibility="readonly")
-    D = cython.declare(cython.double, visibility="readonly")
-    Q = cython.declare(cython.double, visibility="readonly")
-    T = cython.declare(cython.double, visibility="readonly")
-    W = cython.declare(cython.double, visibility="readonly")
-    S = cython.declare(cython.double, visibility="readonly")
-    alert = cython.declare(cython.bint, visibility="readonly")
-    # scratch of the forecast at one point: its variance and the previous fit's disagreement
-    _vpred: cython.double
-    _dv: cython.double
-    _has_dv: cython.bint
-
-    @cython.annotation_typing(False)
     def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
                  fit_from: float = 0.3, bin_ratio: float = 1.02, refit_ratio: float = 1.15,
                  refit_min: int = 50, threshold: float = 15.0,
@@ -264,16 +163,22 @@ class ForecastDetector(Detector):
               refit_ratio, "a float in (1, 4]")
         check(law in ("auto", "power", "exp", "schedule", "mpl"), "law", law,
               "one of 'auto', 'power', 'exp', 'schedule', 'mpl'")
-        # floats as floats in both builds (a typed field converts an int; so does the pure one)
-        self.warmup, self.holdout, self.holdout_min = warmup, float(holdout), holdout_min
-        self.fit_from, self.bin_ratio, self.refit_ratio = float(fit_from), bin_ratio, refit_ratio
-        self.refit_min, self.threshold, self.allowance = refit_min, float(threshold), float(allowance)
-        self.clip, self.gate = float(clip), float(gate)
-        self.noise_halflife, self.d_halflife = float(noise_halflife), float(d_halflife)
-        self.band_z, self.bias_z, self.freeze = float(band_z), float(bias_z), float(freeze)
-        self.anneal_decay, self.law = float(anneal_decay), law
-        self._c_d = 0.5 ** (1.0 / self.d_halflife)        # per-step EWMA weights (constants)
-        self._c_noise = 0.5 ** (1.0 / self.noise_halflife)
+        self.warmup, self.holdout, self.holdout_min = warmup, holdout, holdout_min
+        self.fit_from, self.bin_ratio, self.refit_ratio = fit_from, bin_ratio, refit_ratio
+        self.refit_min, self.threshold, self.allowance = refit_min, threshold, allowance
+        self.clip, self.gate, self.noise_halflife, self.d_halflife = clip, gate, noise_halflife, d_halflife
+        self.band_z, self.bias_z, self.freeze = band_z, bias_z, freeze
+        self.anneal_decay, self.law = anneal_decay, law
+        # typed copies for the per-update path (floats in both builds: the state's T is one)
+        self._c_holdout, self._c_holdout_min = float(holdout), float(holdout_min)
+        self._c_fit_from, self._c_bin_ratio = float(fit_from), float(bin_ratio)
+        self._c_threshold, self._c_allowance = float(threshold), float(allowance)
+        self._c_clip, self._c_gate = float(clip), float(gate)
+        self._c_noise_hl, self._c_d_hl = float(noise_halflife), float(d_halflife)
+        self._c_band_z, self._c_bias_z = float(band_z), float(bias_z)
+        self._c_freeze, self._c_anneal = float(freeze), float(anneal_decay)
+        self._c_d = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
+        self._c_noise = 0.5 ** (1.0 / noise_halflife)
         self._c_mpl = law in ("mpl", "auto")      # keep the mpl buckets (auto: for a restart)
         self._lb = math.log(bin_ratio)
         self._closed = []
@@ -351,23 +256,20 @@ class ForecastDetector(Detector):
             self._pd, self._pw, self._pwl, self._pws, self._pl0, self._ps0, self._pn = g
 
     # --- summary -------------------------------------------------------------------
-    @cython.cfunc
-    @cython.exceptval(check=True)
-    def _add(self, step: cython.longlong, x0: cython.double, x1: cython.double,
-             y: cython.double) -> cython.void:
-        k: cython.longlong
+    @cython.locals(k=cython.longlong, lo=cython.double, closed=list)
+    def _add(self, step: int, x0: float, x1: float, y: float) -> None:
         if self._has_open and step + 1.0 < self._edge:
             k = self._ok
         else:
             k = int(_log(step + 1.0) / self._lb)
-            self._edge = self.bin_ratio ** (k + 1)
+            self._edge = self._c_bin_ratio ** (k + 1)
         if not self._has_open or self._ok != k:
             if self._has_open:
                 self._closed.append([self._ok, self._on, self._ox0, self._ox1, self._oy, self._ostep])
             self._has_open = True
             self._ok, self._on, self._ox0, self._ox1, self._oy, self._ostep = k, 1, x0, x1, y, step
-            lo: cython.double = self.fit_from * step
-            closed: list = self._closed
+            lo = self._c_fit_from * step
+            closed = self._closed
             while len(closed) > 0 and closed[0][5] < lo:
                 closed.pop(0)
         else:
@@ -377,19 +279,21 @@ class ForecastDetector(Detector):
             self._oy += y
             self._ostep = step
 
-    @cython.cfunc
-    @cython.exceptval(check=True)
     @cython.cpow(True)             # a positive base: C's pow, as Python's (not complex)
-    def _schedule(self, step: cython.longlong, lr: cython.double) -> cython.void:
+    @cython.locals(dt=cython.double, last=cython.longlong, prev=cython.double,
+                   s=cython.double, delta=cython.double, w=cython.double)
+    def _schedule(self, step: int, lr: float) -> bool:
+        """The LR's areas and the mpl buckets; False for a non-finite LR (ignored). The
+        caller then sets ``_lr`` (its own object: nothing is allocated)."""
         if not isfinite(lr):
-            return
-        dt: cython.double = 1.0
+            return False
+        dt = 1.0
         if self._last is not None:
-            last: cython.longlong = self._last
+            last = self._last
             dt = step - last if step - last > 0 else 0
-        prev: cython.double = lr if self._lr is None else self._lr
-        self._mom = self._mom * self.anneal_decay ** dt + (prev - lr)
-        s: cython.double = self._s1
+        prev = lr if self._lr is None else self._lr
+        self._mom = self._mom * self._c_anneal ** dt + (prev - lr)
+        s = self._s1
         self._s1 += lr * dt
         self._s2 += self._mom * dt
         if self._lr is None and self._has_open:
@@ -409,8 +313,8 @@ class ForecastDetector(Detector):
             # a pending group (a few sums, no log) that joins the buckets every PEND_MAX
             # changes, when the LR leaves PEND_TOL of the group's first LR, or on a big change
             self._warm = False
-            delta: cython.double = prev - lr
-            w: cython.double = delta if delta > 0.0 else -delta
+            delta = prev - lr
+            w = delta if delta > 0.0 else -delta
             if self._pn > 0 and (self._pd > 0.0) == (delta > 0.0) and self._pn < _PEND_MAX \
                     and -_PEND_TOL * self._pl0 <= lr - self._pl0 <= _PEND_TOL * self._pl0:
                 self._pd += delta
@@ -425,7 +329,7 @@ class ForecastDetector(Detector):
                 self._pl0, self._ps0, self._pn = lr, s, 1
                 if w > _PEND_TOL * lr:
                     self._flush()
-        self._lr = lr
+        return True
 
     def _flush(self) -> None:
         """The pending LR changes into the mpl buckets (and the live cache), as one."""
@@ -497,7 +401,6 @@ class ForecastDetector(Detector):
         self._fits += 1
 
     # --- update ---------------------------------------------------------------------
-    @cython.annotation_typing(False)
     def update(self, step: int, loss: float, lr: float | None = None) -> ForecastState:
         """`observe`, and the state it leaves as a `ForecastState`."""
         self.observe(step, loss, lr)
@@ -506,7 +409,6 @@ class ForecastDetector(Detector):
         return ForecastState(step, self.l_obs, self.l_pred, self.band_lo, self.band_hi, self.D,
                              self.Q, self.T, self.W, self.S, self.alert)
 
-    @cython.ccall
     @cython.locals(st=cython.longlong, last=cython.longlong, dt=cython.double,
                    usual=cython.double, x0=cython.double, x1=cython.double,
                    pred=cython.double, vpred=cython.double, dv=cython.double,
@@ -515,8 +417,9 @@ class ForecastDetector(Detector):
                    S=cython.double, D=cython.double, g=cython.double, ar=cython.double,
                    y=cython.double, W=cython.double, bz=cython.double, lo=cython.double,
                    hi=cython.double, hold=cython.double, building=cython.bint,
-                   alarm=cython.bint, has_dv=cython.bint, nxt=cython.double)
-    def observe(self, step: object, loss: cython.double, lr: object = None) -> None:
+                   alarm=cython.bint, has_dv=cython.bint, nxt=cython.double,
+                   has_last=cython.bint)
+    def observe(self, step: int, loss: float, lr: float | None = None) -> None:
         """One loss point: the values of this call are left in ``step``, ``l_obs``,
         ``l_pred``, ``band_lo``, ``band_hi``, ``D``, ``Q``, ``T``, ``W``, ``S``, ``alert``
         (``fitted`` False and NaN where `ForecastState` has None). Allocates nothing on
@@ -526,13 +429,13 @@ class ForecastDetector(Detector):
             self.fitted, self.alert, self.S = False, False, self._S
             return
         st, last = step, 0
-        has_last: cython.bint = self._last is not None
+        has_last = self._last is not None
         if has_last:
             last = self._last
             if st < last:
                 self._resume(step)
-        if lr is not None:
-            self._schedule(st, lr)
+        if lr is not None and self._schedule(st, lr):
+            self._lr = lr
         dt = 1.0 if not has_last else st - last
         self._last = step
         usual = self._dt
@@ -562,16 +465,16 @@ class ForecastDetector(Detector):
             u2 += dv * dv
         sd = sqrt(sw * sw + u2)
         r = loss - pred
-        c = self.clip
-        z = (r - self.bias_z * sqrt(u2)) / sw
+        c = self._c_clip
+        z = (r - self._c_bias_z * sqrt(u2)) / sw
         zc = c if z > c else (-c if z < -c else z)
-        S = self._S + zc - self.allowance
+        S = self._S + zc - self._c_allowance
         S = self._S = S if S > 0.0 else 0.0
-        D = self._D = self._D + (1.0 - (self._c_d if dt == 1.0 else _gap_decay(dt, usual, self.d_halflife))) * (zc - self._D)
-        building = S > self.freeze * self.threshold
+        D = self._D = self._D + (1.0 - (self._c_d if dt == 1.0 else gap_decay(dt, usual, self._c_d_hl))) * (zc - self._D)
+        building = S > self._c_freeze * self._c_threshold
         if not building:
             self._since = None
-            g = self._c_noise if dt == 1.0 else _gap_decay(dt, usual, self.noise_halflife)
+            g = self._c_noise if dt == 1.0 else gap_decay(dt, usual, self._c_noise_hl)
             ar = r if r >= 0.0 else -r
             self._noise = g * self._noise + (1.0 - g) * (ar if ar < c * sw else c * sw)
         elif self._since is None:
@@ -586,31 +489,29 @@ class ForecastDetector(Detector):
             self._ostep = st
         else:
             self._add(st, x0, x1, y)
-        W = S - self.threshold
-        alarm = self._alarm = W > 0 and D > self.gate
+        W = S - self._c_threshold
+        alarm = self._alarm = W > 0 and D > self._c_gate
         nxt = self._next
         if st >= nxt and not alarm:
             if not building:
                 self._refit(step)
             else:
-                hold = self.holdout * st
-                if self.holdout_min > hold:
-                    hold = self.holdout_min
+                hold = self._c_holdout * st
+                if self._c_holdout_min > hold:
+                    hold = self._c_holdout_min
                 if st - self._since > hold:
                     self._refit(step)      # the deviation had its window and did not confirm:
                     self._S = self._D = 0.0  # judge afresh against the new forecast
                     self._since = None
-        bz = self.band_z * sd
+        bz = self._c_band_z * sd
         self.fitted, self.l_pred, self.band_lo, self.band_hi = True, pred, pred - bz, pred + bz
         self.D, self.Q = D, (sw * sw) / (sw * sw + vpred + mis2 + 1e-300)
-        self.T, self.W, self.S, self.alert = self.threshold, W, S, alarm
+        self.T, self.W, self.S, self.alert = self._c_threshold, W, S, alarm
 
-    @cython.cfunc
-    @cython.exceptval(check=True)
     @cython.locals(p=list, q=list, p0=cython.double, p1=cython.double, p2=cython.double,
                    p3=cython.double, e=cython.double, t0=cython.double, xt=cython.double,
                    lx=cython.double, k=cython.double, var=cython.double, pred=cython.double)
-    def _law_at(self, x0: cython.double, x1: cython.double) -> cython.double:
+    def _law_at(self, x0: float, x1: float) -> float:
         """`laws.predict` and `laws.value` (of the previous fit) at ``x``, typed: the
         forecast; its variance and the disagreement go to ``_vpred``, ``_dv``."""
         law, p = self._law, self._p
@@ -651,8 +552,6 @@ class ForecastDetector(Detector):
             self._dv = e - pred
         return pred
 
-    @cython.cfunc
-    @cython.exceptval(check=True)
     @cython.locals(c=list, p=list, q=list, s_a=cython.double, reach=cython.double,
                    ld=cython.double, l1=cython.double, l2=cython.double, v0=cython.double,
                    v1=cython.double, v2=cython.double, cll=cython.double, dprev=cython.double,
@@ -660,7 +559,7 @@ class ForecastDetector(Detector):
                    q2ss=cython.double, p0=cython.double, p1=cython.double, p2=cython.double,
                    p3=cython.double, beta=cython.double, d=cython.double, new=cython.double,
                    ls1=cython.double, e=cython.double, g2=cython.double, var=cython.double)
-    def _mpl_at(self, s1: cython.double) -> cython.double:
+    def _mpl_at(self, s1: float) -> float:
         """Multi-power-law forecast at ``S1 = s1`` from the cache (refreshed when S1 moved
         past its reach; the Taylor step is `mpl.drop`'s), its variance to ``_vpred`` and
         the previous fit's disagreement to ``_dv``."""
