@@ -5,7 +5,7 @@ from libc.math cimport exp, isfinite, log, sqrt
 from .base cimport Detector, gap_decay
 
 cdef long long _PEND_MAX
-cdef double _PEND_TOL, _NAN, _INF
+cdef double _PEND_TOL, _INF
 
 cdef double _exp(double x) except? -1.0
 cdef double _log(double x) except? -1.0
@@ -34,17 +34,16 @@ cdef class ForecastDetector(Detector):
     # the pending LR changes (`_pend`): count (0: none) and sums
     cdef long long _pn
     cdef double _pd, _pw, _pwl, _pws, _pl0, _ps0
-    # the last observe(): ForecastState's fields (NaN and fitted False where it has None)
-    cdef readonly object step
-    cdef readonly double l_obs, l_pred, band_lo, band_hi, D, Q, T, W, S
-    cdef readonly bint fitted, alert
+    # the last observe(): ForecastState's fields, the same values (None before a fit)
+    cdef readonly object step, l_obs, l_pred, band_lo, band_hi, D, Q, T, W, S
+    cdef readonly bint alert
     # scratch of _law_at/_mpl_at: the forecast's variance, the previous fit's disagreement
     cdef double _vpred, _dv
     cdef bint _has_dv
 
     cdef void _add(self, long long step, double x0, double x1, double y) except *
     cdef bint _schedule(self, long long step, double lr) except -1
-    cpdef observe(self, object step, double loss, object lr=*)
+    cpdef observe(self, object step, object loss, object lr=*)
     cdef double _law_at(self, double x0, double x1) except? -1.0
     cdef double _mpl_at(self, double s1) except? -1.0
 

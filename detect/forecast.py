@@ -77,9 +77,9 @@ class ForecastState(NamedTuple):
 
 # mpl: the drop's shape is fitted once the fitted bins have seen LR decreases of this x the peak
 SHAPE_AFTER = 0.2
+_new = tuple.__new__     # a NamedTuple from its fields, without its Python-level __new__
 _PEND_MAX = cython.declare(cython.longlong, mpl.PEND_MAX)
 _PEND_TOL = cython.declare(cython.double, mpl.PEND_TOL)
-_NAN = cython.declare(cython.double, math.nan)
 _INF = cython.declare(cython.double, math.inf)
 
 
@@ -214,11 +214,9 @@ class ForecastDetector(Detector):
         self._since = None         # step at which the current deviation started building
         self._alarm = False
         self._fits = 0
-        self.step = None
-        self.l_obs = self.l_pred = self.band_lo = self.band_hi = _NAN
-        self.D = self.Q = self.T = self.W = _NAN
-        self.S = 0.0
-        self.fitted = self.alert = False
+        self.step = self.l_obs = self.l_pred = self.band_lo = self.band_hi = None
+        self.D = self.Q = self.T = self.W = None
+        self.S, self.alert = 0.0, False
         self._vpred = self._dv = 0.0
         self._has_dv = False
 
@@ -404,10 +402,8 @@ class ForecastDetector(Detector):
     def update(self, step: int, loss: float, lr: float | None = None) -> ForecastState:
         """`observe`, and the state it leaves as a `ForecastState`."""
         self.observe(step, loss, lr)
-        if not self.fitted:
-            return ForecastState(step, self.l_obs, None, None, None, None, None, None, None, self.S)
-        return ForecastState(step, self.l_obs, self.l_pred, self.band_lo, self.band_hi, self.D,
-                             self.Q, self.T, self.W, self.S, self.alert)
+        return _new(ForecastState, (self.step, self.l_obs, self.l_pred, self.band_lo, self.band_hi,
+                                    self.D, self.Q, self.T, self.W, self.S, self.alert))
 
     @cython.locals(st=cython.longlong, last=cython.longlong, dt=cython.double,
                    usual=cython.double, x0=cython.double, x1=cython.double,
@@ -418,15 +414,18 @@ class ForecastDetector(Detector):
                    y=cython.double, W=cython.double, bz=cython.double, lo=cython.double,
                    hi=cython.double, hold=cython.double, building=cython.bint,
                    alarm=cython.bint, has_dv=cython.bint, nxt=cython.double,
-                   has_last=cython.bint)
+                   has_last=cython.bint, x=cython.double)
     def observe(self, step: int, loss: float, lr: float | None = None) -> None:
-        """One loss point: the values of this call are left in ``step``, ``l_obs``,
-        ``l_pred``, ``band_lo``, ``band_hi``, ``D``, ``Q``, ``T``, ``W``, ``S``, ``alert``
-        (``fitted`` False and NaN where `ForecastState` has None). Allocates nothing on
-        the steady path."""
-        self.step, self.l_obs = step, loss
-        if not isfinite(loss):
-            self.fitted, self.alert, self.S = False, False, self._S
+        """One loss point. The call's values are left in the attributes named like
+        `ForecastState`'s fields, with the same values (None before the first fit), so a
+        caller reads them as it would the state; `update` builds the state from them. The
+        typed path allocates only the floats of those attributes (those a `MonitorState`
+        holds in any case)."""
+        x = loss
+        self.step, self.l_obs, self.alert = step, loss, False
+        if not isfinite(x):
+            self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
+            self.S = self._S
             return
         st, last = step, 0
         has_last = self._last is not None
@@ -447,11 +446,12 @@ class ForecastDetector(Detector):
             x0, x1 = self._s1 + 1e-12, self._s2
         if self._p is None:
             self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
-            self._add(st, x0, x1, loss)
+            self._add(st, x0, x1, x)
             nxt = self._next
             if st >= nxt:
                 self._refit(step)
-            self.fitted, self.alert, self.S = False, False, 0.0
+            self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
+            self.S = 0.0
             return
         if self._law == "mpl":
             pred = self._mpl_at(x0)
@@ -464,7 +464,7 @@ class ForecastDetector(Detector):
         if has_dv:                            # two successive fits disagree: a young curve
             u2 += dv * dv
         sd = sqrt(sw * sw + u2)
-        r = loss - pred
+        r = x - pred
         c = self._c_clip
         z = (r - self._c_bias_z * sqrt(u2)) / sw
         zc = c if z > c else (-c if z < -c else z)
@@ -480,7 +480,7 @@ class ForecastDetector(Detector):
         elif self._since is None:
             self._since = step
         lo, hi = pred - c * sd, pred + c * sd
-        y = lo if loss < lo else (hi if loss > hi else loss)
+        y = lo if x < lo else (hi if x > hi else x)
         if st + 1.0 < self._edge:             # the common case: the point joins the open bin
             self._on += 1
             self._ox0 += x0
@@ -504,9 +504,9 @@ class ForecastDetector(Detector):
                     self._S = self._D = 0.0  # judge afresh against the new forecast
                     self._since = None
         bz = self._c_band_z * sd
-        self.fitted, self.l_pred, self.band_lo, self.band_hi = True, pred, pred - bz, pred + bz
+        self.l_pred, self.band_lo, self.band_hi = pred, pred - bz, pred + bz
         self.D, self.Q = D, (sw * sw) / (sw * sw + vpred + mis2 + 1e-300)
-        self.T, self.W, self.S, self.alert = self._c_threshold, W, S, alarm
+        self.T, self.W, self.S, self.alert = self.threshold, W, S, alarm
 
     @cython.locals(p=list, q=list, p0=cython.double, p1=cython.double, p2=cython.double,
                    p3=cython.double, e=cython.double, t0=cython.double, xt=cython.double,
