@@ -15,9 +15,11 @@ learning-rate area (``law="schedule"``), or Luo et al.'s multi-power law over a 
 summary of the LR changes (``law="mpl"``, see `mpl`): warm-downs, restarts and
 constant-LR phases are forecast.
 
-One source, two builds (docs/ARCHITECTURE.md, "The compiled core"): a ``cython.cclass``
-in Cython's pure-Python mode. The per-update path (`observe`) is typed scalar code that
-allocates nothing: the open bin and the pending LR changes live in typed fields (the
+One source, two builds (docs/COMPILED.md): a ``cython.cclass`` declared in ``forecast.pxd``,
+in Cython's pure-Python mode. The per-update path (`observe`) is typed scalar code; it
+allocates only the floats it leaves in the attributes named like `ForecastState`'s
+fields (those a `MonitorState` holds anyway). The open bin and the pending LR changes
+live in typed fields (the
 ``_bins`` and ``_pend`` of a snapshot are properties over them), the fitted parameters
 are read from their lists, and the law's value, its variance and the multi-power
 cache's Taylor step are written out here (`_law_at`, `_mpl_at`) as typed copies of
