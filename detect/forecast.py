@@ -31,7 +31,10 @@ value outside their domain raises as Python's ``math`` does.
 This module is over the house's ~300 lines on purpose: it is one detector, and its
 summary (``_add``), LR bookkeeping (``_schedule``/``_flush``), refit and per-update path
 share the same learned state; split apart, each piece would reach into the others'
-attributes. The law maths is in `laws`, the multi-power law's buckets in `mpl`.
+attributes (a compiled class's C fields are visible to its own module and to those that
+cimport its ``.pxd``). The typed per-update law (~100 lines) is here for the same
+reason: it reads the fit's fields and writes the variance beside them without a Python
+call. The law maths is in `laws`, the multi-power law's buckets in `mpl`.
 
 >>> import random
 >>> rng = random.Random(1)
@@ -48,7 +51,7 @@ True
 from __future__ import annotations
 
 import math
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
