@@ -82,7 +82,7 @@ class TestForecast:
             v = float("nan") if t in (100, 2000) else v
             want = a.update(t, v)
             b.observe(t, v)
-            assert repr(tuple(getattr(b, f) for f in ForecastState._fields)) == repr(want)
+            assert repr(tuple(getattr(b, f) for f in ForecastState._fields)) == repr(tuple(want))
         assert want.l_pred is not None and b.band_lo < b.l_pred < b.band_hi
 
     @pytest.mark.parametrize("kw", [{"warmup": 0}, {"holdout": 1.5}, {"bin_ratio": 1.0},
