@@ -35,7 +35,8 @@ cdef class ForecastDetector(Detector):
     cdef long long _pn
     cdef double _pd, _pw, _pwl, _pws, _pl0, _ps0
     # the last observe(): ForecastState's fields, the same values (None before a fit)
-    cdef readonly object step, l_obs, l_pred, band_lo, band_hi, D, Q, T, W, S
+    cdef readonly object step, l_obs, l_pred, band_lo, band_hi, D, Q, T, W
+    cdef readonly double S
     cdef readonly bint alert
     # scratch of _law_at/_mpl_at: the forecast's variance, the previous fit's disagreement
     cdef double _vpred, _dv

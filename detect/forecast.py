@@ -18,7 +18,7 @@ constant-LR phases are forecast.
 One source, two builds (docs/COMPILED.md): a ``cython.cclass`` declared in ``forecast.pxd``,
 in Cython's pure-Python mode. The per-update path (`observe`) is typed scalar code; it
 allocates only the floats it leaves in the attributes named like `ForecastState`'s
-fields (those a `MonitorState` holds anyway). The open bin and the pending LR changes
+fields that a `MonitorState` holds in any case (``S`` is a C double). The open bin and the pending LR changes
 live in typed fields (the
 ``_bins`` and ``_pend`` of a snapshot are properties over them), the fitted parameters
 are read from their lists, and the law's value, its variance and the multi-power
@@ -424,8 +424,8 @@ class ForecastDetector(Detector):
         """One loss point. The call's values are left in the attributes named like
         `ForecastState`'s fields, with the same values (None before the first fit), so a
         caller reads them as it would the state; `update` builds the state from them. The
-        typed path allocates only the floats of those attributes (those a `MonitorState`
-        holds in any case)."""
+        typed path allocates only the floats of those a `MonitorState` holds in any case
+        (``l_pred``, the band, ``D``, ``Q``, ``W``)."""
         x = loss
         self.step, self.l_obs, self.alert = step, loss, False
         if not isfinite(x):
