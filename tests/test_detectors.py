@@ -11,7 +11,7 @@ import pytest
 import lr_curves
 
 from wtwin.detect import REGISTRY, RunMonitor, WTwinMonitor
-from wtwin.detect.forecast import ForecastDetector
+from wtwin.detect.forecast import ForecastDetector, ForecastState
 from wtwin.detect.plateau import PlateauDetector
 from wtwin.detect.spike import SpikeDetector
 from wtwin.daemon.errors import ConfigError
@@ -73,6 +73,17 @@ class TestForecast:
         states = [det.update(t, float("nan") if t == 2000 else v) for t, v in curve(3000)]
         assert states[1999].l_pred is None and states[2100].l_pred is not None
         assert not any(s.alert for s in states)
+
+    def test_observe_leaves_the_state_as_attributes(self):
+        """observe() (what RunMonitor calls) leaves each ForecastState field as an attribute
+        with the state's own value: None before the first fit and on a NaN loss."""
+        a, b = ForecastDetector(), ForecastDetector()
+        for t, v in curve(2500):
+            v = float("nan") if t in (100, 2000) else v
+            want = a.update(t, v)
+            b.observe(t, v)
+            assert repr(tuple(getattr(b, f) for f in ForecastState._fields)) == repr(tuple(want))
+        assert want.l_pred is not None and b.band_lo < b.l_pred < b.band_hi
 
     @pytest.mark.parametrize("kw", [{"warmup": 0}, {"holdout": 1.5}, {"bin_ratio": 1.0},
                                     {"threshold": -1.0}, {"law": "cubic"}, {"refit_ratio": 1}])

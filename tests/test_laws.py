@@ -83,3 +83,64 @@ def test_fit_respects_the_floor_bound():
 def test_too_few_bins_gives_no_fit():
     X = np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
     assert laws.fit("power", X, np.array([3.0, 2.5, 2.2]), np.ones(3), 0.1) is None
+
+
+def _forecast_run(law, n=6000, seed=0):
+    """(detector, learned state before the update, the update's state, S1 + 1e-12 then)
+    at each update of a curve where the forecast fitted and did not refit."""
+    import lr_curves as lc
+    from wtwin.detect.forecast import FinetuningDetector, ForecastDetector
+
+    if law in ("power", "exp"):
+        det = ForecastDetector() if law == "power" else FinetuningDetector()
+        rng = np.random.default_rng(seed)
+        t = np.arange(1, n + 1)
+        y = (2.6 + 9.0 * t ** -0.35 if law == "power" else 1.0 + 2.0 * np.exp(-t / 800.0))
+        pts = [(int(s), float(v), None) for s, v in zip(t, y + rng.normal(0, 0.03, n))]
+    else:
+        det = ForecastDetector(law=law)
+        eta, _, y = lc.curve(law if law == "mpl" else "tissue", "cosine", n=n, seed=seed)
+        pts = [(s, v, e) for s, (e, v) in enumerate(zip(eta.tolist(), y.tolist()), 1)]
+    for step, loss, lr in pts:
+        before = det.snapshot()
+        st = det.update(step, loss, lr)
+        if st.l_pred is not None and det._fits == before["_fits"] and det._p == before["_p"]:
+            yield det, before, st, det._s1 + 1e-12
+
+
+@pytest.mark.parametrize("law", ["power", "exp", "schedule", "mpl"])
+def test_forecast_per_update_law_is_predict_to_the_bit(law):
+    """The forecast's per-update maths (`ForecastDetector._law_at`/`_mpl_at`: typed copies
+    of `laws.predict`, `laws.value` and `mpl.drop`, C in the compiled build) give their
+    forecast, variance and fit-to-fit disagreement exactly: l_pred, band and Q to the bit."""
+    from wtwin.detect import mpl
+
+    checked = 0
+    for det, b, st, s1 in _forecast_run(law):
+        p, cov, prev = b["_p"], b["_cov"], b["_prev"]
+        if law == "mpl":
+            c = b["_mc"]
+            if c is None or det._mc != c or s1 - c[mpl.S_A] > c[mpl.DMAX]:
+                continue                      # the cache was refreshed in this update
+            ls1 = math.log(s1)
+            e = math.exp(p[1] - p[2] * ls1)
+            pred = p[0] + e - mpl.drop(c, p, s1)
+            var = (laws._quad(1.0, e, -e * ls1, 0.0, cov)
+                   + 2.0 * (c[mpl.V0] + e * c[mpl.V1] - e * ls1 * c[mpl.V2]) + c[mpl.CLL])
+            var = var if var > 0.0 else 0.0
+            dv = None if prev is None else (prev[0] + math.exp(prev[1] - prev[2] * ls1) - e
+                                           - p[0] - c[mpl.DPREV])
+        else:
+            x = (st.step + 1.0, 0.0) if law in ("power", "exp") else (s1, det._s2)
+            if law == "exp":
+                x = (x[0] - 1.0, x[1])
+            pred, var = laws.predict(law, x, p, cov)
+            dv = None if prev is None else laws.value(law, x, prev) - pred
+        sw = 1.2533 * b["_noise"] + 1e-12
+        mis2 = b["_misfit"] * b["_misfit"]
+        u2 = var + mis2 + (dv * dv if dv is not None else 0.0)
+        bz = det.band_z * math.sqrt(sw * sw + u2)
+        assert (st.l_pred, st.band_lo, st.band_hi) == (pred, pred - bz, pred + bz)
+        assert st.Q == (sw * sw) / (sw * sw + var + mis2 + 1e-300)
+        checked += 1
+    assert checked > 1000

@@ -13,7 +13,6 @@ tests/test_web_forecast_wait.py). Reads the presets and the detectors' defaults;
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
@@ -32,9 +31,9 @@ def _params(preset: str) -> tuple[type, dict[str, Any]] | None:
     cls = REGISTRY.get(main)
     if cls is None:
         return None
-    sig = inspect.signature(cls.__init__).parameters
+    default = cls()     # its arguments' defaults (a compiled class's __init__ has no signature)
     names = ("warmup", "holdout", "holdout_min", "refit_ratio", "refit_min", "bin_ratio", "fit_from")
-    got = {n: spec[main].get(n, sig[n].default) for n in names if n in sig}
+    got = {n: spec[main].get(n, getattr(default, n)) for n in names if hasattr(default, n)}
     return (cls, got) if len(got) == len(names) else None
 
 
