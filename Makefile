@@ -11,14 +11,14 @@ GPT_STAMP := $(VENV)/.installed-gpt
 TORCH_INDEX_URL ?=
 TORCH := torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 
-.PHONY: demo demo-gpt test screenshots bench bench-detection install clean
+.PHONY: demo demo-gpt test screenshots bench bench-detection install build clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # torch 2.13.0 first, always, so that no later install picks a torch build of its own.
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py detect/build.py | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[daemon,spectral,dask,hf,lightning,wandb,plot,tensorboard,dev]'
 	touch $(STAMP)
@@ -32,7 +32,12 @@ $(GPT_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[daemon]'
 	touch $(GPT_STAMP)
 
-install: $(STAMP)
+# The editable install compiles the detector core (setup.py); `build` recompiles what
+# changed in detect/ since (until then `wtwin.detect` loads the .py files: BUILD says so).
+install: $(STAMP) build
+
+build: $(STAMP)
+	$(BIN)/python setup.py -q build_ext --inplace
 
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m wtwin.daemon.demo
@@ -55,3 +60,4 @@ bench-detection: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+	rm -f detect/*.c detect/*.so detect/*.html detect/_compiled.json

@@ -16,6 +16,7 @@ import time
 
 import structlog
 
+from wtwin import detect
 from wtwin.emitters import wire
 from wtwin.sinks import api as sinks_api
 
@@ -235,6 +236,8 @@ class Server:
         return 0
 
     async def startup(self, loop: asyncio.AbstractEventLoop) -> None:
+        # which build of the detector core runs: compiled, or the pure-Python fallback and why
+        log.info("detector_build", compiled=detect.COMPILED, build=detect.BUILD)
         self.store.open(loop)  # ConfigError naming the file: locked, corrupt, newer, unwritable
         restored = await self.restores.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
                                             ended_ttl_s=self.config.runs.ended_ttl_s)

@@ -1,10 +1,15 @@
 """What every detector shares: argument checks (`errors`), clone/repr, exact snapshots, the registry.
 
-A detector stores its constructor arguments under their own names and its learned state
-in attributes prefixed ``_`` holding only plain Python values (floats, ints, bools,
-strings, lists, dicts of those), so ``snapshot()`` is msgpack/JSON-safe and
-``restore()`` is exact. Attributes prefixed ``_c_`` are constants derived from the
-arguments (per-step EWMA weights): not state, so not in the snapshot.
+A detector stores its constructor arguments under their own names (``ARGS``) and its
+learned state in attributes prefixed ``_``, listed in ``STATE``, holding only plain
+Python values (floats, ints, bools, strings, lists, dicts of those), so ``snapshot()`` is
+msgpack/JSON-safe and ``restore()`` is exact. Attributes prefixed ``_c_`` are constants
+derived from the arguments (per-step EWMA weights): not state, so not in the snapshot.
+
+A typed field that has no value yet holds NaN (a ``double``) or `NO_STEP` (a step): the
+names in ``OPTIONAL`` are written ``None`` in a snapshot and read back from ``None``, so a
+snapshot has the same shape in both builds and as before the compiled core
+(docs/COMPILED.md). ``base.pxd`` declares the C side of this module.
 """
 
 from __future__ import annotations
@@ -12,17 +17,27 @@ from __future__ import annotations
 import copy
 import inspect
 import operator
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
+
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
 
 from .errors import ConfigError, check, fraction, positive  # noqa: F401  (the detectors import them from here)
 
-REGISTRY: dict[str, type["Detector"]] = {}
-# class -> (names of its learned state, obj -> tuple of their values)
-_STATE: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple]]] = {}
+REGISTRY: dict[str, type] = {}
+# class -> (names of its learned state, obj -> tuple of their values, indexes of OPTIONAL ones)
+_STATE: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple], tuple[int, ...]]] = {}
+_ARGS: dict[type, tuple[str, ...]] = {}
+
+NO_STEP = -(2 ** 63)   # a typed step field with no step: None in states and snapshots
+NAN = float("nan")     # a typed float field with no value: None in states and snapshots
 
 
-def register(cls: type["Detector"]) -> type["Detector"]:
-    """Class decorator: make ``cls`` available as ``REGISTRY[cls.name]``."""
+def register(cls: type) -> type:
+    """Make ``cls`` available as ``REGISTRY[cls.name]`` (a call after the class: a
+    compiled class takes no decorator but Cython's)."""
     if cls.name in REGISTRY:
         raise ConfigError(f"detector name {cls.name!r} registered twice")
     REGISTRY[cls.name] = cls
@@ -42,20 +57,22 @@ def gap_decay(dt: float, usual: float, halflife: float) -> float:
     the stream's gaps): one point after a pause, or after a resume's rewind, must not
     replace a level or a noise scale on its own. A sparse log's usual gap is its spacing,
     so its points keep their full weight."""
-    cap = GAP * usual
+    cap: cython.double = GAP * usual
     return 0.5 ** ((dt if dt < cap else cap) / halflife) if dt > 0.0 else 1.0
 
 
+@cython.cclass
 class Detector:
-    """Base class: subclasses set ``name`` and implement ``update``."""
+    """Base class: subclasses set ``name``, ``ARGS`` (the constructor's arguments),
+    ``STATE`` (the learned state), ``OPTIONAL`` (the state that may be None) and
+    implement ``update``."""
 
-    name: ClassVar[str] = ""
+    name = ""
 
     def _params(self) -> dict[str, Any]:
-        sig = inspect.signature(type(self).__init__)
-        return {p: getattr(self, p) for p in sig.parameters if p != "self"}
+        return {p: getattr(self, p) for p in _args(type(self))}
 
-    def clone(self) -> "Detector":
+    def clone(self):
         """A fresh detector with the same arguments and no learned state."""
         return type(self)(**self._params())
 
@@ -68,32 +85,64 @@ class Detector:
 
         ``copy=False`` hands out the live values, for a caller that serializes them at
         once on the same thread (the store does): no copy of the summary is made."""
-        names, values = self._state()
+        names, values, optional = _state(self)
+        vals = values(self)
+        if optional:
+            vals = list(vals)
+            for i in optional:
+                v = vals[i]
+                if v != v or v == NO_STEP:      # NaN or NO_STEP: no value yet
+                    vals[i] = None
         if copy:
-            return {k: _copy(v) for k, v in zip(names, values(self))}
-        return dict(zip(names, values(self)))
-
-    def _state(self) -> tuple[tuple[str, ...], Callable[[Any], tuple]]:
-        """Names of the learned state, read off a fresh instance once per class, and a
-        getter of their values (one C call: the store snapshots every busy run).
-
-        Not ``vars(self)``: on CPython 3.11 that materializes the instance's ``__dict__``
-        and every attribute access of this detector gets slower for the rest of its life
-        (~15% on ``update()``), which a periodic snapshot would do to every live run."""
-        cls = type(self)
-        state = _STATE.get(cls)
-        if state is None:
-            names = tuple(k for k in vars(self.clone())
-                          if k.startswith("_") and not k.startswith("_c_"))
-            one = operator.attrgetter(*names)
-            state = _STATE[cls] = (names, one if len(names) > 1 else (lambda o: (one(o),)))
-        return state
+            return {k: _copy(v) for k, v in zip(names, vals)}
+        return dict(zip(names, vals))
 
     def restore(self, snap: dict[str, Any]) -> None:
+        names, _values, _optional = _state(self)
+        optional = getattr(type(self), "OPTIONAL", ())
         for k, v in snap.items():
-            if not k.startswith("_") or k.startswith("_c_") or not hasattr(self, k):
+            if k not in names:
                 raise ConfigError(f"snapshot key {k!r} is not state of {self.name}")
-            setattr(self, k, _copy(v))
+            if v is None and k in optional:
+                v = NAN if isinstance(getattr(self, k), float) else NO_STEP
+            try:
+                setattr(self, k, _copy(v))
+            except (TypeError, OverflowError) as e:
+                raise ConfigError(f"snapshot key {k!r} of {self.name}: {e}") from None
+
+
+def _args(cls: type) -> tuple[str, ...]:
+    """The constructor's argument names: ``ARGS``, or read off ``__init__`` for a Python
+    class that does not list them (a compiled class's ``__init__`` has no signature)."""
+    args = _ARGS.get(cls)
+    if args is None:
+        args = getattr(cls, "ARGS", None)
+        if args is None:
+            args = tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+        _ARGS[cls] = args = tuple(args)
+    return args
+
+
+def _state(det) -> tuple[tuple[str, ...], Callable[[Any], tuple], tuple[int, ...]]:
+    """Names of the learned state (``STATE``), a getter of their values (one C call: the
+    store snapshots every busy run) and the indexes of the ``OPTIONAL`` ones, once per class.
+
+    Not ``vars(det)``: a compiled detector has no ``__dict__``, and on CPython 3.11
+    ``vars()`` materializes a Python one, making every attribute access of it slower for
+    the rest of its life (~15% on ``update()``)."""
+    cls = type(det)
+    state = _STATE.get(cls)
+    if state is None:
+        names = getattr(cls, "STATE", None)
+        if names is None:   # a Python subclass that does not list its state: its fields
+            names = tuple(k for k in vars(det.clone())
+                          if k.startswith("_") and not k.startswith("_c_"))
+        names = tuple(names)
+        one = operator.attrgetter(*names) if names else None
+        getter = (one if len(names) > 1 else (lambda o: (one(o),)) if names else (lambda o: ()))
+        optional = getattr(cls, "OPTIONAL", ())
+        state = _STATE[cls] = (names, getter, tuple(i for i, n in enumerate(names) if n in optional))
+    return state
 
 
 def _copy(v: Any) -> Any:
