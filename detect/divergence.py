@@ -19,12 +19,18 @@ True
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from .base import Detector, check, gap_decay, positive, register
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+if not cython.compiled:        # compiled: libc's (divergence.pxd)
+    from math import isfinite
 
+from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive, register
 
+NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 MIN_POINTS = 10   # the scale's half-life and the warm-up span at least this many points
 
 
@@ -36,76 +42,104 @@ class DivergenceState(NamedTuple):
     excess: float        # (level - best) / margin; > 1 means over the margin
 
 
-@register
+@cython.cclass
 class DivergenceDetector(Detector):
+    """``observe`` leaves the fields of `DivergenceState` as attributes: ``active``,
+    ``level``, ``best``, ``excess``."""
+
     name = "divergence"
+    ARGS = ("ratio", "z", "patience", "halflife", "scale_halflife", "warmup")
+    STATE = ("_level", "_scale", "_best", "_first", "_last", "_since", "_points", "_dt", "_start",
+             "_excess", "_n")
+    OPTIONAL = ("_level", "_first", "_last", "_since", "_start")
 
     def __init__(self, *, ratio: float = 0.1, z: float = 30.0, patience: int = 20,
                  halflife: float = 10.0, scale_halflife: float = 200.0, warmup: int = 100) -> None:
-        for n in ("ratio", "z", "halflife", "scale_halflife"):
-            positive(n, locals()[n])
-        for n in ("patience", "warmup"):
-            check(isinstance(locals()[n], int) and locals()[n] >= 0, n, locals()[n], "an int >= 0 (steps)")
+        for n, v in (("ratio", ratio), ("z", z), ("halflife", halflife),
+                     ("scale_halflife", scale_halflife)):
+            positive(n, v)
+        for n, v in (("patience", patience), ("warmup", warmup)):
+            check(isinstance(v, int) and v >= 0, n, v, "an int >= 0 (steps)")
         self.ratio, self.z, self.patience = ratio, z, patience
         self.halflife, self.scale_halflife, self.warmup = halflife, scale_halflife, warmup
+        self._c_ratio, self._c_z, self._c_patience = ratio, z, patience   # typed copies
+        self._c_halflife, self._c_scale_hl, self._c_warmup = halflife, scale_halflife, warmup
         self._c_level = 0.5 ** (1.0 / halflife)         # per-step EWMA weights (constants)
         self._c_scale = 0.5 ** (1.0 / scale_halflife)
-        self._level = None
+        self._level = NAN
         self._scale = 0.0
-        self._best = math.inf
-        self._first = None
-        self._last = None
-        self._since = None     # step at which the level went over the margin
+        self._best = float("inf")
+        self._first = NO_STEP
+        self._last = NO_STEP
+        self._since = NO_STEP  # step at which the level went over the margin
         self._points = 0
         self._dt = 1.0         # EWMA of the gap between points (steps)
-        self._start = None     # the first level: progress is start - best
+        self._start = NAN      # the first level: progress is start - best
         self._excess = 0.0
         self._n = 0            # points seen
+        self.active, self.level, self.best, self.excess = False, 0.0, self._best, 0.0
 
     def update(self, step: int, loss: float) -> DivergenceState:
-        if not math.isfinite(loss):
-            return DivergenceState(step, self._since is not None and self._points >= 2,
-                                   self._level or 0.0, self._best, 0.0)
-        if self._level is None:
+        self.observe(step, loss)
+        return DivergenceState(step, self.active, self.level, self.best, self.excess)
+
+    def observe(self, step: int, loss: float) -> None:
+        if not isfinite(loss):
+            self.active = self._since != NO_STEP and self._points >= 2
+            self.level = self._level if (self._level == self._level and self._level != 0.0) else 0.0
+            self.best, self.excess = self._best, 0.0
+            return
+        if self._level != self._level:           # NaN: no point yet
             self._level, self._first, self._last, self._start = loss, step, step, loss
-            return DivergenceState(step, False, loss, self._best, 0.0)
-        dt = step - self._last
+            self.active, self.level, self.best, self.excess = False, loss, self._best, 0.0
+            return
+        dt: cython.longlong = step - self._last
         self._last = step
-        usual = self._dt
+        usual: cython.double = self._dt
         if dt > 0:
             self._dt += 0.05 * (dt - usual)
-        level, scale = self._level, self._scale
-        d = abs(loss - level)
+        level: cython.double = self._level
+        scale: cython.double = self._scale
+        d: cython.double = abs(loss - level)
         self._n += 1
-        few = MIN_POINTS * self._dt    # half-lives and warm-up span at least MIN_POINTS points
+        few: cython.double = MIN_POINTS * self._dt   # half-lives and warm-up span at least MIN_POINTS points
+        hs: cython.double
+        g: cython.double
         if self._excess < 0.5 or self._n < 2 * MIN_POINTS:   # frozen once established
-            hs = self.scale_halflife if self.scale_halflife > few else few
-            g = self._c_scale if dt <= 1 and hs == self.scale_halflife else gap_decay(dt, usual, hs)
+            hs = self._c_scale_hl if self._c_scale_hl > few else few
+            g = self._c_scale if dt <= 1 and hs == self._c_scale_hl else gap_decay(dt, usual, hs)
             if 1.0 - g < 1.0 / self._n:
                 g = 1.0 - 1.0 / self._n        # a plain mean while the points are few
-            cap = 4 * scale if scale > 0 and self._n > MIN_POINTS else math.inf
-            scale = self._scale = g * scale + (1 - g) * (d if d < cap else cap)
-        g = self._c_level if dt <= 1 else gap_decay(dt, usual, self.halflife)
+            if scale > 0 and self._n > MIN_POINTS and d >= 4 * scale:   # winsorized
+                d = 4 * scale
+            scale = self._scale = g * scale + (1 - g) * d
+        g = self._c_level if dt <= 1 else gap_decay(dt, usual, self._c_halflife)
         level = self._level = g * level + (1 - g) * loss
-        if step - self._first < self.warmup or self._n < MIN_POINTS:
-            return DivergenceState(step, False, level, self._best, 0.0)
-        best = self._best
+        if step - self._first < self._c_warmup or self._n < MIN_POINTS:
+            self.active, self.level, self.best, self.excess = False, level, self._best, 0.0
+            return
+        best: cython.double = self._best
         if level < best:
             best = self._best = level
-        if self._start is None:    # restored from a snapshot of before 2026-12-03
+        if self._start != self._start:    # restored from a snapshot of before 2026-12-03
             self._start = level
-        margin = self.ratio * max(self._start - best, 0.0)
-        zs = self.z * scale
+        margin: cython.double = self._c_ratio * max(self._start - best, 0.0)
+        zs: cython.double = self._c_z * scale
         if zs > margin:
             margin = zs
         if margin < 1e-12:
             margin = 1e-12
-        excess = self._excess = (level - best) / margin
-        if excess > 1.0 or (self._since is not None and excess > 0.5):
-            if self._since is None:
+        excess: cython.double = (level - best) / margin
+        self._excess = excess
+        if excess > 1.0 or (self._since != NO_STEP and excess > 0.5):
+            if self._since == NO_STEP:
                 self._since, self._points = step, 0
             self._points += 1
         else:
-            self._since = None
-        active = self._since is not None and step - self._since >= self.patience and self._points >= 2
-        return DivergenceState(step, active, self._level, self._best, excess)
+            self._since = NO_STEP
+        self.active = (self._since != NO_STEP and step - self._since >= self._c_patience
+                       and self._points >= 2)
+        self.level, self.best, self.excess = self._level, self._best, excess
+
+
+register(DivergenceDetector)

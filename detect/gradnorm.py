@@ -24,10 +24,16 @@ optimizer skipped) is counted and remembered, never fed to the level.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from .base import Detector, check, positive, register
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+if not cython.compiled:        # compiled: libc's (gradnorm.pxd)
+    from math import exp, isfinite, log
+
+from .base import NAN, Detector, check, positive, register
 
 
 class GradNormState(NamedTuple):
@@ -36,54 +42,70 @@ class GradNormState(NamedTuple):
     surge: bool
 
 
-@register
+@cython.cclass
 class GradNormDetector(Detector):
+    """``observe`` leaves the fields of `GradNormState` as attributes: ``ratio``, ``surge``."""
+
     name = "gradnorm"
+    ARGS = ("ratio", "z", "level_halflife", "scale_halflife", "warmup")
+    STATE = ("_level", "_scale", "_n", "_last", "_in", "_bad", "_bad_count")
+    OPTIONAL = ("_level",)
 
     def __init__(self, *, ratio: float = 3.0, z: float = 6.0, level_halflife: float = 20.0,
                  scale_halflife: float = 100.0, warmup: int = 20) -> None:
-        for n in ("ratio", "z", "level_halflife", "scale_halflife"):
-            positive(n, locals()[n])
+        for n, v in (("ratio", ratio), ("z", z), ("level_halflife", level_halflife),
+                     ("scale_halflife", scale_halflife)):
+            positive(n, v)
         check(ratio > 1.0, "ratio", ratio, "> 1 (a surge is this many times the level)")
         check(isinstance(warmup, int) and warmup >= 2, "warmup", warmup, "an int >= 2 (points)")
         self.ratio, self.z, self.warmup = ratio, z, warmup
         self.level_halflife, self.scale_halflife = level_halflife, scale_halflife
+        self._c_z, self._c_warmup = z, warmup           # typed copies
         self._c_level = 0.5 ** (1.0 / level_halflife)
         self._c_scale = 0.5 ** (1.0 / scale_halflife)
-        self._c_log_ratio = math.log(ratio)
-        self._level = None        # EWMA of ln(grad_norm)
+        self._c_log_ratio = log(ratio)
+        self._level = NAN         # EWMA of ln(grad_norm)
         self._scale = 0.0         # EWMA of |ln(grad_norm) - level|
         self._n = 0               # finite points seen
         self._last = None         # [first step, peak ratio] of the newest surge episode
         self._in = False          # the previous point was part of it
         self._bad = None          # [step, value] of the newest non-finite / non-positive norm
         self._bad_count = 0
+        self.last_ratio, self.surge = 1.0, False
 
     def update(self, step: int, grad_norm: float) -> GradNormState:
-        g = float(grad_norm)
-        if not (g > 0.0 and math.isfinite(g)):
-            self._bad, self._bad_count = [step, g if math.isfinite(g) else str(g)], self._bad_count + 1
-            return GradNormState(step, 1.0, False)
-        x = math.log(g)
+        self.observe(step, float(grad_norm))
+        return GradNormState(step, self.last_ratio, self.surge)
+
+    def observe(self, step: int, g: float) -> None:
+        """``last_ratio`` is the state's ``ratio`` (``ratio`` is the argument)."""
+        if not (g > 0.0 and isfinite(g)):
+            self._bad, self._bad_count = [step, g if isfinite(g) else str(g)], self._bad_count + 1
+            self.last_ratio, self.surge = 1.0, False
+            return
+        x: cython.double = log(g)
         self._n += 1
-        if self._level is None:
+        if self._level != self._level:           # NaN: no point yet
             self._level = x
-            return GradNormState(step, 1.0, False)
-        dev = x - self._level
-        surge = (self._n > self.warmup and dev > self._c_log_ratio and dev > self.z * self._scale)
+            self.last_ratio, self.surge = 1.0, False
+            return
+        dev: cython.double = x - self._level
+        surge: cython.bint = (self._n > self._c_warmup and dev > self._c_log_ratio
+                              and dev > self._c_z * self._scale)
         if surge:
             if self._in:                         # one episode: its first step, its peak
-                self._last[1] = max(self._last[1], math.exp(dev))
+                self._last[1] = max(self._last[1], exp(dev))
             else:
-                self._last = [step, math.exp(dev)]
+                self._last = [step, exp(dev)]
         self._in = surge
+        c: cython.double
         if not surge:
             c = self._c_level
             self._level = c * self._level + (1.0 - c) * x
-        cap = 4.0 * self._scale if self._n > self.warmup else abs(dev)
+        cap: cython.double = 4.0 * self._scale if self._n > self._c_warmup else abs(dev)
         c = self._c_scale
         self._scale = c * self._scale + (1.0 - c) * min(abs(dev), cap)
-        return GradNormState(step, math.exp(dev), surge)
+        self.last_ratio, self.surge = exp(dev), surge
 
     def context(self, step: int, within: int) -> str:
         """A sentence on the newest surge (or non-finite norm) at most ``within`` steps
@@ -95,3 +117,6 @@ class GradNormDetector(Detector):
         if self._bad is not None and 0 <= step - self._bad[0] <= within:
             parts.append(f"grad norm was {self._bad[1]} at step {self._bad[0]}")
         return "; ".join(parts)
+
+
+register(GradNormDetector)

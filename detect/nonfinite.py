@@ -7,10 +7,18 @@
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from .base import Detector, register
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+if not cython.compiled:        # compiled: libc's (nonfinite.pxd)
+    from math import isfinite
+
+from .base import NO_STEP as _NO_STEP, Detector, register
+
+NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 
 class NonfiniteState(NamedTuple):
@@ -20,18 +28,39 @@ class NonfiniteState(NamedTuple):
     first_step: int | None
 
 
-@register
+@cython.cclass
 class NonfiniteDetector(Detector):
+    """``observe`` leaves ``active`` (this loss is not finite), ``count`` and ``first_step``."""
+
     name = "nonfinite"
+    ARGS = ()
+    STATE = ("_count", "_first")
+    OPTIONAL = ("_first",)
 
     def __init__(self) -> None:
         self._count = 0
-        self._first = None
+        self._first = NO_STEP
+        self.active = False
 
-    def update(self, step: int, loss: float) -> NonfiniteState:
-        bad = not math.isfinite(loss)
+    def observe(self, step: int, loss: float) -> None:
+        bad = not isfinite(loss)
         if bad:
             self._count += 1
-            if self._first is None:
+            if self._first == NO_STEP:
                 self._first = step
-        return NonfiniteState(step, bad, self._count, self._first)
+        self.active = bad
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def first_step(self) -> int | None:
+        return None if self._first == NO_STEP else self._first
+
+    def update(self, step: int, loss: float) -> NonfiniteState:
+        self.observe(step, loss)
+        return NonfiniteState(step, self.active, self._count, self.first_step)
+
+
+register(NonfiniteDetector)

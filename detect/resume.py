@@ -15,10 +15,18 @@ that loss is the one the run had there, not the one at the step it went back fro
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from .base import Detector, gap_decay, positive, register
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+if not cython.compiled:        # compiled: libc's (resume.pxd)
+    from math import isfinite
+
+from .base import NAN, NO_STEP as _NO_STEP, Detector, gap_decay, positive, register
+
+NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 
 class ResumeState(NamedTuple):
@@ -29,52 +37,86 @@ class ResumeState(NamedTuple):
     jump: float = 0.0
 
 
-@register
+@cython.cclass
 class ResumeDetector(Detector):
+    """``observe`` (and ``observe_resumed``) leave the fields of `ResumeState` as
+    attributes: ``active``, ``severity``, ``from_step``, ``jump``."""
+
     name = "resume_jump"
+    ARGS = ("z", "scale_halflife")
+    STATE = ("_last_step", "_last_loss", "_scale", "_dt")
+    OPTIONAL = ("_last_step", "_last_loss")
 
     def __init__(self, *, z: float = 6.0, scale_halflife: float = 200.0) -> None:
         positive("z", z)
         positive("scale_halflife", scale_halflife)
         self.z, self.scale_halflife = z, scale_halflife
+        self._c_z, self._c_scale_hl = z, scale_halflife  # typed copies
         self._c_scale = 0.5 ** (1.0 / scale_halflife)    # per-step EWMA weight (a constant)
-        self._last_step = None
-        self._last_loss = None
+        self._last_step = NO_STEP
+        self._last_loss = NAN
         self._scale = 0.0
         self._dt = 1.0             # EWMA of the gap between points (steps)
+        self.active, self.severity, self._from, self.jump = False, None, NO_STEP, 0.0
 
     @property
     def last_step(self) -> int | None:
         """The latest step seen (None before the first)."""
-        return self._last_step
+        return None if self._last_step == NO_STEP else self._last_step
+
+    @property
+    def from_step(self) -> int | None:
+        return None if self._from == NO_STEP else self._from
+
+    def _state(self, step: int) -> ResumeState:
+        return ResumeState(step, self.active, self.severity, self.from_step, self.jump)
 
     def update(self, step: int, loss: float) -> ResumeState:
-        prev_step, prev = self._last_step, self._last_loss
-        if prev_step is not None and step < prev_step:
-            return self.resumed(step, loss, prev_step)
+        self.observe(step, loss)
+        return self._state(step)
+
+    def observe(self, step: int, loss: float) -> None:
+        prev_step: cython.longlong = self._last_step
+        prev: cython.double = self._last_loss
+        if prev_step != NO_STEP and step < prev_step:
+            self.observe_resumed(step, loss, prev_step)
+            return
         self._last_step = step
-        if math.isfinite(loss):
-            if prev is not None:
+        dt: cython.longlong
+        usual: cython.double
+        g: cython.double
+        d: cython.double
+        scale: cython.double
+        cap: cython.double
+        if isfinite(loss):
+            if prev == prev:                     # not NaN: a loss before this one
                 dt = step - prev_step
                 usual = self._dt
                 self._dt += 0.05 * (dt - usual)
-                g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self.scale_halflife)
+                g = self._c_scale if dt <= 1 else gap_decay(dt, usual, self._c_scale_hl)
                 d = abs(loss - prev)
                 scale = self._scale
                 cap = 4 * scale if scale > 0 else d
                 self._scale = g * scale + (1 - g) * (d if d < cap else cap)
             self._last_loss = loss
-        return ResumeState(step, False, None)
+        self.active, self.severity, self._from, self.jump = False, None, NO_STEP, 0.0
 
     def resumed(self, step: int, loss: float, from_step: int) -> ResumeState:
         """The step went back from ``from_step`` to ``step``: judge the loss's jump against
         the last loss this detector saw (the monitor first rewinds it to a point before
         ``step``, so that is the loss the run had there, not at ``from_step``)."""
-        prev = self._last_loss
+        self.observe_resumed(step, loss, from_step)
+        return self._state(step)
+
+    def observe_resumed(self, step: int, loss: float, from_step: int) -> None:
+        prev: cython.double = self._last_loss
         self._last_step = step
-        finite = math.isfinite(loss)
-        jump = loss - prev if (finite and prev is not None) else 0.0
-        big = jump > self.z * max(self._scale, 1e-12) and self._scale > 0
+        finite: cython.bint = isfinite(loss)
+        jump: cython.double = loss - prev if (finite and prev == prev) else 0.0
+        big: cython.bint = jump > self._c_z * max(self._scale, 1e-12) and self._scale > 0
         if finite:
             self._last_loss = loss
-        return ResumeState(step, True, "warning" if big else "info", from_step, jump)
+        self.active, self.severity, self._from, self.jump = True, "warning" if big else "info", from_step, jump
+
+
+register(ResumeDetector)

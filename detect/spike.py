@@ -28,10 +28,18 @@ highest jump above the level since the spike opened.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from .base import Detector, check, gap_decay, positive, register
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+if not cython.compiled:        # compiled: libc's (spike.pxd)
+    from math import isfinite
+
+from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive, register
+
+NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 
 class SpikeState(NamedTuple):
@@ -43,86 +51,121 @@ class SpikeState(NamedTuple):
     height: float = 0.0          # loss minus the pre-spike level, at this update
 
 
-@register
+@cython.cclass
 class SpikeDetector(Detector):
+    """``observe`` leaves the fields of `SpikeState` as attributes: ``active``,
+    ``severity``, ``spike_step``, ``height``, and ``last_z`` (the state's ``z``: ``z`` is
+    the threshold argument)."""
+
     name = "spike"
+    ARGS = ("z", "recover", "recover_z", "level_halflife", "scale_halflife", "warmup", "min_points")
+    STATE = ("_level", "_scale", "_last", "_first", "_open", "_height", "_later", "_sustained",
+             "_dt", "_n")
+    OPTIONAL = ("_level", "_last", "_first", "_open")
 
     def __init__(self, *, z: float = 8.0, recover: int = 10, recover_z: float = 3.0,
                  level_halflife: float = 10.0, scale_halflife: float = 200.0,
                  warmup: int = 50, min_points: int = 20) -> None:
-        for n in ("z", "recover_z", "level_halflife", "scale_halflife"):
-            positive(n, locals()[n])
+        for n, v in (("z", z), ("recover_z", recover_z), ("level_halflife", level_halflife),
+                     ("scale_halflife", scale_halflife)):
+            positive(n, v)
         check(isinstance(recover, int) and recover >= 1, "recover", recover, "an int >= 1 (steps)")
         check(isinstance(warmup, int) and warmup >= 0, "warmup", warmup, "an int >= 0 (steps)")
         check(isinstance(min_points, int) and min_points >= 1, "min_points", min_points, "an int >= 1")
         self.min_points = min_points
         self.z, self.recover, self.recover_z = z, recover, recover_z
         self.level_halflife, self.scale_halflife, self.warmup = level_halflife, scale_halflife, warmup
+        self._c_z, self._c_recover, self._c_recover_z = z, recover, recover_z   # typed copies
+        self._c_level_hl, self._c_scale_hl = level_halflife, scale_halflife
+        self._c_warmup, self._c_min_points = warmup, min_points
         self._c_level = 0.5 ** (1.0 / level_halflife)   # per-step EWMA weights (constants)
         self._c_scale = 0.5 ** (1.0 / scale_halflife)
-        self._level = None
+        self._level = NAN
         self._scale = 0.0
-        self._last = None
-        self._first = None
-        self._open = None        # step of the open spike
+        self._last = NO_STEP
+        self._first = NO_STEP
+        self._open = NO_STEP     # step of the open spike
         self._height = 0.0
         self._later = 0          # points seen since it opened
         self._sustained = False
         self._dt = 1.0           # EWMA of the gap between points (steps)
         self._n = 0              # points seen (the warm-up also needs 10)
+        self._out(0.0, False, None, NO_STEP, 0.0)
+
+    def _out(self, z: float, active: bool, severity, since: int, height: float) -> None:
+        self.last_z, self.active, self.severity, self._since, self.height = z, active, severity, since, height
+
+    @property
+    def spike_step(self) -> int | None:
+        return None if self._since == NO_STEP else self._since
 
     def update(self, step: int, loss: float) -> SpikeState:
-        if not math.isfinite(loss):
-            return SpikeState(step, 0.0, self._sustained, "warning" if self._sustained else None)
-        if self._level is None:
-            self._level, self._last, self._first = loss, step, step
-            return SpikeState(step, 0.0, False, None)
-        dt = max(step - self._last, 1)
-        self._last = step
-        usual = self._dt
-        self._dt += 0.05 * (dt - usual)
-        sc = max(self._scale, 1e-12)
-        z = (loss - self._level) / sc
-        if self._open is not None:
-            return self._follow(step, loss, z)
-        self._n += 1
-        if z >= self.z and step - self._first >= self.warmup and self._scale > 0 and self._n >= 10:
-            self._open, self._height, self._later = step, loss - self._level, 0
-            return SpikeState(step, z, False, None, step, self._height)
-        self._learn(loss, dt, usual)
-        return SpikeState(step, z, False, None)
+        self.observe(step, loss)
+        return SpikeState(step, self.last_z, self.active, self.severity, self.spike_step, self.height)
 
-    def _follow(self, step: int, loss: float, z: float) -> SpikeState:
+    def observe(self, step: int, loss: float) -> None:
+        if not isfinite(loss):
+            self._out(0.0, self._sustained, "warning" if self._sustained else None, NO_STEP, 0.0)
+            return
+        if self._level != self._level:           # NaN: no point yet
+            self._level, self._last, self._first = loss, step, step
+            self._out(0.0, False, None, NO_STEP, 0.0)
+            return
+        dt: cython.longlong = max(step - self._last, 1)
+        self._last = step
+        usual: cython.double = self._dt
+        self._dt += 0.05 * (dt - usual)
+        sc: cython.double = max(self._scale, 1e-12)
+        z: cython.double = (loss - self._level) / sc
+        if self._open != NO_STEP:
+            self._follow(step, loss, z)
+            return
+        self._n += 1
+        if (z >= self._c_z and step - self._first >= self._c_warmup and self._scale > 0
+                and self._n >= 10):
+            self._open, self._height, self._later = step, loss - self._level, 0
+            self._out(z, False, None, step, self._height)
+            return
+        self._learn(loss, dt, usual, True)
+        self._out(z, False, None, NO_STEP, 0.0)
+
+    def _follow(self, step: int, loss: float, z: float) -> None:
         self._later += 1
-        self._learn(loss, 1.0, 1.0, level=False)   # the scale keeps learning, winsorized
-        since = self._open
+        self._learn(loss, 1.0, 1.0, False)   # the scale keeps learning, winsorized
+        since: cython.longlong = self._open
         if loss - self._level > self._height:
             self._height = loss - self._level
-        height = self._height
-        if z < self.recover_z:
-            sustained = self._sustained
-            self._open, self._later, self._sustained = None, 0, False
-            self._learn(loss, 1.0, 1.0)
-            if not sustained and step - since <= self.recover:
-                return SpikeState(step, z, False, "info", since, height)
-            return SpikeState(step, z, False, None, since, height)
-        if step - since >= self.recover and self._later >= 2:
+        height: cython.double = self._height
+        if z < self._c_recover_z:
+            sustained: cython.bint = self._sustained
+            self._open, self._later, self._sustained = NO_STEP, 0, False
+            self._learn(loss, 1.0, 1.0, True)
+            if not sustained and step - since <= self._c_recover:
+                self._out(z, False, "info", since, height)
+                return
+            self._out(z, False, None, since, height)
+            return
+        if step - since >= self._c_recover and self._later >= 2:
             self._sustained = True
         if self._sustained:
-            return SpikeState(step, z, True, "warning", since, height)
-        return SpikeState(step, z, False, None, since, height)
+            self._out(z, True, "warning", since, height)
+            return
+        self._out(z, False, None, since, height)
 
-    def _learn(self, loss: float, dt: float, usual: float, level: bool = True) -> None:
-        d = abs(loss - self._level)
+    def _learn(self, loss: float, dt: float, usual: float, level: bool) -> None:
+        d: cython.double = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
-        few = self.min_points * self._dt            # a half-life spans at least min_points
-        g = (self._c_scale if dt == 1 and few <= self.scale_halflife
-             else gap_decay(dt, usual, max(self.scale_halflife, few)))
-        cap = 4 * self._scale + 1e-12
+        few: cython.double = self._c_min_points * self._dt   # a half-life spans at least min_points
+        g: cython.double = (self._c_scale if dt == 1 and few <= self._c_scale_hl
+                            else gap_decay(dt, usual, max(self._c_scale_hl, few)))
+        cap: cython.double = 4 * self._scale + 1e-12
         self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
         if not level:
             return
-        g = (self._c_level if dt == 1 and few <= 4 * self.level_halflife
-             else gap_decay(dt, usual, max(self.level_halflife, 0.25 * few)))
+        g = (self._c_level if dt == 1 and few <= 4 * self._c_level_hl
+             else gap_decay(dt, usual, max(self._c_level_hl, 0.25 * few)))
         self._level = g * self._level + (1 - g) * loss
+
+
+register(SpikeDetector)

@@ -1,0 +1,18 @@
+from libc.math cimport isfinite
+
+from .base cimport Detector, gap_decay
+
+cdef long long NO_STEP
+
+cdef class ResumeDetector(Detector):
+    cdef readonly object z, scale_halflife
+    cdef double _c_z, _c_scale_hl, _c_scale
+    cdef public long long _last_step
+    cdef public double _last_loss, _scale, _dt
+    # the last observe()
+    cdef readonly bint active
+    cdef readonly object severity
+    cdef readonly double jump
+    cdef long long _from
+    cpdef observe(self, long long step, double loss)
+    cpdef observe_resumed(self, long long step, double loss, long long from_step)
