@@ -20,6 +20,11 @@ Resumes: when the step goes back, the detectors are rewound to their state at th
 rewind point before it (`rewind`), or started over when there is none, and a
 ``resume_jump`` finding says which.
 
+Per update it calls each detector's ``observe()`` and reads the attributes it needs
+(``update()`` for a detector without ``observe``): no state object per detector; the one
+`MonitorState` it returns is built as a plain tuple. Compiled (docs/COMPILED.md), its
+references to the detectors are typed (``monitor.pxd``) and those reads are C.
+
 Pure: no I/O, no clock, no logging.
 """
 
@@ -27,12 +32,18 @@ from __future__ import annotations
 
 import math
 
-from .errors import ConfigError
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
 
-from .base import REGISTRY
+from .base import NO_STEP as _NO_STEP, REGISTRY
+from .errors import ConfigError
 from .finding import Finding, MonitorState
 from .presets import PRESET_PARAMS, PRESETS
 from .rewind import RewindPoints
+
+NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 # a critical divergence has run away by at least this fraction of the run's progress
 DIVERGENCE_OF_PROGRESS = 0.1
@@ -43,6 +54,9 @@ GRAD_CONTEXT_STEPS = 200   # a grad-norm surge this recent is named in a loss pa
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning"}
+
+_NO_LEARNING = ("no_learning", "frozen")
+_new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
 
 
 def _build(preset: str, overrides: dict) -> dict:
@@ -76,96 +90,143 @@ def _plateau_msg(pl, fc) -> str:
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 
 
+@cython.cclass
 class RunMonitor:
     def __init__(self, preset: str = "pretraining", **overrides) -> None:
         self.preset = preset
         self.overrides = overrides
-        self._d = _build(preset, overrides)
-        self._main = "finetuning" if "finetuning" in self._d else "forecast"
-        self._emitted: dict[str, list] = {}
+        self._setup(_build(preset, overrides))
+        self._emitted = {}
         self._alert = False        # any warning/critical kind active (follows _emitted)
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
-        self.peak_scores: dict[str, float] = {}   # diagnostics, not state: see ``_big``
+        self._next_at = self._points.next_at
+        self.peak_scores = {}      # diagnostics, not state: see ``_big``
+
+    def _setup(self, d: dict) -> None:
+        """Hold the detectors, and a typed reference to each one the per-event path calls."""
+        self._d = d
+        self._main = "finetuning" if "finetuning" in d else "forecast"
+        self._rj, self._nf, self._gn = d["resume_jump"], d["nonfinite"], d["gradnorm"]
+        self._sp, self._dv, self._ri = d["spike"], d["divergence"], d["rise"]
+        self._fc, self._pl, self._ef, self._ov = d[self._main], d["plateau"], d["effect"], d["overfit"]
+        self._fc_observe = hasattr(self._fc, "observe")   # else its update() and the state
+        self._pl_observe = hasattr(self._pl, "observe")
 
     @property
     def detectors(self) -> dict:
         return dict(self._d)
 
-    def _emit(self, out: list, kind: str, active: bool, severity: str, step: int, msg) -> None:
-        """Append a finding when ``kind``'s (active, severity) changes; ``msg`` is a
-        callable, so the message is only formatted when a finding is emitted."""
+    def _due(self, kind: str, active: bool, severity: str) -> bool:
+        """Does ``kind``'s (active, severity) change, so that a finding is emitted?"""
         prev = self._emitted.get(kind)
-        if prev is None and not active:
-            return
-        if active and prev is not None and prev[0] and _RANK[severity] < _RANK[prev[1]]:
-            return          # a kind that pages keeps paging until its detector is quiet
-        if prev is not None and prev[0] == active and (prev[1] == severity or not active):
-            return
+        if prev is None:
+            return active
+        if active and prev[0] and _RANK[severity] < _RANK[prev[1]]:
+            return False    # a kind that pages keeps paging until its detector is quiet
+        return not (prev[0] == active and (prev[1] == severity or not active))
+
+    def _push(self, kind: str, active: bool, severity: str, step, text) -> None:
+        """Emit the finding `_due` allowed (into this update's findings); ``text`` is the
+        message of an active one, formatted only when a finding is emitted."""
         self._emitted[kind] = [active, severity]
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
-        text = f"{kind} resolved"
-        if active:
-            text = msg()
-            if severity != "info" and (grad := self._d["gradnorm"].context(step, GRAD_CONTEXT_STEPS)):
+        if not active:
+            text = f"{kind} resolved"
+        elif severity != "info":
+            grad = self._gn.context(step, GRAD_CONTEXT_STEPS)
+            if grad:
                 text += f" ({grad})"
-        out.append(Finding(kind, severity, active, step, text))
+        self._out.append(Finding(kind, severity, active, step, text))
 
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
-        d, out = self._d, []
+        out: list = []
+        self._out = out
         loss = float(loss)
-        last = d["resume_jump"].last_step
-        if last is not None and step < last:
-            at = self._rewind(step)
-            d = self._d
-            rj = d["resume_jump"].resumed(step, loss, last)
-            where = (f"detectors rewound to step {at}" if at is not None
-                     else "detectors started over")
+        x: cython.double = loss
+        s: cython.longlong = step
+        last: cython.longlong = self._rj._last_step
+        where = ""
+        at = None
+        if last != NO_STEP and s < last:
+            at = self._rewind(s)
+            self._rj.observe_resumed(s, x, last)
         else:
-            rj, where = d["resume_jump"].update(step, loss), ""
+            self._rj.observe(s, x)
         if grad_norm is not None:
-            d["gradnorm"].update(step, grad_norm)
-        nf = d["nonfinite"].update(step, loss)
+            self._gn.observe(s, float(grad_norm))
+        nf = self._nf
+        nf.observe(s, x)
+        rj = self._rj
+        emitted = self._emitted
+        sev: str
         if rj.active:
-            sev = rj.severity if rj.severity == "info" or self._big("resume_jump", abs(rj.jump)) else "info"
-            self._emit(out, "resume_jump", True, sev, step, lambda: (
-                f"step went back from {rj.from_step} to {step}; loss moved by {rj.jump:+.4g} "
-                f"({where})"))
-        elif "resume_jump" in self._emitted:
-            self._emit(out, "resume_jump", False, "info", step, str)
-        if nf.active or "nonfinite" in self._emitted:
-            self._emit(out, "nonfinite", nf.active, "critical", step, lambda: (
-                f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})"))
+            sev = rj.severity
+            if not (sev == "info" or self._big("resume_jump", abs(rj.jump))):
+                sev = "info"
+            if self._due("resume_jump", True, sev):
+                where = (f"detectors rewound to step {at}" if at is not None
+                         else "detectors started over")
+                self._push("resume_jump", True, sev, step,
+                           f"step went back from {rj.from_step} to {step}; loss moved by "
+                           f"{rj.jump:+.4g} ({where})")
+        elif "resume_jump" in emitted and self._due("resume_jump", False, "info"):
+            self._push("resume_jump", False, "info", step, "")
+        if (nf.active or "nonfinite" in emitted) and self._due("nonfinite", nf.active, "critical"):
+            self._push("nonfinite", nf.active, "critical", step,
+                       f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})"
+                       if nf.active else "")
         if nf.active:
-            return MonitorState(step, loss, None, None, None, None, None, None, None, True, tuple(out))
-        fc = d[self._main].update(step, loss, lr)
-        sp = d["spike"].update(step, loss)
-        dv = d["divergence"].update(step, loss)
-        ri = d["rise"].update(step, loss)
-        pl = d["plateau"].update(step, loss, fc.l_pred, fc.alert)
-        d["overfit"].update_train(step, loss)
-        if ri.active and lr is not None and fc.band_hi is not None:
+            return _new(MonitorState, (step, loss, None, None, None, None, None, None, None, True,
+                                       tuple(out)))
+        if self._fc_observe:
+            self._fc.observe(step, loss, lr)
+            fc = self._fc
+        else:
+            fc = self._fc.update(step, loss, lr)
+        sp = self._sp
+        dv = self._dv
+        ri = self._ri
+        sp.observe(s, x)
+        dv.observe(s, x)
+        ri.observe(s, x)
+        l_pred = fc.l_pred
+        alert = fc.alert
+        fc_alert: cython.bint = alert
+        if self._pl_observe:
+            self._pl.observe(step, loss, l_pred, alert)
+            pl = self._pl
+        else:
+            pl = self._pl.update(step, loss, l_pred, alert)
+        self._ov.update_train(step, loss)
+        rising: cython.bint = ri.active     # False once the schedule explained the rise
+        explained: cython.bint = False
+        if rising and lr is not None:
+            band_hi = fc.band_hi
             # lr known: a rise the schedule explains (the forecast rose by a quarter of
             # it, and the level is within the band) is no drift; a wide band alone is not
             # an explanation (it silenced every rise of a young forecast)
-            if (ri.level <= fc.band_hi
-                    and d["effect"].forecast_rise(fc.l_pred, lr) >= 0.25 * (ri.level - ri.best)):
-                d["rise"].rebase()    # the schedule moved the loss: a new best from here
-                ri = None
-        judging = (fc.alert or dv.active or sp.active or (ri is not None and ri.active)
-                   or (pl.active and pl.rule not in ("no_learning", "frozen")))
-        d["effect"].feed(step, loss, judging, fc.l_pred, lr)
-        self._arbitrate(out, step, loss, fc, sp, dv, pl, ri)
-        if step >= self._points.next_at:
-            self._points.take(step, d)
-        return MonitorState(step, loss, fc.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
-                            self._alert, tuple(out) if out else ())
+            if (band_hi is not None and ri.level <= band_hi
+                    and self._ef.forecast_rise(l_pred, lr) >= 0.25 * (ri.level - ri.best)):
+                ri.rebase()    # the schedule moved the loss: a new best from here
+                rising, explained = False, True
+        pl_active: cython.bint = pl.active
+        judging: cython.bint = (fc_alert or dv.active or sp.active or rising
+                                or (pl_active and pl.rule not in _NO_LEARNING))
+        self._ef.feed(step, loss, judging, l_pred, lr)
+        self._arbitrate(step, loss, fc, pl, fc_alert, pl_active, rising, explained)
+        if s >= self._next_at:
+            self._points.take(step, self._d)
+            self._next_at = self._points.next_at
+        return _new(MonitorState, (step, loss, l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T,
+                                   fc.W, self._alert, tuple(out) if out else ()))
 
     def _big(self, kind: str, effect: float) -> bool:
         """Is a deviation of ``effect`` loss units large enough to page (`effect`)? Also
         keeps, per kind, the largest score seen while its detector was active
         (``peak_scores``: what the harness calibrates the gate on)."""
-        ef, jump = self._d["effect"], kind in JUMPS
+        ef = self._ef
+        jump = kind in JUMPS
         score = ef.score(effect, jump)
         if score > self.peak_scores.get(kind, -math.inf):
             self.peak_scores[kind] = score
@@ -173,7 +234,7 @@ class RunMonitor:
 
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
-        st = self._d["effect"].state(0)
+        st = self._ef.state(0)
         share = f", {effect / st.progress:.1%} of the run's progress" if st.progress > 0 else ""
         return f" [{effect:+.3g}{share}]"
 
@@ -183,78 +244,94 @@ class RunMonitor:
         ``best - progress`` (the run falling further than it has come so far: an
         extrapolation gone wrong, like an exponential law refitted across a 43,000-step
         gap that predicted 0.37 for a t5 loss at 1.8) counts for nothing."""
-        ef = self._d["effect"]
+        ef = self._ef
         up = max(ef.level - ef.best, ef.fast_rise())
         if l_pred is None or l_pred < ef.best - ef.state(0).progress:
             return up
         return max(up, ef.level - l_pred)
 
-    def _rewind(self, step: int) -> int | None:
+    def _rewind(self, step: int):
         """Detectors as they stood at the newest rewind point before ``step`` (fresh ones
         when there is none); returns that point's step. The emitted kinds are kept, so a
         kind active before the resume and not at the point is resolved by the next update."""
         point = self._points.before(step)
-        self._d = _build(self.preset, self.overrides)
+        self._next_at = self._points.next_at
+        self._setup(_build(self.preset, self.overrides))
         if point is None:
             return None
         for k, snap in point[1].items():
             self._d[k].restore(snap)
         return point[0]
 
-    def _arbitrate(self, out, step, loss, fc, sp, dv, pl, ri) -> None:
+    def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
+                   explained: bool) -> None:
         """Which kinds are active, at which severity. A detector's verdict pages only when
-        its deviation is large enough (`effect`); below that it is ``info``."""
-        emitted, emit, big = self._emitted, self._emit, self._big
-        ef = self._d["effect"]
-        dv_sev, up = "critical", dv.level - dv.best
-        if dv.active and not (big("divergence", up)
-                              and up > DIVERGENCE_OF_PROGRESS * ef.state(step).progress):
+        its deviation is large enough (`effect`); below that it is ``info``. ``rising``
+        is rise's verdict, unless the schedule ``explained`` the rise."""
+        emitted = self._emitted
+        sp, dv, ri = self._sp, self._dv, self._ri
+        dv_active: cython.bint = dv.active
+        sp_active: cython.bint = sp.active
+        dv_sev = "critical"
+        up: cython.double = dv.level - dv.best
+        if dv_active and not (self._big("divergence", up) and
+                              up > DIVERGENCE_OF_PROGRESS * self._ef.state(step).progress):
             dv_sev = "info"     # a small run-away is at most a drift
-        if dv.active or "divergence" in emitted:
-            emit(out, "divergence", dv.active, dv_sev, step, lambda: (
-                 f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}" + self._size(up)))
-        dv_page = dv.active and dv_sev == "critical"
+        if (dv_active or "divergence" in emitted) and self._due("divergence", dv_active, dv_sev):
+            self._push("divergence", dv_active, dv_sev, step,
+                 f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}" + self._size(up)
+                 if dv_active else "")
+        dv_page: cython.bint = dv_active and dv_sev == "critical"
+        sev: str
         if sp.severity == "info":
-            emit(out, "spike", True, "info", step,
-                 lambda: f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
-        elif sp.active or "spike" in emitted:
-            sev = "warning" if not sp.active or big("spike", sp.height) else "info"
-            emit(out, "spike", sp.active and not dv_page, sev, step, lambda: (
-                f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not recovered"
-                + self._size(sp.height)))
-        stagnation = pl.active and pl.rule == "stagnation"
-        drift = (fc.alert or (ri is not None and ri.active)) and not (stagnation or dv_page or sp.active)
-        plateau = pl.active and not (pl.rule == "slowdown" and (drift or dv_page))  # a rise is a drift
+            if self._due("spike", True, "info"):
+                self._push("spike", True, "info", step,
+                     f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
+        elif sp_active or "spike" in emitted:
+            sev = "warning" if not sp_active or self._big("spike", sp.height) else "info"
+            if self._due("spike", sp_active and not dv_page, sev):
+                self._push("spike", sp_active and not dv_page, sev, step,
+                     f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not "
+                     "recovered" + self._size(sp.height) if sp_active and not dv_page else "")
+        stagnation: cython.bint = pl_active and pl.rule == "stagnation"
+        drift: cython.bint = (fc_alert or rising) and not (stagnation or dv_page or sp_active)
+        plateau: cython.bint = pl_active and not (pl.rule == "slowdown" and (drift or dv_page))
+        effect: cython.double
         if plateau or "plateau" in emitted:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
-            if plateau and pl.rule not in ("no_learning", "frozen") and not big("plateau", effect):
+            if plateau and pl.rule not in _NO_LEARNING and not self._big("plateau", effect):
                 sev = "info"
-            emit(out, "plateau", plateau, sev, step, lambda: _plateau_msg(pl, fc) + (
-                self._size(effect) if pl.rule not in ("no_learning", "frozen") else ""))
+            if self._due("plateau", plateau, sev):
+                self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
+                    self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
         if drift or "drift" in emitted:
-            effect = self._rise(fc.l_pred if fc.alert else None)
-            sev = "warning" if not drift or big("drift", effect) else "info"
-            emit(out, "drift", drift, sev, step, lambda: (
-                f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
-                f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
-                if fc.alert or ri is None else f"smoothed loss {ri.level:.4g} rose above its best "
-                f"{ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; noise units)")
-                + self._size(effect))
+            effect = self._rise(fc.l_pred if fc_alert else None)
+            sev = "warning" if not drift or self._big("drift", effect) else "info"
+            if self._due("drift", drift, sev):
+                self._push("drift", drift, sev, step, (
+                    f"loss {loss:.4g} above its forecast {fc.l_pred or 0:.4g} "
+                    f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
+                    if fc_alert or explained else f"smoothed loss {ri.level:.4g} rose above its "
+                    f"best {ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; "
+                    "noise units)") + self._size(effect) if drift else "")
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
         val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
         if val is None:
             return None
         val, out = float(val), []
+        self._out = out
         if not math.isfinite(val):
-            self._emit(out, "nonfinite", True, "critical", step,
-                       lambda: f"validation loss is {val} at step {step}")
+            if self._due("nonfinite", True, "critical"):
+                self._push("nonfinite", True, "critical", step,
+                           f"validation loss is {val} at step {step}")
             return MonitorState(step=step, l_obs=val, alert=True, findings=tuple(out))
-        ov = self._d["overfit"].update(step, val)
-        self._emit(out, "overfit", ov.active, "warning", step, lambda: (
-                   f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "
-                   "while the training loss still falls"))
+        ov = self._ov.update(step, val)
+        if self._due("overfit", ov.active, "warning"):
+            self._push("overfit", ov.active, "warning", step,
+                       f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "
+                       "while the training loss still falls" if ov.active else "")
         return MonitorState(step=step, l_obs=val, alert=self._alert, findings=tuple(out))
 
     def snapshot(self, copy: bool = True) -> dict:
