@@ -1,6 +1,8 @@
 # The C side of base.py (docs/COMPILED.md): a detector module cimports Detector and the
 # EWMA weights from here ("from .base cimport ...") in its own .pxd.
 
+cdef double _GAP
+
 cpdef double decay(double dt, double halflife)
 cpdef double gap_decay(double dt, double usual, double halflife)
 

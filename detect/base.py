@@ -50,14 +50,16 @@ def decay(dt: float, halflife: float) -> float:
 
 
 GAP = 4.0   # a gap counts as at most GAP x the usual gap between a stream's points
+_GAP = cython.declare(cython.double, GAP)
 
 
+@cython.locals(cap=cython.double)
 def gap_decay(dt: float, usual: float, halflife: float) -> float:
     """`decay` for a point after a gap counted as at most ``GAP`` x ``usual`` (an EWMA of
     the stream's gaps): one point after a pause, or after a resume's rewind, must not
     replace a level or a noise scale on its own. A sparse log's usual gap is its spacing,
     so its points keep their full weight."""
-    cap: cython.double = GAP * usual
+    cap = _GAP * usual
     return 0.5 ** ((dt if dt < cap else cap) / halflife) if dt > 0.0 else 1.0
 
 

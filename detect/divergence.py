@@ -33,6 +33,8 @@ from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 MIN_POINTS = 10   # the scale's half-life and the warm-up span at least this many points
 
+_new = tuple.__new__     # a DivergenceState without the NamedTuple's Python-level __new__
+
 
 class DivergenceState(NamedTuple):
     step: int
@@ -81,8 +83,12 @@ class DivergenceDetector(Detector):
 
     def update(self, step: int, loss: float) -> DivergenceState:
         self.observe(step, loss)
-        return DivergenceState(step, self.active, self.level, self.best, self.excess)
+        return _new(DivergenceState, (step, self.active, self.level, self.best, self.excess))
 
+    @cython.locals(dt=cython.longlong, usual=cython.double, level=cython.double,
+                   scale=cython.double, d=cython.double, few=cython.double, hs=cython.double,
+                   g=cython.double, best=cython.double, margin=cython.double, zs=cython.double,
+                   excess=cython.double)
     def observe(self, step: int, loss: float) -> None:
         if not isfinite(loss):
             self.active = self._since != NO_STEP and self._points >= 2
@@ -93,18 +99,16 @@ class DivergenceDetector(Detector):
             self._level, self._first, self._last, self._start = loss, step, step, loss
             self.active, self.level, self.best, self.excess = False, loss, self._best, 0.0
             return
-        dt: cython.longlong = step - self._last
+        dt = step - self._last
         self._last = step
-        usual: cython.double = self._dt
+        usual = self._dt
         if dt > 0:
             self._dt += 0.05 * (dt - usual)
-        level: cython.double = self._level
-        scale: cython.double = self._scale
-        d: cython.double = abs(loss - level)
+        level = self._level
+        scale = self._scale
+        d = abs(loss - level)
         self._n += 1
-        few: cython.double = MIN_POINTS * self._dt   # half-lives and warm-up span at least MIN_POINTS points
-        hs: cython.double
-        g: cython.double
+        few = MIN_POINTS * self._dt   # half-lives and warm-up span at least MIN_POINTS points
         if self._excess < 0.5 or self._n < 2 * MIN_POINTS:   # frozen once established
             hs = self._c_scale_hl if self._c_scale_hl > few else few
             g = self._c_scale if dt <= 1 and hs == self._c_scale_hl else gap_decay(dt, usual, hs)
@@ -118,18 +122,18 @@ class DivergenceDetector(Detector):
         if step - self._first < self._c_warmup or self._n < MIN_POINTS:
             self.active, self.level, self.best, self.excess = False, level, self._best, 0.0
             return
-        best: cython.double = self._best
+        best = self._best
         if level < best:
             best = self._best = level
         if self._start != self._start:    # restored from a snapshot of before 2026-12-03
             self._start = level
-        margin: cython.double = self._c_ratio * max(self._start - best, 0.0)
-        zs: cython.double = self._c_z * scale
+        margin = self._c_ratio * max(self._start - best, 0.0)
+        zs = self._c_z * scale
         if zs > margin:
             margin = zs
         if margin < 1e-12:
             margin = 1e-12
-        excess: cython.double = (level - best) / margin
+        excess = (level - best) / margin
         self._excess = excess
         if excess > 1.0 or (self._since != NO_STEP and excess > 0.5):
             if self._since == NO_STEP:

@@ -35,6 +35,8 @@ if not cython.compiled:        # compiled: libc's (gradnorm.pxd)
 
 from .base import NAN, Detector, check, positive, register
 
+_new = tuple.__new__     # a GradNormState without the NamedTuple's Python-level __new__
+
 
 class GradNormState(NamedTuple):
     step: int
@@ -75,22 +77,24 @@ class GradNormDetector(Detector):
 
     def update(self, step: int, grad_norm: float) -> GradNormState:
         self.observe(step, float(grad_norm))
-        return GradNormState(step, self.last_ratio, self.surge)
+        return _new(GradNormState, (step, self.last_ratio, self.surge))
 
+    @cython.locals(x=cython.double, dev=cython.double, surge=cython.bint, c=cython.double,
+                   cap=cython.double)
     def observe(self, step: int, g: float) -> None:
         """``last_ratio`` is the state's ``ratio`` (``ratio`` is the argument)."""
         if not (g > 0.0 and isfinite(g)):
             self._bad, self._bad_count = [step, g if isfinite(g) else str(g)], self._bad_count + 1
             self.last_ratio, self.surge = 1.0, False
             return
-        x: cython.double = log(g)
+        x = log(g)
         self._n += 1
         if self._level != self._level:           # NaN: no point yet
             self._level = x
             self.last_ratio, self.surge = 1.0, False
             return
-        dev: cython.double = x - self._level
-        surge: cython.bint = (self._n > self._c_warmup and dev > self._c_log_ratio
+        dev = x - self._level
+        surge = (self._n > self._c_warmup and dev > self._c_log_ratio
                               and dev > self._c_z * self._scale)
         if surge:
             if self._in:                         # one episode: its first step, its peak
@@ -98,11 +102,10 @@ class GradNormDetector(Detector):
             else:
                 self._last = [step, exp(dev)]
         self._in = surge
-        c: cython.double
         if not surge:
             c = self._c_level
             self._level = c * self._level + (1.0 - c) * x
-        cap: cython.double = 4.0 * self._scale if self._n > self._c_warmup else abs(dev)
+        cap = 4.0 * self._scale if self._n > self._c_warmup else abs(dev)
         c = self._c_scale
         self._scale = c * self._scale + (1.0 - c) * min(abs(dev), cap)
         self.last_ratio, self.surge = exp(dev), surge

@@ -108,7 +108,8 @@ class RunMonitor:
         self._main = "finetuning" if "finetuning" in d else "forecast"
         self._rj, self._nf, self._gn = d["resume_jump"], d["nonfinite"], d["gradnorm"]
         self._sp, self._dv, self._ri = d["spike"], d["divergence"], d["rise"]
-        self._fc, self._pl, self._ef, self._ov = d[self._main], d["plateau"], d["effect"], d["overfit"]
+        self._fc, self._pl, self._ef, self._ov = (
+            d[self._main], d["plateau"], d["effect"], d["overfit"])
         self._fc_observe = hasattr(self._fc, "observe")   # else its update() and the state
         self._pl_observe = hasattr(self._pl, "observe")
 
@@ -138,14 +139,17 @@ class RunMonitor:
                 text += f" ({grad})"
         self._out.append(Finding(kind, severity, active, step, text))
 
+    @cython.locals(x=cython.double, s=cython.longlong, last=cython.longlong,
+                   fc_alert=cython.bint, rising=cython.bint, explained=cython.bint,
+                   pl_active=cython.bint, judging=cython.bint)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
         out: list = []
         self._out = out
         loss = float(loss)
-        x: cython.double = loss
-        s: cython.longlong = step
-        last: cython.longlong = self._rj._last_step
+        x = loss
+        s = step
+        last = self._rj._last_step
         where = ""
         at = None
         if last != NO_STEP and s < last:
@@ -192,15 +196,15 @@ class RunMonitor:
         ri.observe(s, x)
         l_pred = fc.l_pred
         alert = fc.alert
-        fc_alert: cython.bint = alert
+        fc_alert = alert
         if self._pl_observe:
             self._pl.observe(step, loss, l_pred, alert)
             pl = self._pl
         else:
             pl = self._pl.update(step, loss, l_pred, alert)
         self._ov.update_train(step, loss)
-        rising: cython.bint = ri.active     # False once the schedule explained the rise
-        explained: cython.bint = False
+        rising = ri.active     # False once the schedule explained the rise
+        explained = False
         if rising and lr is not None:
             band_hi = fc.band_hi
             # lr known: a rise the schedule explains (the forecast rose by a quarter of
@@ -210,8 +214,8 @@ class RunMonitor:
                     and self._ef.forecast_rise(l_pred, lr) >= 0.25 * (ri.level - ri.best)):
                 ri.rebase()    # the schedule moved the loss: a new best from here
                 rising, explained = False, True
-        pl_active: cython.bint = pl.active
-        judging: cython.bint = (fc_alert or dv.active or sp.active or rising
+        pl_active = pl.active
+        judging = (fc_alert or dv.active or sp.active or rising
                                 or (pl_active and pl.rule not in _NO_LEARNING))
         self._ef.feed(step, loss, judging, l_pred, lr)
         self._arbitrate(step, loss, fc, pl, fc_alert, pl_active, rising, explained)
@@ -263,6 +267,9 @@ class RunMonitor:
             self._d[k].restore(snap)
         return point[0]
 
+    @cython.locals(dv_active=cython.bint, sp_active=cython.bint, up=cython.double,
+                   dv_page=cython.bint, stagnation=cython.bint, drift=cython.bint,
+                   plateau=cython.bint, effect=cython.double)
     def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
                    explained: bool) -> None:
         """Which kinds are active, at which severity. A detector's verdict pages only when
@@ -270,10 +277,10 @@ class RunMonitor:
         is rise's verdict, unless the schedule ``explained`` the rise."""
         emitted = self._emitted
         sp, dv, ri = self._sp, self._dv, self._ri
-        dv_active: cython.bint = dv.active
-        sp_active: cython.bint = sp.active
+        dv_active = dv.active
+        sp_active = sp.active
         dv_sev = "critical"
-        up: cython.double = dv.level - dv.best
+        up = dv.level - dv.best
         if dv_active and not (self._big("divergence", up) and
                               up > DIVERGENCE_OF_PROGRESS * self._ef.state(step).progress):
             dv_sev = "info"     # a small run-away is at most a drift
@@ -281,7 +288,7 @@ class RunMonitor:
             self._push("divergence", dv_active, dv_sev, step,
                  f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}" + self._size(up)
                  if dv_active else "")
-        dv_page: cython.bint = dv_active and dv_sev == "critical"
+        dv_page = dv_active and dv_sev == "critical"
         sev: str
         if sp.severity == "info":
             if self._due("spike", True, "info"):
@@ -293,10 +300,9 @@ class RunMonitor:
                 self._push("spike", sp_active and not dv_page, sev, step,
                      f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not "
                      "recovered" + self._size(sp.height) if sp_active and not dv_page else "")
-        stagnation: cython.bint = pl_active and pl.rule == "stagnation"
-        drift: cython.bint = (fc_alert or rising) and not (stagnation or dv_page or sp_active)
-        plateau: cython.bint = pl_active and not (pl.rule == "slowdown" and (drift or dv_page))
-        effect: cython.double
+        stagnation = pl_active and pl.rule == "stagnation"
+        drift = (fc_alert or rising) and not (stagnation or dv_page or sp_active)
+        plateau = pl_active and not (pl.rule == "slowdown" and (drift or dv_page))
         if plateau or "plateau" in emitted:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)

@@ -20,6 +20,8 @@ from .base import NO_STEP as _NO_STEP, Detector, register
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
+_new = tuple.__new__     # a NonfiniteState without the NamedTuple's Python-level __new__
+
 
 class NonfiniteState(NamedTuple):
     step: int
@@ -60,7 +62,7 @@ class NonfiniteDetector(Detector):
 
     def update(self, step: int, loss: float) -> NonfiniteState:
         self.observe(step, loss)
-        return NonfiniteState(step, self.active, self._count, self.first_step)
+        return _new(NonfiniteState, (step, self.active, self._count, self.first_step))
 
 
 register(NonfiniteDetector)

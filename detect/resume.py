@@ -28,6 +28,8 @@ from .base import NAN, NO_STEP as _NO_STEP, Detector, gap_decay, positive, regis
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
+_new = tuple.__new__     # a ResumeState without the NamedTuple's Python-level __new__
+
 
 class ResumeState(NamedTuple):
     step: int
@@ -69,25 +71,22 @@ class ResumeDetector(Detector):
         return None if self._from == NO_STEP else self._from
 
     def _state(self, step: int) -> ResumeState:
-        return ResumeState(step, self.active, self.severity, self.from_step, self.jump)
+        return _new(ResumeState, (step, self.active, self.severity, self.from_step, self.jump))
 
     def update(self, step: int, loss: float) -> ResumeState:
         self.observe(step, loss)
         return self._state(step)
 
+    @cython.locals(prev_step=cython.longlong, prev=cython.double, dt=cython.longlong,
+                   usual=cython.double, g=cython.double, d=cython.double, scale=cython.double,
+                   cap=cython.double)
     def observe(self, step: int, loss: float) -> None:
-        prev_step: cython.longlong = self._last_step
-        prev: cython.double = self._last_loss
+        prev_step = self._last_step
+        prev = self._last_loss
         if prev_step != NO_STEP and step < prev_step:
             self.observe_resumed(step, loss, prev_step)
             return
         self._last_step = step
-        dt: cython.longlong
-        usual: cython.double
-        g: cython.double
-        d: cython.double
-        scale: cython.double
-        cap: cython.double
         if isfinite(loss):
             if prev == prev:                     # not NaN: a loss before this one
                 dt = step - prev_step
@@ -108,15 +107,17 @@ class ResumeDetector(Detector):
         self.observe_resumed(step, loss, from_step)
         return self._state(step)
 
+    @cython.locals(prev=cython.double, finite=cython.bint, jump=cython.double, big=cython.bint)
     def observe_resumed(self, step: int, loss: float, from_step: int) -> None:
-        prev: cython.double = self._last_loss
+        prev = self._last_loss
         self._last_step = step
-        finite: cython.bint = isfinite(loss)
-        jump: cython.double = loss - prev if (finite and prev == prev) else 0.0
-        big: cython.bint = jump > self._c_z * max(self._scale, 1e-12) and self._scale > 0
+        finite = isfinite(loss)
+        jump = loss - prev if (finite and prev == prev) else 0.0
+        big = jump > self._c_z * max(self._scale, 1e-12) and self._scale > 0
         if finite:
             self._last_loss = loss
-        self.active, self.severity, self._from, self.jump = True, "warning" if big else "info", from_step, jump
+        self.active, self.severity, self._from, self.jump = (
+            True, "warning" if big else "info", from_step, jump)
 
 
 register(ResumeDetector)

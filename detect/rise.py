@@ -40,6 +40,8 @@ NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 MIN_POINTS = 20   # the noise's half-life spans at least this many of the usual gaps
 LEVEL_POINTS = 8  # the level's, this many: its lowest value (the best) is not one low point
 
+_new = tuple.__new__     # a RiseState without the NamedTuple's Python-level __new__
+
 
 class RiseState(NamedTuple):
     step: int
@@ -76,7 +78,8 @@ class RiseDetector(Detector):
         self.clip, self.patience, self.warmup, self.level_z = clip, patience, warmup, level_z
         self.jump_k, self.jump_h, self.jump_clip = jump_k, jump_h, jump_clip
         self._c_threshold, self._c_halflife, self._c_noise_hl = threshold, halflife, noise_halflife
-        self._c_clip, self._c_patience, self._c_warmup, self._c_level_z = clip, patience, warmup, level_z
+        self._c_clip, self._c_patience, self._c_warmup, self._c_level_z = (
+            clip, patience, warmup, level_z)
         self._c_jump_k, self._c_jump_h, self._c_jump_clip = jump_k, jump_h, jump_clip
         self._c_noise = 0.5 ** (1.0 / noise_halflife)   # per-step EWMA weights (constants)
         self._c_level = 0.5 ** (1.0 / halflife)
@@ -103,30 +106,33 @@ class RiseDetector(Detector):
 
     def update(self, step: int, loss: float) -> RiseState:
         self.observe(step, loss)
-        return RiseState(step, self.active, self.score, self.level, self.best, self.S)
+        return _new(RiseState, (step, self.active, self.score, self.level, self.best, self.S))
 
+    @cython.locals(lvl=cython.double, dt=cython.longlong, usual=cython.double, d=cython.double,
+                   noise=cython.double, cn=cython.double, h=cython.double, hn=cython.double,
+                   g=cython.double, sd=cython.double, r=cython.double, c=cython.double,
+                   hl=cython.double, level=cython.double, a=cython.double, w=cython.double,
+                   best=cython.double, score=cython.double, jump=cython.double, S=cython.double)
     def observe(self, step: int, loss: float) -> None:
         if not isfinite(loss) or (self._last != NO_STEP and step <= self._last):
-            lvl: cython.double = self._level if self._level == self._level else 0.0
+            lvl = self._level if self._level == self._level else 0.0
             if self._last != NO_STEP and step < self._last:
                 self._best, self._since, self._last = float("inf"), NO_STEP, step
-            self.active, self.score, self.level, self.best, self.S = False, 0.0, lvl, self._best, 0.0
+            self.active, self.score, self.level, self.best, self.S = (
+                False, 0.0, lvl, self._best, 0.0)
             return
         if self._level != self._level:           # NaN: no point yet
             self._level, self._first, self._last, self._prev = loss, step, step, loss
-            self.active, self.score, self.level, self.best, self.S = False, 0.0, loss, self._best, 0.0
+            self.active, self.score, self.level, self.best, self.S = (
+                False, 0.0, loss, self._best, 0.0)
             return
-        dt: cython.longlong = step - self._last
+        dt = step - self._last
         self._last = step
-        usual: cython.double = self._dt
+        usual = self._dt
         self._dt += 0.05 * (dt - self._dt)
-        d: cython.double = abs(loss - self._prev)             # one-step change: trend-free noise
+        d = abs(loss - self._prev)             # one-step change: trend-free noise
         self._prev = loss
-        noise: cython.double = self._noise
-        cn: cython.double
-        h: cython.double
-        hn: cython.double
-        g: cython.double
+        noise = self._noise
         if noise > 0:
             cn = self._c_clip * noise
             if d > cn:
@@ -140,33 +146,33 @@ class RiseDetector(Detector):
                 h = 1.0
             g = self._c_noise if (dt == 1 and h == self._c_noise_hl) else gap_decay(dt, usual, h)
             noise = self._noise = g * noise + (1 - g) * d if noise > 0 else d
-        sd: cython.double = 0.8862 * noise          # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
-        r: cython.double = loss - self._level
-        c: cython.double = self._c_clip * sd
+        sd = 0.8862 * noise          # sigma from E|x_t - x_t-1| = 2 sigma / sqrt(pi)
+        r = loss - self._level
+        c = self._c_clip * sd
         if sd > 0 and r > c:                     # upward outliers (spikes) are clipped
             r = c
-        hl: cython.double = (self._c_halflife if self._c_halflife > LEVEL_POINTS * usual
+        hl = (self._c_halflife if self._c_halflife > LEVEL_POINTS * usual
                              else LEVEL_POINTS * usual)
         g = self._c_level if dt == 1 and hl == self._c_halflife else gap_decay(dt, usual, hl)
-        level: cython.double = self._level + (1 - g) * r
+        level = self._level + (1 - g) * r
         self._level = level
         if step - self._first < self._c_warmup or noise <= 0:
-            self.active, self.score, self.level, self.best, self.S = False, 0.0, level, self._best, 0.0
+            self.active, self.score, self.level, self.best, self.S = (
+                False, 0.0, level, self._best, 0.0)
             return
-        a: cython.double
         if self._dt != self._c_dt:               # EWMA weight per point, for the mean gap
             a = 1.0 - decay(self._dt, max(self._c_halflife, LEVEL_POINTS * self._dt))
             self._c_dt, self._c_w = self._dt, max(1.0, self._c_level_z * sqrt(a / (2 - a)))
-        w: cython.double = self._c_w
-        best: cython.double = self._best
+        w = self._c_w
+        best = self._best
         # a log that became denser (the level's noise factor fell by a third): a best set
         # while the level was noisier is biased low by that noise, so it starts again
         if level < best or w < 0.67 * self._best_w:
             best = self._best = level
             self._best_w = w
-        score: cython.double = (level - best) / (sd * w)
-        jump: cython.double = (loss - best) / sd
-        S: cython.double = self._S + (jump if jump < self._c_jump_clip else self._c_jump_clip) - self._c_jump_k
+        score = (level - best) / (sd * w)
+        jump = (loss - best) / sd
+        S = self._S + (jump if jump < self._c_jump_clip else self._c_jump_clip) - self._c_jump_k
         S = self._S = S if S > 0.0 else 0.0
         self._score = score
         if score > self._c_threshold:

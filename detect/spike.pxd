@@ -17,7 +17,6 @@ cdef class SpikeDetector(Detector):
     cdef readonly object severity
     cdef long long _since
 
-    cdef void _out(self, double z, bint active, object severity, long long since, double height)
     cpdef observe(self, long long step, double loss)
     cdef void _follow(self, long long step, double loss, double z)
     cdef void _learn(self, double loss, double dt, double usual, bint level)

@@ -41,6 +41,8 @@ from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
+_new = tuple.__new__     # a SpikeState without the NamedTuple's Python-level __new__
+
 
 class SpikeState(NamedTuple):
     step: int
@@ -74,7 +76,8 @@ class SpikeDetector(Detector):
         check(isinstance(min_points, int) and min_points >= 1, "min_points", min_points, "an int >= 1")
         self.min_points = min_points
         self.z, self.recover, self.recover_z = z, recover, recover_z
-        self.level_halflife, self.scale_halflife, self.warmup = level_halflife, scale_halflife, warmup
+        self.level_halflife, self.scale_halflife, self.warmup = (
+            level_halflife, scale_halflife, warmup)
         self._c_z, self._c_recover, self._c_recover_z = z, recover, recover_z   # typed copies
         self._c_level_hl, self._c_scale_hl = level_halflife, scale_halflife
         self._c_warmup, self._c_min_points = warmup, min_points
@@ -90,10 +93,8 @@ class SpikeDetector(Detector):
         self._sustained = False
         self._dt = 1.0           # EWMA of the gap between points (steps)
         self._n = 0              # points seen (the warm-up also needs 10)
-        self._out(0.0, False, None, NO_STEP, 0.0)
-
-    def _out(self, z: float, active: bool, severity, since: int, height: float) -> None:
-        self.last_z, self.active, self.severity, self._since, self.height = z, active, severity, since, height
+        self.last_z, self.active, self.severity, self._since, self.height = (
+            0.0, False, None, NO_STEP, 0.0)
 
     @property
     def spike_step(self) -> int | None:
@@ -101,22 +102,26 @@ class SpikeDetector(Detector):
 
     def update(self, step: int, loss: float) -> SpikeState:
         self.observe(step, loss)
-        return SpikeState(step, self.last_z, self.active, self.severity, self.spike_step, self.height)
+        return _new(SpikeState, (step, self.last_z, self.active, self.severity, self.spike_step,
+                                 self.height))
 
+    @cython.locals(dt=cython.longlong, usual=cython.double, sc=cython.double, z=cython.double)
     def observe(self, step: int, loss: float) -> None:
         if not isfinite(loss):
-            self._out(0.0, self._sustained, "warning" if self._sustained else None, NO_STEP, 0.0)
+            self.last_z, self.active, self.severity, self._since, self.height = (
+                0.0, self._sustained, "warning" if self._sustained else None, NO_STEP, 0.0)
             return
         if self._level != self._level:           # NaN: no point yet
             self._level, self._last, self._first = loss, step, step
-            self._out(0.0, False, None, NO_STEP, 0.0)
+            self.last_z, self.active, self.severity, self._since, self.height = (
+                0.0, False, None, NO_STEP, 0.0)
             return
-        dt: cython.longlong = max(step - self._last, 1)
+        dt = max(step - self._last, 1)
         self._last = step
-        usual: cython.double = self._dt
+        usual = self._dt
         self._dt += 0.05 * (dt - usual)
-        sc: cython.double = max(self._scale, 1e-12)
-        z: cython.double = (loss - self._level) / sc
+        sc = max(self._scale, 1e-12)
+        z = (loss - self._level) / sc
         if self._open != NO_STEP:
             self._follow(step, loss, z)
             return
@@ -124,42 +129,50 @@ class SpikeDetector(Detector):
         if (z >= self._c_z and step - self._first >= self._c_warmup and self._scale > 0
                 and self._n >= 10):
             self._open, self._height, self._later = step, loss - self._level, 0
-            self._out(z, False, None, step, self._height)
+            self.last_z, self.active, self.severity, self._since, self.height = (
+                z, False, None, step, self._height)
             return
         self._learn(loss, dt, usual, True)
-        self._out(z, False, None, NO_STEP, 0.0)
+        self.last_z, self.active, self.severity, self._since, self.height = (
+            z, False, None, NO_STEP, 0.0)
 
+    @cython.locals(since=cython.longlong, height=cython.double, sustained=cython.bint)
     def _follow(self, step: int, loss: float, z: float) -> None:
         self._later += 1
         self._learn(loss, 1.0, 1.0, False)   # the scale keeps learning, winsorized
-        since: cython.longlong = self._open
+        since = self._open
         if loss - self._level > self._height:
             self._height = loss - self._level
-        height: cython.double = self._height
+        height = self._height
         if z < self._c_recover_z:
-            sustained: cython.bint = self._sustained
+            sustained = self._sustained
             self._open, self._later, self._sustained = NO_STEP, 0, False
             self._learn(loss, 1.0, 1.0, True)
             if not sustained and step - since <= self._c_recover:
-                self._out(z, False, "info", since, height)
+                self.last_z, self.active, self.severity, self._since, self.height = (
+                    z, False, "info", since, height)
                 return
-            self._out(z, False, None, since, height)
+            self.last_z, self.active, self.severity, self._since, self.height = (
+                z, False, None, since, height)
             return
         if step - since >= self._c_recover and self._later >= 2:
             self._sustained = True
         if self._sustained:
-            self._out(z, True, "warning", since, height)
+            self.last_z, self.active, self.severity, self._since, self.height = (
+                z, True, "warning", since, height)
             return
-        self._out(z, False, None, since, height)
+        self.last_z, self.active, self.severity, self._since, self.height = (
+            z, False, None, since, height)
 
+    @cython.locals(d=cython.double, few=cython.double, g=cython.double, cap=cython.double)
     def _learn(self, loss: float, dt: float, usual: float, level: bool) -> None:
-        d: cython.double = abs(loss - self._level)
+        d = abs(loss - self._level)
         if self._scale == 0.0:
             self._scale = d
-        few: cython.double = self._c_min_points * self._dt   # a half-life spans at least min_points
-        g: cython.double = (self._c_scale if dt == 1 and few <= self._c_scale_hl
+        few = self._c_min_points * self._dt   # a half-life spans at least min_points
+        g = (self._c_scale if dt == 1 and few <= self._c_scale_hl
                             else gap_decay(dt, usual, max(self._c_scale_hl, few)))
-        cap: cython.double = 4 * self._scale + 1e-12
+        cap = 4 * self._scale + 1e-12
         self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
         if not level:
             return
