@@ -3,6 +3,10 @@
 The base install is the trainer side only (pyzmq, msgpack): a fresh venv with the built
 wheel (``--no-deps``) plus those two imports ``wtwin.emitters`` and streams a run to a
 real wtwind; the console scripts there name the extra to install instead of a traceback.
+
+The wheel carries the compiled detector core where the build had a C compiler; a build
+without one succeeds with the pure-Python core, and the pure core runs in a venv that has
+no Cython (docs/COMPILED.md).
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from helpers import REPO, Daemon, wait_for
 
 pytestmark = pytest.mark.slow
 
-COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__",
-                                     ".pytest_cache", ".hypothesis", "*.db*", "out", "tmp")
+COPY_IGNORE_NAMES = (".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+                     ".hypothesis", "*.db*", "out", "tmp",
+                     "*.so", "*.c", "_compiled.json")   # the in-place compiled build
+COPY_IGNORE = shutil.ignore_patterns(*COPY_IGNORE_NAMES)
 HEAVY = ("numpy", "scipy", "structlog", "aiohttp", "prometheus_client", "torch")
 
 EMIT = textwrap.dedent("""
@@ -108,6 +114,96 @@ class TestWheel:
             assert res.returncode == 2, (cmd, res.stdout, res.stderr)
             assert "Traceback" not in res.stderr
             assert "pip install 'wtwin[daemon]'" in res.stderr, res.stderr
+
+
+DETECT = textwrap.dedent("""
+    import importlib.util, json, random
+    import wtwin.detect as d
+    from wtwin.detect.replay import alerts
+    rng = random.Random(0)
+    events = [("loss", t, 2.6 + 9 * t ** -0.35 + rng.gauss(0, 0.05)
+               + (1e-3 * (t - 5000) if t > 5000 else 0.0), None) for t in range(1, 8001)]
+    print(json.dumps({"compiled": d.COMPILED, "build": d.BUILD,
+                      "cython": importlib.util.find_spec("cython") is not None,
+                      "alerts": [[a.kind, a.severity, a.status, a.step] for a in alerts(events)]}))
+""")
+# replay.py's doctest: the same run, the same alerts in either build
+ALERTS = [["drift", "info", "firing", 5113], ["drift", "warning", "firing", 5135],
+          ["divergence", "critical", "firing", 6377], ["drift", "warning", "resolved", 6477]]
+
+
+def _compiler() -> bool:
+    return any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+
+
+def _detect_venv(wheel: Path, venv: Path) -> Path:
+    """A fresh venv with the wheel and what `wtwin.detect` imports (msgpack, numpy): no Cython."""
+    assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    for args in ([*pip, "--no-deps", str(wheel)], [*pip, "msgpack", "numpy"]):
+        res = _run(args)
+        assert res.returncode == 0, res.stderr[-3000:]
+    return venv
+
+
+def _replay(venv: Path, **env) -> dict:
+    res = _run([str(venv / "bin" / "python"), "-c", DETECT], env={**os.environ, **env},
+               cwd=venv)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+class TestCompiledCore:
+    def test_wheel_holds_the_compiled_core(self, wheel):
+        """Built with a compiler: every module of `build.MODULES` is an extension in the
+        wheel, beside its .py, with the digest of the sources it was built from."""
+        import importlib.machinery
+        import zipfile
+
+        from wtwin.detect.build import MODULES, STAMP
+
+        if not _compiler():
+            pytest.skip("no C compiler here: the wheel is the pure build")
+        with zipfile.ZipFile(wheel) as z:
+            names = set(z.namelist())
+        suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+        for m in MODULES:
+            assert any(n.startswith(f"wtwin/detect/{m}.") and n.endswith(suffixes) for n in names), m
+            assert f"wtwin/detect/{m}.py" in names
+        assert f"wtwin/detect/{STAMP}" in names and "wtwin/detect/base.pxd" in names
+        assert not any(n.endswith(".c") for n in names)
+
+    def test_compiled_and_pure_wheel_builds_give_the_same_alerts_without_cython(
+            self, wheel, tmp_path_factory):
+        """In a venv without Cython the wheel runs compiled, and with WTWIN_PURE_PYTHON=1
+        the pure build runs on the shim: the same alerts."""
+        venv = _detect_venv(wheel, tmp_path_factory.mktemp("detect") / "v")
+        compiled, pure = _replay(venv), _replay(venv, WTWIN_PURE_PYTHON="1")
+        assert compiled["cython"] is False and pure["cython"] is False
+        assert compiled["compiled"] is _compiler(), compiled["build"]
+        assert pure["compiled"] is False and "WTWIN_PURE_PYTHON" in pure["build"]
+        assert compiled["alerts"] == pure["alerts"] == ALERTS
+
+    def test_without_a_compiler_the_install_is_the_pure_build(self, tmp_path_factory):
+        """``CC=false``: the compiled build fails, the wheel still builds, with no
+        extension in it, and installs as the pure build that says why."""
+        import zipfile
+
+        tmp = tmp_path_factory.mktemp("nocc")
+        src = tmp / "src"
+        shutil.copytree(REPO, src, ignore=COPY_IGNORE)
+        res = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                    str(tmp / "dist"), str(src)], env=dict(os.environ, CC="false"))
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        assert "installing the pure-Python build" in res.stdout + res.stderr
+        (whl,) = (tmp / "dist").glob("wtwin-*.whl")
+        with zipfile.ZipFile(whl) as z:
+            names = z.namelist()
+        assert "wtwin/detect/spike.py" in names
+        assert not any(n.startswith("wtwin/detect/") and n.endswith(".so") for n in names)
+        out = _replay(_detect_venv(whl, tmp / "v"))
+        assert out["compiled"] is False and "not compiled" in out["build"]
+        assert out["alerts"] == ALERTS
 
 
 def _received(d) -> float:
