@@ -77,7 +77,7 @@ def _build(preset: str, overrides: dict) -> dict:
     return dets
 
 
-def _plateau_msg(pl, fc) -> str:
+def _plateau_msg(pl, fc, slow_z) -> str:
     if pl.rule == "frozen":
         return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
                 "loss stopped updating (often a NaN the logger hides)")
@@ -86,7 +86,7 @@ def _plateau_msg(pl, fc) -> str:
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
     if pl.rule == "slowdown":
         return (f"loss stopped improving at {pl.level:.4g}: its decline per log-step fell below "
-                f"half its earlier pace ({pl.slow_z:.1f} standard errors)")
+                f"half its earlier pace ({slow_z:.1f} standard errors)")
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 
 
@@ -309,7 +309,8 @@ class RunMonitor:
             if plateau and pl.rule not in _NO_LEARNING and not self._big("plateau", effect):
                 sev = "info"
             if self._due("plateau", plateau, sev):
-                self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
+                self._push("plateau", plateau, sev, step, _plateau_msg(
+                    pl, fc, pl.z if self._pl_observe else pl.slow_z) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
         if drift or "drift" in emitted:
             effect = self._rise(fc.l_pred if fc_alert else None)
