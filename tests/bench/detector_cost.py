@@ -99,6 +99,8 @@ def main(argv=None) -> int:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           "median: wall time per call; mean: CPU time per update over the window")
+    import wtwin.detect
+    print(f"wtwin.detect: {wtwin.detect.BUILD} (docs/COMPILED.md)")
     print("| subject | window (steps) | median us/update | mean CPU us/update (refits amortized) | p99.9 wall us |")
     print("|---|---|---|---|---|")
     subjects = {f"{name} detector": (lambda name=name: _detector(name))

@@ -50,7 +50,9 @@ def main(argv=None) -> int:
     ap.add_argument("--base", default="e1706d8")
     ap.add_argument("--steps", type=int, default=1_100_000)
     a = ap.parse_args(argv)
+    import wtwin.detect
     from wtwin.detect import RunMonitor
+    print(f"wtwin.detect: {wtwin.detect.BUILD} (docs/COMPILED.md)")
     with tempfile.TemporaryDirectory() as tmp:
         Base = base_monitor(a.base, pathlib.Path(tmp))
         mons = {"now": RunMonitor("pretraining"), "base": Base("pretraining")}
