@@ -78,6 +78,8 @@ def _build(preset: str, overrides: dict) -> dict:
 
 
 def _plateau_msg(pl, fc, slow_z) -> str:
+    """The page of a plateau; ``slow_z`` is its slowdown statistic (the state's
+    ``slow_z``, the detector's ``z``: ``slow_z`` is its argument there)."""
     if pl.rule == "frozen":
         return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
                 "loss stopped updating (often a NaN the logger hides)")
@@ -144,8 +146,7 @@ class RunMonitor:
                    pl_active=cython.bint, judging=cython.bint)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
-        out: list = []
-        self._out = out
+        out = self._out = []    # this update's findings (`_push`)
         loss = float(loss)
         x = loss
         s = step
@@ -216,7 +217,7 @@ class RunMonitor:
                 rising, explained = False, True
         pl_active = pl.active
         judging = (fc_alert or dv.active or sp.active or rising
-                                or (pl_active and pl.rule not in _NO_LEARNING))
+                   or (pl_active and pl.rule not in _NO_LEARNING))
         self._ef.feed(step, loss, judging, l_pred, lr)
         self._arbitrate(step, loss, fc, pl, fc_alert, pl_active, rising, explained)
         if s >= self._next_at:
@@ -286,20 +287,21 @@ class RunMonitor:
             dv_sev = "info"     # a small run-away is at most a drift
         if (dv_active or "divergence" in emitted) and self._due("divergence", dv_active, dv_sev):
             self._push("divergence", dv_active, dv_sev, step,
-                 f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}" + self._size(up)
-                 if dv_active else "")
+                       f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}"
+                       + self._size(up) if dv_active else "")
         dv_page = dv_active and dv_sev == "critical"
         sev: str
         if sp.severity == "info":
             if self._due("spike", True, "info"):
                 self._push("spike", True, "info", step,
-                     f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
+                           f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
         elif sp_active or "spike" in emitted:
             sev = "warning" if not sp_active or self._big("spike", sp.height) else "info"
             if self._due("spike", sp_active and not dv_page, sev):
                 self._push("spike", sp_active and not dv_page, sev, step,
-                     f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, not "
-                     "recovered" + self._size(sp.height) if sp_active and not dv_page else "")
+                           f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, "
+                           "not recovered" + self._size(sp.height)
+                           if sp_active and not dv_page else "")
         stagnation = pl_active and pl.rule == "stagnation"
         drift = (fc_alert or rising) and not (stagnation or dv_page or sp_active)
         plateau = pl_active and not (pl.rule == "slowdown" and (drift or dv_page))
