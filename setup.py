@@ -29,6 +29,11 @@ class OptionalBuildExt(build_ext):
     """All the modules compile, or none is installed (a compiled module imports the C
     types of the others): any failure leaves the pure-Python build."""
 
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:       # the modules compile independently: one job per core
+            self.parallel = os.cpu_count() or 1
+
     def run(self) -> None:
         if os.environ.get("WTWIN_NO_COMPILE", "") not in ("", "0"):
             _say("WTWIN_NO_COMPILE is set: pure-Python build")
