@@ -5,9 +5,11 @@ from .base cimport Detector, gap_decay
 
 
 cdef class EffectDetector(Detector):
-    cdef readonly double gate, jump_gate, rho, halflife, clip
-    cdef readonly long long min_points, wobble_samples, start_points
-    cdef double _c_tau, _c_g
+    cdef readonly object gate, jump_gate, rho, halflife, min_points, wobble_samples
+    cdef readonly object start_points, clip              # constructor arguments, as given
+    cdef double _c_halflife, _c_clip, _c_rho             # the same, typed
+    cdef long long _c_min_points, _c_start_points
+    cdef double _c_tau, _c_g                             # cache: the per-step weight
     cdef public long long _n, _first, _last, _k, _kw
     cdef public double _dt, _noise, _prev, _level, _fast, _start, _best, _next
     cdef public double _pred_best, _lr_peak, _lr_low, _wob

@@ -95,6 +95,8 @@ class EffectDetector(Detector):
         self.gate, self.jump_gate, self.rho = gate, jump_gate, rho
         self.halflife, self.min_points = halflife, min_points
         self.wobble_samples, self.start_points, self.clip = wobble_samples, start_points, clip
+        self._c_halflife, self._c_min_points = halflife, min_points   # the same, typed
+        self._c_start_points, self._c_clip, self._c_rho = start_points, clip, rho
         self._c_tau, self._c_g = NAN, 1.0   # cache: the per-step weight at half-life _c_tau
         self._n = 0
         self._first = NO_STEP
@@ -161,12 +163,12 @@ class EffectDetector(Detector):
         else:                                      # a mean, then an EWMA
             noise += (1.0 / n if n < 50 else 0.02) * ((d if d < 4 * noise else 4 * noise) - noise)
         self._noise = noise
-        x, cap = loss, self._level + self.clip * noise
+        x, cap = loss, self._level + self._c_clip * noise
         if noise > 0.0 and x > cap:
             x = cap                                # one-batch outliers do not move the level
-        tau = self.min_points * self._dt
-        if tau < self.halflife:
-            tau = self.halflife
+        tau = self._c_min_points * self._dt
+        if tau < self._c_halflife:
+            tau = self._c_halflife
         if dt == 1 and tau == self._c_tau:
             g = self._c_g                          # the per-step weight, cached
         else:
@@ -176,7 +178,7 @@ class EffectDetector(Detector):
         level = self._level = g * self._level + (1 - g) * x
         gf = gap_decay(dt, usual, 0.2 * tau)
         self._fast = gf * self._fast + (1 - gf) * x
-        if n <= self.start_points:
+        if n <= self._c_start_points:
             if level > self._start:
                 self._start = level
         elif level < self._best:
@@ -238,7 +240,7 @@ class EffectDetector(Detector):
         until the wobble is measured."""
         wobble = self._wob / (0.3186 * 4.4721)
         noise = 0.8862 * self._noise
-        return max(self.rho * self._progress(), wobble if self._kw >= 2 else noise)
+        return max(self._c_rho * self._progress(), wobble if self._kw >= 2 else noise)
 
     @cython.locals(a=cython.double, sd=cython.double)
     def fast_rise(self) -> float:
@@ -246,7 +248,7 @@ class EffectDetector(Detector):
         standard deviations: an abrupt shift's size, before the slow level carries it."""
         if self._best == INF:
             return 0.0
-        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(self.halflife, self.min_points * self._dt)))
+        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(self._c_halflife, self._c_min_points * self._dt)))
         sd = 0.8862 * self._noise * sqrt(a / (2.0 - a))
         return self._fast - self._best - 2.0 * sd
 
