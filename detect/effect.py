@@ -56,9 +56,12 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
 if not cython.compiled:       # compiled: libc's, cimported in effect.pxd
     from math import sqrt
 
-from .base import NAN, NO_STEP, Detector, check, gap_decay, positive, register
+from . import base
+from .base import Detector, check, gap_decay, positive, register
 
-INF = math.inf
+INF = cython.declare(cython.double, math.inf)
+NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
+NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
 
 
 class EffectState(NamedTuple):

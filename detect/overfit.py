@@ -31,9 +31,12 @@ try:
 except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
     from . import _cython_shim as cython
 
-from .base import NAN, NO_STEP, Detector, check, decay, fraction, positive, register
+from . import base
+from .base import Detector, check, decay, fraction, positive, register
 
 INF = cython.declare(cython.double, math.inf)
+NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
+NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
 
 
 class OverfitState(NamedTuple):

@@ -67,11 +67,14 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
 if not cython.compiled:       # compiled: libc's, cimported in plateau.pxd
     from math import log, sqrt
 
-from .base import GAP, NAN, NO_STEP, Detector, check, decay, fraction, positive, register
+from . import base
+from .base import Detector, check, decay, fraction, positive, register
 
 _GRID = cython.declare(cython.double, 0.05)     # ln-step spacing of the slope ring
-_GAP = cython.declare(cython.double, GAP)
+_GAP = cython.declare(cython.double, base.GAP)
 INF = cython.declare(cython.double, math.inf)
+NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
+NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
 
 
 class PlateauState(NamedTuple):
