@@ -208,12 +208,17 @@ class EffectDetector(Detector):
         i = int(q)
         self._wob = srt[i] + (q - i) * (srt[min(i + 1, len(srt) - 1)] - srt[i])
 
+    @cython.locals(progress=cython.double, wobble=cython.double, noise=cython.double,
+                   unit=cython.double)
     def state(self, step: int) -> EffectState:
         """The current level, progress, wobble (sd) and unit, without updating."""
         if self._first == NO_STEP:
             return EffectState(step, 0.0, 0.0, 0.0, INF, INF)
-        return EffectState(step, self._level, self._progress(), self._wob / (0.3186 * 4.4721),
-                           self._unit(), 0.8862 * self._noise)
+        progress = max(self._start - self._best, 0.0) if self._best < INF else 0.0
+        wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
+        noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
+        unit = max(self._c_rho * progress, wobble if self._kw >= 2 else noise)
+        return EffectState(step, self._level, progress, wobble, unit, noise)
 
     @property
     def level(self) -> float:
@@ -236,14 +241,11 @@ class EffectDetector(Detector):
     def _progress(self) -> float:
         return max(self._start - self._best, 0.0) if self._best < INF else 0.0
 
-    @cython.locals(wobble=cython.double, noise=cython.double)
     def _unit(self) -> float:
-        """max(rho * progress, wobble): the wobble as an sd of the level (from the |3rd
-        difference|), one point's scatter (sd from E|x_t - x_t-1| = 2 sd / sqrt(pi))
-        until the wobble is measured."""
-        wobble = self._wob / (0.3186 * 4.4721)
-        noise = 0.8862 * self._noise
-        return max(self._c_rho * self._progress(), wobble if self._kw >= 2 else noise)
+        """``state().unit``: max(rho * progress, wobble), one point's scatter until the
+        wobble is measured (the sds as in `state`)."""
+        return max(self._c_rho * self._progress(),
+                   self._wob / (0.3186 * 4.4721) if self._kw >= 2 else 0.8862 * self._noise)
 
     @cython.locals(a=cython.double, sd=cython.double)
     def fast_rise(self) -> float:

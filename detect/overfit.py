@@ -97,6 +97,10 @@ class OverfitDetector(Detector):
 
     def update(self, step: int, val: float) -> OverfitState:
         self.observe(step, val)
+        return self.state()
+
+    def state(self) -> OverfitState:
+        """The last `observe` as a state (what `update` returns)."""
         return OverfitState(self.step, self.active, self.val, self.best_val,
                             None if self.train != self.train else self.train)
 

@@ -243,6 +243,11 @@ class PlateauDetector(Detector):
         return PlateauState(self.step, self.active, self.rule, self.progress, self.level, self.z,
                             self.shortfall, self.repeats, self.progress_z)
 
+    def state(self) -> PlateauState:
+        """The last `observe` as a state (what `update` returns): for a message, not per event."""
+        return PlateauState(self.step, self.active, self.rule, self.progress, self.level, self.z,
+                            self.shortfall, self.repeats, self.progress_z)
+
     @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
                    level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
                    progress=cython.double, sd=cython.double, pz=cython.double,
