@@ -5,10 +5,9 @@ from .base cimport Detector, gap_decay
 
 
 cdef class EffectDetector(Detector):
+    # constructor arguments, as given (repr, clone): read into typed locals where used
     cdef readonly object gate, jump_gate, rho, halflife, min_points, wobble_samples
-    cdef readonly object start_points, clip              # constructor arguments, as given
-    cdef double _c_halflife, _c_clip, _c_rho             # the same, typed
-    cdef long long _c_min_points, _c_start_points
+    cdef readonly object start_points, clip
     cdef double _c_tau, _c_g                             # cache: the per-step weight
     cdef public long long _n, _first, _last, _k, _kw
     cdef public double _dt, _noise, _prev, _level, _fast, _start, _best, _next

@@ -98,8 +98,6 @@ class EffectDetector(Detector):
         self.gate, self.jump_gate, self.rho = gate, jump_gate, rho
         self.halflife, self.min_points = halflife, min_points
         self.wobble_samples, self.start_points, self.clip = wobble_samples, start_points, clip
-        self._c_halflife, self._c_min_points = halflife, min_points   # the same, typed
-        self._c_start_points, self._c_clip, self._c_rho = start_points, clip, rho
         self._c_tau, self._c_g = NAN, 1.0   # cache: the per-step weight at half-life _c_tau
         self._n = 0
         self._first = NO_STEP
@@ -129,7 +127,9 @@ class EffectDetector(Detector):
     @cython.locals(last=cython.longlong, v=cython.double, dt=cython.longlong,
                    usual=cython.double, n=cython.longlong, d=cython.double,
                    noise=cython.double, x=cython.double, cap=cython.double, tau=cython.double,
-                   g=cython.double, gf=cython.double, level=cython.double)
+                   g=cython.double, gf=cython.double, level=cython.double, clip=cython.double,
+                   halflife=cython.double, min_points=cython.longlong,
+                   start_points=cython.longlong)
     def feed(self, step: int, loss: float, judging: bool = False,
              l_pred: float | None = None, lr: float | None = None) -> None:
         """`update` without building a state (the monitor's per-event path)."""
@@ -166,12 +166,14 @@ class EffectDetector(Detector):
         else:                                      # a mean, then an EWMA
             noise += (1.0 / n if n < 50 else 0.02) * ((d if d < 4 * noise else 4 * noise) - noise)
         self._noise = noise
-        x, cap = loss, self._level + self._c_clip * noise
+        clip, halflife = self.clip, self.halflife          # the arguments as C values
+        min_points, start_points = self.min_points, self.start_points
+        x, cap = loss, self._level + clip * noise
         if noise > 0.0 and x > cap:
             x = cap                                # one-batch outliers do not move the level
-        tau = self._c_min_points * self._dt
-        if tau < self._c_halflife:
-            tau = self._c_halflife
+        tau = min_points * self._dt
+        if tau < halflife:
+            tau = halflife
         if dt == 1 and tau == self._c_tau:
             g = self._c_g                          # the per-step weight, cached
         else:
@@ -181,7 +183,7 @@ class EffectDetector(Detector):
         level = self._level = g * self._level + (1 - g) * x
         gf = gap_decay(dt, usual, 0.2 * tau)
         self._fast = gf * self._fast + (1 - gf) * x
-        if n <= self._c_start_points:
+        if n <= start_points:
             if level > self._start:
                 self._start = level
         elif level < self._best:
@@ -209,7 +211,7 @@ class EffectDetector(Detector):
         self._wob = srt[i] + (q - i) * (srt[min(i + 1, len(srt) - 1)] - srt[i])
 
     @cython.locals(progress=cython.double, wobble=cython.double, noise=cython.double,
-                   unit=cython.double)
+                   unit=cython.double, rho=cython.double)
     def state(self, step: int) -> EffectState:
         """The current level, progress, wobble (sd) and unit, without updating."""
         if self._first == NO_STEP:
@@ -217,7 +219,8 @@ class EffectDetector(Detector):
         progress = max(self._start - self._best, 0.0) if self._best < INF else 0.0
         wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
         noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
-        unit = max(self._c_rho * progress, wobble if self._kw >= 2 else noise)
+        rho = self.rho
+        unit = max(rho * progress, wobble if self._kw >= 2 else noise)
         return EffectState(step, self._level, progress, wobble, unit, noise)
 
     @property
@@ -241,19 +244,23 @@ class EffectDetector(Detector):
     def _progress(self) -> float:
         return max(self._start - self._best, 0.0) if self._best < INF else 0.0
 
+    @cython.locals(rho=cython.double)
     def _unit(self) -> float:
         """``state().unit``: max(rho * progress, wobble), one point's scatter until the
         wobble is measured (the sds as in `state`)."""
-        return max(self._c_rho * self._progress(),
+        rho = self.rho
+        return max(rho * self._progress(),
                    self._wob / (0.3186 * 4.4721) if self._kw >= 2 else 0.8862 * self._noise)
 
-    @cython.locals(a=cython.double, sd=cython.double)
+    @cython.locals(a=cython.double, sd=cython.double, halflife=cython.double,
+                   min_points=cython.longlong)
     def fast_rise(self) -> float:
         """The fast level (a fifth of the half-life) above the best, less two of its own
         standard deviations: an abrupt shift's size, before the slow level carries it."""
         if self._best == INF:
             return 0.0
-        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(self._c_halflife, self._c_min_points * self._dt)))
+        halflife, min_points = self.halflife, self.min_points
+        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(halflife, min_points * self._dt)))
         sd = 0.8862 * self._noise * sqrt(a / (2.0 - a))
         return self._fast - self._best - 2.0 * sd
 
