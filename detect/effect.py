@@ -134,7 +134,7 @@ class EffectDetector(Detector):
              l_pred: float | None = None, lr: float | None = None) -> None:
         """`update` without building a state (the monitor's per-event path)."""
         last = self._last
-        if last != NO_STEP and step <= last or not -INF < loss < INF:
+        if step <= last or not -INF < loss < INF:    # (before the first point last is NO_STEP)
             return
         if lr is not None:
             v = lr

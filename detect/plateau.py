@@ -257,10 +257,10 @@ class PlateauDetector(Detector):
         """`update` without building a state: returns ``active``; the other fields are
         attributes (``z`` for ``slow_z``)."""
         self.step = step
-        self.z = self.shortfall = self.progress_z = 0.0
+        self.shortfall = self.progress_z = 0.0
         self.repeats = 0
         if not -INF < loss < INF:
-            self.active, self.rule, self.progress = False, None, 0.0
+            self.active, self.rule, self.progress, self.z = False, None, 0.0, 0.0
             self.level = self._level if self._level == self._level and self._level != 0.0 else 0.0
             return False
         self._n += 1
