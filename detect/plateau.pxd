@@ -1,7 +1,7 @@
 # The C side of plateau.py (docs/COMPILED.md).
 from libc.math cimport log, sqrt
 
-from .base cimport Detector, decay
+from .base cimport _GAP, Detector, decay
 
 
 cdef class PlateauDetector(Detector):

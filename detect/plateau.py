@@ -64,14 +64,15 @@ try:
 except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
     from . import _cython_shim as cython
 
-if not cython.compiled:       # compiled: libc's, cimported in plateau.pxd
+if not cython.compiled:       # compiled: libc's and base's C values, cimported in plateau.pxd
     from math import log, sqrt
+
+    from .base import _GAP
 
 from . import base
 from .base import Detector, check, decay, fraction, positive, register
 
 _GRID = cython.declare(cython.double, 0.05)     # ln-step spacing of the slope ring
-_GAP = cython.declare(cython.double, base.GAP)
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
