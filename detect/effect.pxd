@@ -1,5 +1,5 @@
 # The C side of effect.py (docs/COMPILED.md).
-from libc.math cimport sqrt
+from libc.math cimport isfinite, sqrt
 
 from .base cimport Detector, gap_decay
 

@@ -54,7 +54,7 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
     from . import _cython_shim as cython
 
 if not cython.compiled:       # compiled: libc's, cimported in effect.pxd
-    from math import sqrt
+    from math import isfinite, sqrt
 
 from . import base
 from .base import Detector, check, gap_decay, positive, register
@@ -134,7 +134,7 @@ class EffectDetector(Detector):
              l_pred: float | None = None, lr: float | None = None) -> None:
         """`update` without building a state (the monitor's per-event path)."""
         last = self._last
-        if step <= last or not -INF < loss < INF:    # (before the first point last is NO_STEP)
+        if step <= last or not isfinite(loss):    # (before the first point last is NO_STEP)
             return
         if lr is not None:
             v = lr

@@ -1,4 +1,6 @@
 # The C side of overfit.py (docs/COMPILED.md).
+from libc.math cimport isfinite
+
 from .base cimport Detector, decay
 
 

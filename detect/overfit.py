@@ -31,6 +31,9 @@ try:
 except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
     from . import _cython_shim as cython
 
+if not cython.compiled:       # compiled: libc's, cimported in overfit.pxd
+    from math import isfinite
+
 from . import base
 from .base import Detector, check, decay, fraction, positive, register
 
@@ -86,7 +89,7 @@ class OverfitDetector(Detector):
 
     @cython.locals(dt=cython.longlong, g=cython.double)
     def update_train(self, step: int, loss: float) -> None:
-        if not -INF < loss < INF:
+        if not isfinite(loss):
             return
         if self._tstep == NO_STEP:
             self._train, self._tstep, self._tfirst = loss, step, loss
@@ -109,7 +112,7 @@ class OverfitDetector(Detector):
     def observe(self, step: int, val: float) -> bool:
         """`update` without building a state: returns ``active``."""
         self.step, self.val = step, val
-        if not -INF < val < INF:
+        if not isfinite(val):
             self.active, self.best_val, self.train = False, self._best, self._train
             return False
         self._evals += 1

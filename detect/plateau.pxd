@@ -1,5 +1,5 @@
 # The C side of plateau.py (docs/COMPILED.md).
-from libc.math cimport log, sqrt
+from libc.math cimport isfinite, log, sqrt
 
 from .base cimport _GAP, Detector, decay
 

@@ -65,7 +65,7 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
     from . import _cython_shim as cython
 
 if not cython.compiled:       # compiled: libc's and base's C values, cimported in plateau.pxd
-    from math import log, sqrt
+    from math import isfinite, log, sqrt
 
     from .base import _GAP
 
@@ -260,7 +260,7 @@ class PlateauDetector(Detector):
         self.step = step
         self.shortfall = self.progress_z = 0.0
         self.repeats = 0
-        if not -INF < loss < INF:
+        if not isfinite(loss):
             self.active, self.rule, self.progress, self.z = False, None, 0.0, 0.0
             self.level = self._level if self._level == self._level and self._level != 0.0 else 0.0
             return False
