@@ -62,6 +62,7 @@ from .base import Detector, check, gap_decay, positive, register
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+_new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
 class EffectState(NamedTuple):
@@ -215,13 +216,13 @@ class EffectDetector(Detector):
     def state(self, step: int) -> EffectState:
         """The current level, progress, wobble (sd) and unit, without updating."""
         if self._first == NO_STEP:
-            return EffectState(step, 0.0, 0.0, 0.0, INF, INF)
+            return _new(EffectState, (step, 0.0, 0.0, 0.0, INF, INF))
         progress = max(self._start - self._best, 0.0) if self._best < INF else 0.0
         wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
         noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
         rho = self.rho
         unit = max(rho * progress, wobble if self._kw >= 2 else noise)
-        return EffectState(step, self._level, progress, wobble, unit, noise)
+        return _new(EffectState, (step, self._level, progress, wobble, unit, noise))
 
     @property
     def level(self) -> float:

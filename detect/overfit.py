@@ -40,6 +40,7 @@ from .base import Detector, check, decay, fraction, positive, register
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+_new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
 class OverfitState(NamedTuple):
@@ -104,8 +105,8 @@ class OverfitDetector(Detector):
 
     def state(self) -> OverfitState:
         """The last `observe` as a state (what `update` returns)."""
-        return OverfitState(self.step, self.active, self.val, self.best_val,
-                            None if self.train != self.train else self.train)
+        return _new(OverfitState, (self.step, self.active, self.val, self.best_val,
+                                   None if self.train != self.train else self.train))
 
     @cython.locals(d=cython.double, margin=cython.double, t0=cython.double, t=cython.double,
                    tf=cython.double, falling=cython.bint)

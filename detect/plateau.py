@@ -76,6 +76,7 @@ _GRID = cython.declare(cython.double, 0.05)     # ln-step spacing of the slope r
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+_new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
 class PlateauState(NamedTuple):
@@ -241,13 +242,13 @@ class PlateauDetector(Detector):
     def update(self, step: int, loss: float, l_pred: float | None = None,
                deviating: bool = False) -> PlateauState:
         self.observe(step, loss, l_pred, deviating)
-        return PlateauState(self.step, self.active, self.rule, self.progress, self.level, self.z,
-                            self.shortfall, self.repeats, self.progress_z)
+        return _new(PlateauState, (self.step, self.active, self.rule, self.progress, self.level,
+                                   self.z, self.shortfall, self.repeats, self.progress_z))
 
     def state(self) -> PlateauState:
         """The last `observe` as a state (what `update` returns): for a message, not per event."""
-        return PlateauState(self.step, self.active, self.rule, self.progress, self.level, self.z,
-                            self.shortfall, self.repeats, self.progress_z)
+        return _new(PlateauState, (self.step, self.active, self.rule, self.progress, self.level,
+                                   self.z, self.shortfall, self.repeats, self.progress_z))
 
     @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
                    level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
