@@ -48,7 +48,21 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+
+if not cython.compiled:       # compiled: libc's, cimported in effect.pxd
+    from math import isfinite, sqrt
+
+from . import base
 from .base import Detector, check, gap_decay, positive, register
+
+INF = cython.declare(cython.double, math.inf)
+NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
+NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+_new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
 class EffectState(NamedTuple):
@@ -60,9 +74,19 @@ class EffectState(NamedTuple):
     noise: float = 0.0   # one point's scatter (sd): a jump is judged in max(unit, noise)
 
 
-@register
+@cython.cclass
 class EffectDetector(Detector):
+    """Fields typed in effect.pxd. ``feed`` is the monitor's per-event path; ``level``,
+    ``best``, ``progress``, ``unit``, ``noise`` and ``score``, ``fast_rise``,
+    ``forecast_rise`` read what it needs without building a state."""
+
     name = "effect"
+    ARGS = ("gate", "jump_gate", "rho", "halflife", "min_points", "wobble_samples",
+            "start_points", "clip")
+    STATE = ("_n", "_first", "_last", "_dt", "_noise", "_prev", "_level", "_fast", "_start",
+             "_best", "_lags", "_next", "_k", "_kw", "_pred_best", "_lr_peak", "_lr_low",
+             "_devs", "_wob")
+    OPTIONAL = ("_first", "_last", "_prev")    # None until the first point
 
     def __init__(self, *, gate: float = 4.0, jump_gate: float = 4.0, rho: float = 0.0025,
                  halflife: float = 100.0,
@@ -75,24 +99,24 @@ class EffectDetector(Detector):
         self.gate, self.jump_gate, self.rho = gate, jump_gate, rho
         self.halflife, self.min_points = halflife, min_points
         self.wobble_samples, self.start_points, self.clip = wobble_samples, start_points, clip
-        self._c_tau, self._c_g = None, 1.0   # cache: the per-step weight at half-life _c_tau
+        self._c_tau, self._c_g = NAN, 1.0   # cache: the per-step weight at half-life _c_tau
         self._n = 0
-        self._first = None
-        self._last = None
+        self._first = NO_STEP
+        self._last = NO_STEP
         self._dt = 1.0            # EWMA of the gap between points (steps)
         self._noise = 0.0         # EWMA of |one-step change|: winsorizing scale
-        self._prev = None
+        self._prev = NAN
         self._level = 0.0         # EWMA of the loss
         self._fast = 0.0          # the same at a fifth of the half-life: abrupt shifts
-        self._start = -math.inf
-        self._best = math.inf
+        self._start = -INF
+        self._best = INF
         self._lags = [0.0, 0.0, 0.0]   # the level tau, 2 tau and 3 tau ago
         self._next = 0.0          # step of the next sample of the level
         self._k = 0               # samples taken
         self._kw = 0              # of them, in the wobble
-        self._pred_best = math.inf   # the lowest forecast seen (monitor: a rise the schedule explains)
-        self._lr_peak = 0.0          # the highest lr seen, and the lowest once it fell
-        self._lr_low = math.inf
+        self._pred_best = INF     # the lowest forecast seen (monitor: a rise the schedule explains)
+        self._lr_peak = 0.0       # the highest lr seen, and the lowest once it fell
+        self._lr_low = INF
         self._devs = []           # the last wobble_samples |third differences|
         self._wob = 0.0           # their lower quartile
 
@@ -101,20 +125,30 @@ class EffectDetector(Detector):
         self.feed(step, loss, judging, l_pred, lr)
         return self.state(step)
 
+    @cython.locals(last=cython.longlong, v=cython.double, dt=cython.longlong,
+                   usual=cython.double, n=cython.longlong, d=cython.double,
+                   noise=cython.double, x=cython.double, cap=cython.double, tau=cython.double,
+                   g=cython.double, gf=cython.double, level=cython.double, clip=cython.double,
+                   halflife=cython.double, min_points=cython.longlong,
+                   start_points=cython.longlong)
     def feed(self, step: int, loss: float, judging: bool = False,
              l_pred: float | None = None, lr: float | None = None) -> None:
         """`update` without building a state (the monitor's per-event path)."""
         last = self._last
-        if last is not None and step <= last or not -math.inf < loss < math.inf:
+        if step <= last or not isfinite(loss):    # (before the first point last is NO_STEP)
             return
-        if lr is not None and lr == lr:            # the lowest lr since the warm-up's peak
-            if lr >= self._lr_peak:
-                self._lr_peak = lr
-            elif lr < self._lr_low:
-                self._lr_low = lr
-        if l_pred is not None and l_pred < self._pred_best:
-            self._pred_best = l_pred
-        if last is None:
+        if lr is not None:
+            v = lr
+            if v == v:                             # the lowest lr since the warm-up's peak
+                if v >= self._lr_peak:
+                    self._lr_peak = v
+                elif v < self._lr_low:
+                    self._lr_low = v
+        if l_pred is not None:
+            v = l_pred
+            if v < self._pred_best:
+                self._pred_best = v
+        if last == NO_STEP:
             self._first, self._last, self._prev, self._n = step, step, loss, 1
             self._level = self._start = self._fast = loss
             return
@@ -133,12 +167,14 @@ class EffectDetector(Detector):
         else:                                      # a mean, then an EWMA
             noise += (1.0 / n if n < 50 else 0.02) * ((d if d < 4 * noise else 4 * noise) - noise)
         self._noise = noise
-        x, cap = loss, self._level + self.clip * noise
+        clip, halflife = self.clip, self.halflife          # the arguments as C values
+        min_points, start_points = self.min_points, self.start_points
+        x, cap = loss, self._level + clip * noise
         if noise > 0.0 and x > cap:
             x = cap                                # one-batch outliers do not move the level
-        tau = self.min_points * self._dt
-        if tau < self.halflife:
-            tau = self.halflife
+        tau = min_points * self._dt
+        if tau < halflife:
+            tau = halflife
         if dt == 1 and tau == self._c_tau:
             g = self._c_g                          # the per-step weight, cached
         else:
@@ -148,7 +184,7 @@ class EffectDetector(Detector):
         level = self._level = g * self._level + (1 - g) * x
         gf = gap_decay(dt, usual, 0.2 * tau)
         self._fast = gf * self._fast + (1 - gf) * x
-        if n <= self.start_points:
+        if n <= start_points:
             if level > self._start:
                 self._start = level
         elif level < self._best:
@@ -157,6 +193,8 @@ class EffectDetector(Detector):
             self._sample(level, judging)
             self._next = step + 2.0 * tau
 
+    @cython.locals(devs=list, srt=list, q=cython.double, i=cython.Py_ssize_t,
+                   l1=cython.double, l2=cython.double, l3=cython.double)
     def _sample(self, level: float, judging: bool) -> None:
         l1, l2, l3 = self._lags
         self._lags = [level, l1, l2]
@@ -173,15 +211,18 @@ class EffectDetector(Detector):
         i = int(q)
         self._wob = srt[i] + (q - i) * (srt[min(i + 1, len(srt) - 1)] - srt[i])
 
+    @cython.locals(progress=cython.double, wobble=cython.double, noise=cython.double,
+                   unit=cython.double, rho=cython.double)
     def state(self, step: int) -> EffectState:
         """The current level, progress, wobble (sd) and unit, without updating."""
-        if self._first is None:
-            return EffectState(step, 0.0, 0.0, 0.0, math.inf, math.inf)
-        progress = max(self._start - self._best, 0.0) if self._best < math.inf else 0.0
+        if self._first == NO_STEP:
+            return _new(EffectState, (step, 0.0, 0.0, 0.0, INF, INF))
+        progress = max(self._start - self._best, 0.0) if self._best < INF else 0.0
         wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
         noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
-        unit = max(self.rho * progress, wobble if self._kw >= 2 else noise)
-        return EffectState(step, self._level, progress, wobble, unit, noise)
+        rho = self.rho
+        unit = max(rho * progress, wobble if self._kw >= 2 else noise)
+        return _new(EffectState, (step, self._level, progress, wobble, unit, noise))
 
     @property
     def level(self) -> float:
@@ -191,34 +232,68 @@ class EffectDetector(Detector):
     def best(self) -> float:
         return self._best
 
+    @property
+    def progress(self) -> float:
+        """How far the run has come, ``start - best``: ``state().progress`` without a state."""
+        return self._progress() if self._first != NO_STEP else 0.0
+
+    @property
+    def unit(self) -> float:
+        """``state().unit`` without a state."""
+        return self._unit() if self._first != NO_STEP else INF
+
+    def _progress(self) -> float:
+        return max(self._start - self._best, 0.0) if self._best < INF else 0.0
+
+    @cython.locals(rho=cython.double)
+    def _unit(self) -> float:
+        """``state().unit``: max(rho * progress, wobble), one point's scatter until the
+        wobble is measured (the sds as in `state`)."""
+        rho = self.rho
+        return max(rho * self._progress(),
+                   self._wob / (0.3186 * 4.4721) if self._kw >= 2 else 0.8862 * self._noise)
+
+    @cython.locals(a=cython.double, sd=cython.double, halflife=cython.double,
+                   min_points=cython.longlong)
     def fast_rise(self) -> float:
         """The fast level (a fifth of the half-life) above the best, less two of its own
         standard deviations: an abrupt shift's size, before the slow level carries it."""
-        if self._best == math.inf:
+        if self._best == INF:
             return 0.0
-        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(self.halflife, self.min_points * self._dt)))
-        sd = 0.8862 * self._noise * math.sqrt(a / (2.0 - a))
+        halflife, min_points = self.halflife, self.min_points
+        a = 1.0 - 0.5 ** (self._dt / (0.2 * max(halflife, min_points * self._dt)))
+        sd = 0.8862 * self._noise * sqrt(a / (2.0 - a))
         return self._fast - self._best - 2.0 * sd
 
+    @cython.locals(x=cython.double)
     def forecast_rise(self, l_pred: float | None, lr: float | None) -> float:
         """How far the forecast now stands above its lowest value, while the lr is back
         above twice its lowest value since its peak (a warm restart); else 0: the part
         of a rise that the learning-rate schedule explains. A refit that absorbed a
         drift also raises the forecast; without an lr going back up, it explains nothing."""
-        if l_pred is None or self._pred_best == math.inf or lr is None:
+        if l_pred is None or self._pred_best == INF or lr is None:
             return 0.0
-        if not lr > 2.0 * self._lr_low:
+        x = lr
+        if not x > 2.0 * self._lr_low:
             return 0.0
-        return max(l_pred - self._pred_best, 0.0)
+        x = l_pred
+        return max(x - self._pred_best, 0.0)
 
+    @cython.locals(unit=cython.double)
     def score(self, effect: float, jump: bool = False) -> float:
         """``effect`` (loss units) in units of ``unit`` (``jump``: of max(unit, noise))."""
-        st = self.state(self._last or 0)
-        unit = max(st.unit, st.noise) if jump else st.unit
-        if unit == math.inf or self._n < 3:
+        if self._first == NO_STEP:
+            return 0.0                             # no unit yet
+        unit = self._unit()
+        if jump:
+            unit = max(unit, 0.8862 * self._noise)
+        if unit == INF or self._n < 3:
             return 0.0
-        return effect / unit if unit > 0 else (math.inf if effect > 0 else 0.0)
+        return effect / unit if unit > 0 else (INF if effect > 0 else 0.0)
 
     def pages(self, effect: float, jump: bool = False) -> bool:
         """May a deviation of ``effect`` loss units page (``jump``: one point's jump)?"""
         return self.score(effect, jump) > (self.jump_gate if jump else self.gate)
+
+
+register(EffectDetector)

@@ -59,9 +59,24 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .base import GAP, Detector, check, decay, fraction, positive, register
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
 
-_GRID = 0.05     # ln-step spacing of the slope ring
+if not cython.compiled:       # compiled: libc's and base's C values, cimported in plateau.pxd
+    from math import isfinite, log, sqrt
+
+    from .base import _GAP
+
+from . import base
+from .base import Detector, check, decay, fraction, positive, register
+
+_GRID = cython.declare(cython.double, 0.05)     # ln-step spacing of the slope ring
+INF = cython.declare(cython.double, math.inf)
+NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
+NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+_new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
 class PlateauState(NamedTuple):
@@ -76,9 +91,26 @@ class PlateauState(NamedTuple):
     progress_z: float = 0.0  # the progress in units of the level's point-to-point scatter
 
 
-@register
+@cython.cclass
 class PlateauDetector(Detector):
+    """Fields typed in plateau.pxd. `observe` is `update` without a state: the values of
+    its last call are attributes named like `PlateauState`'s fields, but for ``slow_z``
+    (the argument of that name is the threshold): the statistic is ``z``.
+
+    The state keeps its shape: the C fields behind ``_sums``, ``_armed``, ``_onset``,
+    ``_hole`` (lists, or None) and ``_last_n`` (-inf before the first point) are read and
+    written as such by properties; ``_slopes`` and ``_ring`` are lists, with a C copy of
+    the entries the per-update path reads."""
+
     name = "plateau"
+    ARGS = ("grace", "min_progress", "min_points", "window", "flat", "halflife",
+            "slow_halflife", "slow_ratio", "slow_span", "slow_keep", "slow_z", "accel_z",
+            "slow_warmup", "slow_points", "slow_effect", "clip", "slowdown", "frozen_points",
+            "min_progress_z")
+    STATE = ("_lnoise", "_same", "_prev", "_level", "_last_n", "_dprev", "_first", "_last",
+             "_ref", "_best", "_n", "_ring", "_dt", "_sums", "_u", "_t", "_noise", "_slopes",
+             "_armed", "_slow", "_onset", "_hole")
+    OPTIONAL = ("_prev", "_level", "_dprev", "_first", "_last", "_u")
 
     def __init__(self, *, grace: int = 3000, min_progress: float = 0.02, min_points: int = 4,
                  window: int = 1000, flat: float = 0.25, halflife: float = 50.0,
@@ -104,59 +136,156 @@ class PlateauDetector(Detector):
         self.slow_keep, self.slow_z, self.accel_z = slow_keep, slow_z, accel_z
         self.slow_warmup, self.slow_points, self.clip = slow_warmup, slow_points, clip
         self.slow_effect, self.slowdown, self.frozen_points = slow_effect, slowdown, frozen_points
+        # the float arguments, typed (the ints and the bool are typed as they are)
+        self._c_min_progress, self._c_min_progress_z = min_progress, min_progress_z
+        self._c_flat, self._c_halflife, self._c_slow_halflife = flat, halflife, slow_halflife
+        self._c_slow_keep, self._c_slow_z, self._c_accel_z = slow_keep, slow_z, accel_z
+        self._c_slow_points, self._c_slow_effect, self._c_clip = slow_points, slow_effect, clip
         self._lnoise = 0.0     # EWMA of |change of the level| between points
         self._same = 0         # points in a row equal to the one before, to the last digit
-        self._prev = None
+        self._prev = NAN
         self._c_lr = math.log(slow_ratio)
         self._c_level = 0.5 ** (1.0 / halflife)     # per-step EWMA weight (a constant)
-        self._level = None
-        self._last_n = -math.inf   # step of the last point in the level's noise
-        self._dprev = None         # the level's last change
-        self._first = None
-        self._last = None
-        self._ref = -math.inf
-        self._best = math.inf
+        self._level = NAN
+        self._v_last_n = NO_STEP   # step of the last point in the level's noise (-inf: none)
+        self._dprev = NAN          # the level's last change
+        self._first = NO_STEP
+        self._last = NO_STEP
+        self._ref = -INF
+        self._best = INF
         self._n = 0
         self._ring = []        # [step, level, l_pred] every window/8 steps, 9 at most
         self._dt = 1.0         # EWMA of the gap between points in the line (steps)
+        self.step, self.active, self.rule, self.progress, self.level = 0, False, None, 0.0, 0.0
+        self.z, self.shortfall, self.repeats, self.progress_z = 0.0, 0.0, 0, 0.0
         self._reset_slope()
 
     def _reset_slope(self) -> None:
-        self._sums = [0.0] * 8   # W, Wu, Wuu, Wy, Wuy (weights w), V, Vu, Vuu (weights w^2)
-        self._u = None           # ln(step + 1) the sums are centred on
+        # W, Wu, Wuu, Wy, Wuy (weights w), V, Vu, Vuu (weights w^2): `_sums`
+        self._sW = self._sWu = self._sWuu = self._sWy = self._sWuy = 0.0
+        self._sV = self._sVu = self._sVuu = 0.0
+        self._u = NAN            # ln(step + 1) the sums are centred on
         self._t = 0.0            # step + 1 of that point
         self._noise = 0.0        # EWMA of |residual| from the line
         self._slopes = []        # [ln step, slope, se] every _GRID, slow_span intervals back
-        self._armed = None       # [slope, se] of the reference, when armed
+        self._arm_b = self._arm_se = self._arm_r = NAN   # `_armed`: [slope, se, r] of the
+        #                          reference, when armed (NaN: not armed)
         self._slow = False
-        self._onset = None       # [ln step, level, reference slope] where a slowdown began
-        self._hole = None        # [ln step before, ln step after] a gap: slopes straddling
-        #                          it are not kept, nor is a reference taken from inside it
+        self._on_u = self._on_level = self._on_slope = self._on_r = NAN  # `_onset`: [ln step,
+        #                          level, reference slope, r] where a slowdown began
+        self._hole_lo = self._hole_hi = NAN  # `_hole`: [ln step before, ln step after] a gap:
+        #                          slopes straddling it are not kept, nor is a reference
+        #                          taken from inside it
+
+    # the state's shape in snapshots: lists, or None
+    @property
+    def _sums(self) -> list:
+        return [self._sW, self._sWu, self._sWuu, self._sWy, self._sWuy, self._sV, self._sVu,
+                self._sVuu]
+
+    @_sums.setter
+    def _sums(self, v: list) -> None:
+        self._sW, self._sWu, self._sWuu, self._sWy, self._sWuy, self._sV, self._sVu, \
+            self._sVuu = v
+
+    @property
+    def _armed(self) -> list | None:
+        return None if self._arm_b != self._arm_b else [self._arm_b, self._arm_se, self._arm_r]
+
+    @_armed.setter
+    def _armed(self, v: list | None) -> None:
+        self._arm_b, self._arm_se, self._arm_r = (NAN, NAN, NAN) if v is None else v
+
+    @property
+    def _onset(self) -> list | None:
+        return None if self._on_u != self._on_u else [self._on_u, self._on_level,
+                                                      self._on_slope, self._on_r]
+
+    @_onset.setter
+    def _onset(self, v: list | None) -> None:
+        self._on_u, self._on_level, self._on_slope, self._on_r = (NAN,) * 4 if v is None else v
+
+    @property
+    def _hole(self) -> list | None:
+        return None if self._hole_lo != self._hole_lo else [self._hole_lo, self._hole_hi]
+
+    @_hole.setter
+    def _hole(self, v: list | None) -> None:
+        self._hole_lo, self._hole_hi = (NAN, NAN) if v is None else v
+
+    @property
+    def _last_n(self):
+        return -INF if self._v_last_n == NO_STEP else self._v_last_n
+
+    @_last_n.setter
+    def _last_n(self, v) -> None:
+        self._v_last_n = NO_STEP if v == -INF else v
+
+    @property
+    def _slopes(self) -> list:
+        return self._v_slopes
+
+    @_slopes.setter
+    def _slopes(self, v: list) -> None:
+        self._v_slopes = v
+        self._slope_u = v[-1][0] if v else NAN
+
+    @property
+    def _ring(self) -> list:
+        return self._v_ring
+
+    @_ring.setter
+    def _ring(self, v: list) -> None:
+        self._v_ring = v
+        self._ring_cache()
 
     def update(self, step: int, loss: float, l_pred: float | None = None,
                deviating: bool = False) -> PlateauState:
-        if not math.isfinite(loss):
-            return PlateauState(step, False, None, 0.0, self._level or 0.0)
+        self.observe(step, loss, l_pred, deviating)
+        return _new(PlateauState, (self.step, self.active, self.rule, self.progress, self.level,
+                                   self.z, self.shortfall, self.repeats, self.progress_z))
+
+    def state(self) -> PlateauState:
+        """The last `observe` as a state (what `update` returns): for a message, not per event."""
+        return _new(PlateauState, (self.step, self.active, self.rule, self.progress, self.level,
+                                   self.z, self.shortfall, self.repeats, self.progress_z))
+
+    @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
+                   level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
+                   progress=cython.double, sd=cython.double, pz=cython.double,
+                   short=cython.double, slow=cython.bint)
+    def observe(self, step: int, loss: float, l_pred: float | None = None,
+                deviating: bool = False) -> bool:
+        """`update` without building a state: returns ``active``; the other fields are
+        attributes (``z`` for ``slow_z``)."""
+        self.step = step
+        self.shortfall = self.progress_z = 0.0
+        self.repeats = 0
+        if not isfinite(loss):
+            self.active, self.rule, self.progress, self.z = False, None, 0.0, 0.0
+            self.level = self._level if self._level == self._level and self._level != 0.0 else 0.0
+            return False
         self._n += 1
-        if self._level is None:
+        if self._first == NO_STEP:
             self._level, self._first, self._last = loss, step, step
         if step < self._last:
             self._reset_slope()
         if step > self._last:
             self._same = self._same + 1 if loss == self._prev else 0
             self._prev = loss
-        z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -math.inf
+        z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -INF
+        self.z = z
         dt = step - self._last
-        g = self._c_level if dt == 1 else decay(dt, self.halflife)
+        g = self._c_level if dt == 1 else decay(dt, self._c_halflife)
         self._last = step
         prev = self._level
         level = self._level = g * self._level + (1 - g) * loss
-        if step > self._last_n:       # second differences: a trend is not scatter
-            if self._dprev is not None:
+        if step > self._v_last_n:       # second differences: a trend is not scatter
+            if self._dprev == self._dprev:
                 a = 1.0 / self._n if self._n < 20 else 0.05
                 self._lnoise += a * (abs((level - prev) - self._dprev) * 0.7071 - self._lnoise)
             self._dprev = level - prev
-            self._last_n = step
+            self._v_last_n = step
         age = step - self._first
         if age <= 0.1 * self.grace and level > self._ref:
             self._ref = level
@@ -164,39 +293,54 @@ class PlateauDetector(Detector):
             self._best = level
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
+        self.progress = progress
         if self._same + 1 >= self.frozen_points:
-            return PlateauState(step, True, "frozen", progress, loss, z, repeats=self._same + 1)
-        if age >= self.grace and self._n >= self.min_points and progress < self.min_progress:
+            self.active, self.rule, self.level, self.repeats = True, "frozen", loss, self._same + 1
+            return True
+        self.level = level
+        if age >= self.grace and self._n >= self.min_points and progress < self._c_min_progress:
             sd = 0.8862 * self._lnoise        # no scatter at all: the fraction decides
             pz = (ref - self._best) / sd if sd > 0.0 else 0.0
-            if pz < self.min_progress_z:
-                return PlateauState(step, True, "no_learning", progress, level, z, progress_z=pz)
-        short = self._shortfall(step, level) if self._onset is not None else 0.0
-        slow = z > self.slow_z or (self._slow and (z > 0.0 or short > 0.0))
-        if slow and not self._slow and self._armed is not None:
-            self._onset = [math.log(step + 1.0), level, self._armed[0], self._armed[2]]
+            if pz < self._c_min_progress_z:
+                self.active, self.rule, self.progress_z = True, "no_learning", pz
+                return True
+        short = self._shortfall(step, level) if self._on_u == self._on_u else 0.0
+        slow = z > self._c_slow_z or (self._slow and (z > 0.0 or short > 0.0))
+        if slow and not self._slow and self._arm_b == self._arm_b:
+            self._on_u, self._on_level = log(step + 1.0), level
+            self._on_slope, self._on_r = self._arm_b, self._arm_r
         self._slow = slow
-        if not slow and self._onset is not None:
-            self._onset = None
+        if not slow and self._on_u == self._on_u:
+            self._on_u = self._on_level = self._on_slope = self._on_r = NAN
         if self._slow:
-            return PlateauState(step, True, "slowdown", progress, level, z, short)
+            self.active, self.rule, self.shortfall = True, "slowdown", short
+            return True
         if self._stagnant(step, l_pred) and deviating:
-            return PlateauState(step, True, "stagnation", progress, level, z)
-        return PlateauState(step, False, None, progress, level, z)
+            self.active, self.rule = True, "stagnation"
+            return True
+        self.active, self.rule = False, None
+        return False
 
+    @cython.locals(t=cython.double, u=cython.double, W=cython.double, Wu=cython.double,
+                   Wuu=cython.double, Wy=cython.double, Wuy=cython.double, V=cython.double,
+                   Vu=cython.double, Vuu=cython.double, g=cython.double, gap=cython.double,
+                   d=cython.double, g2=cython.double, sxx=cython.double, fit=cython.double,
+                   s=cython.double, r=cython.double, b=cython.double, mu=cython.double,
+                   se=cython.double, k=cython.double, ref_b=cython.double, ref_se=cython.double)
     def _slowdown(self, step: int, loss: float) -> float:
         t = step + 1.0
-        u = math.log(t)
-        W, Wu, Wuu, Wy, Wuy, V, Vu, Vuu = self._sums
+        u = log(t)
+        W, Wu, Wuu, Wy, Wuy = self._sW, self._sWu, self._sWuu, self._sWy, self._sWuy
+        V, Vu, Vuu = self._sV, self._sVu, self._sVuu
         g = 1.0
-        if self._u is not None:   # re-centre on u (older points get u' = u_old - u), then decay
+        if self._u == self._u:    # re-centre on u (older points get u' = u_old - u), then decay
             gap = t - self._t
-            if gap > GAP * self._dt:   # a pause or a resume's rewind: the slopes straddle it
+            if gap > _GAP * self._dt:   # a pause or a resume's rewind: the slopes straddle it
                 # until the points before it weigh a quarter (two half-lives of the weights)
-                self._hole = [self._u, math.log(t * (1.0 + 2.0 * self.slow_halflife))]
+                self._hole_lo, self._hole_hi = self._u, log(t * (1.0 + 2.0 * self._c_slow_halflife))
             self._dt += 0.05 * (gap - self._dt)
             d = u - self._u
-            g = 0.5 ** ((t - self._t) / (self.slow_halflife * t))
+            g = 0.5 ** ((t - self._t) / (self._c_slow_halflife * t))
             g2 = g * g
             Wuu, Wu, Wuy = (Wuu - 2 * d * Wu + d * d * W) * g, (Wu - d * W) * g, (Wuy - d * Wy) * g
             W, Wy = W * g, Wy * g
@@ -207,85 +351,106 @@ class PlateauDetector(Detector):
             fit = (Wy - (Wuy - Wu * Wy / W) / sxx * Wu) / W
             s = 1.2533 * self._noise
             r = loss - fit
-            if s > 0.0 and r > self.clip * s:
-                r = self.clip * s
+            if s > 0.0 and r > self._c_clip * s:
+                r = self._c_clip * s
                 loss = fit + r
             self._noise = g * self._noise + (1 - g) * abs(r) if self._noise > 0 else abs(r)
-        self._sums = [W + 1.0, Wu, Wuu, Wy + loss, Wuy, V + 1.0, Vu, Vuu]
         W, Wy = W + 1.0, Wy + loss
         V += 1.0
-        hole = self._hole
-        if step < self.slow_warmup or W < self.slow_points or self._noise <= 0.0 or (
-                hole is not None and u < hole[1]):
-            return -math.inf
+        self._sW, self._sWu, self._sWuu, self._sWy, self._sWuy = W, Wu, Wuu, Wy, Wuy
+        self._sV, self._sVu, self._sVuu = V, Vu, Vuu
+        if step < self.slow_warmup or W < self._c_slow_points or self._noise <= 0.0 or (
+                self._hole_lo == self._hole_lo and u < self._hole_hi):
+            return -INF
         sxx = Wuu - Wu * Wu / W
         if sxx <= 0.0:
-            return -math.inf
+            return -INF
         b = (Wuy - Wu * Wy / W) / sxx
         mu = Wu / W
         s = 1.2533 * self._noise
-        se = s * math.sqrt(max(Vuu - 2 * mu * Vu + mu * mu * V, 0.0)) / sxx
-        ring = self._slopes
-        if not ring or u - ring[-1][0] >= _GRID:
-            ring.append([u, b, se])
+        se = s * sqrt(max(Vuu - 2 * mu * Vu + mu * mu * V, 0.0)) / sxx
+        if self._slope_u != self._slope_u or u - self._slope_u >= _GRID:
+            self._v_slopes.append([u, b, se])
+            self._slope_u = u
             self._arm(u)
-        ref = self._armed
-        k = self.slow_keep
-        if ref is None or -(ref[0] + self.accel_z * ref[1]) * self._c_lr < self.slow_effect * s:
-            return -math.inf      # no reference, or the decline it withholds is not surely material
-        return (b - k * ref[0]) / math.sqrt(se * se + k * k * ref[1] * ref[1])
+        k = self._c_slow_keep
+        ref_b, ref_se = self._arm_b, self._arm_se
+        if ref_b != ref_b or -(ref_b + self._c_accel_z * ref_se) * self._c_lr < self._c_slow_effect * s:
+            return -INF           # no reference, or the decline it withholds is not surely material
+        return (b - k * ref_b) / sqrt(se * se + k * k * ref_se * ref_se)
 
+    @cython.locals(u0=cython.double, level0=cython.double, slope=cython.double,
+                   r=cython.double, x=cython.double, lr=cython.double, pace=cython.double)
     def _shortfall(self, step: int, level: float) -> float:
         """Loss units the level stands above where the reference pace would have taken it
         from the slowdown's onset, decelerating as it did before (by ``r`` per interval,
         measured between the reference and the slope one interval before it): the size
         of a stagnation. A curve that was already flattening fast withholds little."""
-        if self._onset is None:
+        if self._on_u != self._on_u:
             return 0.0
-        u0, level0, slope, r = self._onset
+        u0, level0, slope, r = self._on_u, self._on_level, self._on_slope, self._on_r
         slope *= r                # the reference is one interval back: its pace at the onset
-        x = math.log(step + 1.0) - u0
+        x = log(step + 1.0) - u0
         lr = self._c_lr
-        pace = x if r >= 0.999 else (lr / math.log(max(r, 1e-6))) * (r ** (x / lr) - 1.0)
+        pace = x if r >= 0.999 else (lr / log(max(r, 1e-6))) * (r ** (x / lr) - 1.0)
         return level - (level0 + slope * pace)
 
+    @cython.locals(lr=cython.double, span=cython.double, ring=list, e=list, flat=list,
+                   back2=list, armed=cython.bint, r=cython.double)
     def _arm(self, u: float) -> None:
         """Reference slope ``slow_ratio`` x back, if no steepening in the span before it."""
         lr = self._c_lr
-        ring, span = self._slopes, lr * self.slow_span
+        ring, span = self._v_slopes, lr * self.slow_span
         while len(ring) > 2 and u - ring[1][0] >= span:
             ring.pop(0)
-        self._armed = None
+        self._arm_b = self._arm_se = self._arm_r = NAN
         if u - ring[0][0] < 0.98 * span:
             return
-        hole = self._hole
-        if hole is not None and hole[0] < u - lr < hole[1]:
+        if self._hole_lo < u - lr < self._hole_hi:
             return                # the reference would be a slope from before a gap
         flat = None               # the least steep slope so far, oldest first
         back2 = None              # the slope about two intervals back
+        armed = False
         for e in ring:
             if u - e[0] < lr:
                 break
-            if flat is not None and (flat[1] - e[1]) > self.accel_z * math.hypot(flat[2], e[2]):
-                self._armed = None
+            if flat is not None and (flat[1] - e[1]) > self._c_accel_z * math.hypot(flat[2], e[2]):
+                self._arm_b = self._arm_se = NAN
                 return            # the slope steepened: not a decelerating regime
             if flat is None or e[1] > flat[1]:
                 flat = e
             if back2 is None and u - e[0] < 2.05 * lr:
                 back2 = e
-            self._armed = [e[1], e[2]]
-        if self._armed is not None:   # its deceleration per interval, from two back
-            r = self._armed[0] / back2[1] if back2 is not None and back2[1] < 0.0 else 1.0
-            self._armed.append(min(max(r, 0.0), 1.0))
+            self._arm_b, self._arm_se, armed = e[1], e[2], True
+        if armed:                 # its deceleration per interval, from two back
+            r = self._arm_b / back2[1] if back2 is not None and back2[1] < 0.0 else 1.0
+            self._arm_r = min(max(r, 0.0), 1.0)
 
+    @cython.locals(ring=list, lp=cython.double, drop_pred=cython.double)
     def _stagnant(self, step: int, l_pred: float | None) -> bool:
-        ring = self._ring
-        if not ring or step - ring[-1][0] >= self.window / 8:
+        ring = self._v_ring
+        if self._ring_last == NO_STEP or step - self._ring_last >= self.window / 8:
             ring.append([step, self._level, l_pred])
             if len(ring) > 9:
                 ring.pop(0)
-        old = ring[0]
-        if l_pred is None or old[2] is None or step - old[0] < 0.75 * self.window:
+            self._ring_cache()
+        if l_pred is None or self._ring0_nopred or step - self._ring0_step < 0.75 * self.window:
             return False
-        drop_pred = old[2] - l_pred
-        return drop_pred > 0 and abs(old[1] - self._level) < self.flat * drop_pred
+        lp = l_pred
+        drop_pred = self._ring0_pred - lp
+        return drop_pred > 0 and abs(self._ring0_level - self._level) < self._c_flat * drop_pred
+
+    def _ring_cache(self) -> None:
+        """The C copy of what `_stagnant` reads of the ring: its last step and its oldest entry."""
+        ring = self._v_ring
+        if not ring:
+            self._ring_last = NO_STEP
+            return
+        old = ring[0]
+        self._ring_last = ring[-1][0]
+        self._ring0_step, self._ring0_level = old[0], old[1]
+        self._ring0_nopred = old[2] is None
+        self._ring0_pred = NAN if old[2] is None else old[2]
+
+
+register(PlateauDetector)

@@ -24,21 +24,25 @@ from typing import Any
 
 import msgpack
 
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+
 KEEP = 6          # points kept
 RATIO = 1 / 6     # spacing: this fraction of the step ...
 MIN_GAP = 200     # ... and at least this many steps
 
 
+@cython.cclass
 class RewindPoints:
     """The ``KEEP`` newest detector snapshots, oldest first. ``next_at`` is the step at or
-    after which the caller should `take` the next one (a plain attribute: one comparison
-    per update on the hot path)."""
-
-    __slots__ = ("_points", "next_at")
+    after which the caller should `take` the next one (a C double in the compiled build,
+    rewind.pxd: one comparison per update on the hot path)."""
 
     def __init__(self) -> None:
-        self._points: list[tuple[int, bytes]] = []
-        self.next_at: float = MIN_GAP
+        self._points = []     # [(step, msgpack of the snapshots)]
+        self.next_at = MIN_GAP
 
     def __len__(self) -> int:
         return len(self._points)

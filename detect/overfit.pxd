@@ -1,0 +1,20 @@
+# The C side of overfit.py (docs/COMPILED.md).
+from libc.math cimport isfinite
+
+from .base cimport Detector, decay
+
+
+cdef class OverfitDetector(Detector):
+    cdef readonly object rise, train_drop, patience, min_evals, halflife, noise_z   # as given
+    cdef double _c_halflife, _c_train
+    # learned state (STATE)
+    cdef public double _vfirst, _vnoise, _tfirst, _train, _best, _train_at_best
+    cdef public long long _tstep, _evals, _above
+    cdef public list _vprev
+    # the last observe() (OverfitState's fields; ``train`` NaN for None)
+    cdef readonly long long step
+    cdef readonly bint active
+    cdef readonly double val, best_val, train
+
+    cpdef void update_train(self, long long step, double loss) except *
+    cpdef bint observe(self, long long step, double val) except -1
