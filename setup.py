@@ -57,6 +57,15 @@ class OptionalBuildExt(build_ext):
         BUILD["write_stamp"](os.path.dirname(self.get_ext_fullpath(self.extensions[0].name)))
         _say(f"compiled build: {len(self.extensions)} modules of wtwin.detect")
 
+    def build_extensions(self) -> None:
+        # No fused multiply-adds: gcc and clang contract a*b+c into one FMA by default where
+        # the target has one (arm64: Linux aarch64 and macOS wheels), which rounds once
+        # instead of twice and breaks the compiled build's bit-identity with Python.
+        if self.compiler.compiler_type == "unix":
+            for ext in self.extensions:
+                ext.extra_compile_args = [*ext.extra_compile_args, "-ffp-contract=off"]
+        super().build_extensions()
+
     def _include_dir(self) -> str:
         """Cython finds the ``.pxd`` of ``wtwin.detect.X`` (the modules' relative cimports)
         under ``<dir>/wtwin/detect/``: here that is a link to this checkout."""
