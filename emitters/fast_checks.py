@@ -36,7 +36,7 @@ def plain_loss(ev: dict) -> bool:
         return True
     lr, gn, tokens, ts = get("lr", 0.0), get("grad_norm", 0.0), get("tokens", 0.0), get("ts", 0.0)
     em, auth, rank = get("emitter", ""), get("auth", ""), get("rank", 0)
-    return (((t := type(lr)) is float or t is int) and ((t := type(gn)) is float or t is int)
+    return (((t := type(lr)) is float or t is int) and not lr < 0 and ((t := type(gn)) is float or t is int)
             and ((t := type(tokens)) is float or t is int) and ((t := type(ts)) is float or t is int)
             and type(em) is str and len(em) <= MAX_EMITTER_LEN
             and type(auth) is str and len(auth) <= MAX_AUTH_LEN
@@ -74,6 +74,9 @@ def loss_columns(inner: list) -> dict[str, tuple] | None:
         col = columns.get(name)
         if col is not None and not set(map(type, col)) <= _NUMBERS:
             return None
+    lr = columns.get("lr")
+    if lr is not None and any(map((0.0).__gt__, lr)):   # a negative lr: judged (refused) alone
+        return None
     for name, shortest, longest in _STR_BOUNDS:
         col = columns.get(name)
         if col is not None:

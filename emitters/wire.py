@@ -285,6 +285,9 @@ def _non_negative(ev: dict, *names: str) -> None:
 
 def _check_loss(ev: dict) -> None:
     _non_negative(ev, "step", "rank")
+    lr = ev.get("lr")
+    if lr is not None and lr < 0:   # a schedule's law takes its log: NaN passes (unknown)
+        raise WireError("bad_value", f"loss.lr must be >= 0, got {lr!r}")
 
 
 def _check_eval(ev: dict) -> None:

@@ -19,6 +19,18 @@ class TestDecode:
         events, rejects = wire.decode(wire.encode(ev(lr=1e-3, grad_norm=0.5)))
         assert rejects == [] and events[0]["lr"] == 1e-3
 
+    def test_negative_lr_is_refused(self):
+        """A negative learning rate is no schedule (the laws take its log): refused, plainly;
+        one frame of several events refuses only that event, on the batch path too."""
+        events, rejects = wire.decode(wire.encode(ev(lr=-1e-3)))
+        assert events == [] and rejects == ["bad_value"]
+        batch = msgpack.packb({"v": 1, "type": "batch", "events": [
+            ev(seq=i, step=i, lr=(-1e-3 if i == 2 else 1e-3)) for i in range(1, 5)]})
+        events, rejects = wire.decode(batch)
+        assert [e["seq"] for e in events] == [1, 3, 4] and rejects == ["bad_value"]
+        events, rejects = wire.decode(wire.encode(ev(lr=math.nan)))   # unknown: passes
+        assert rejects == [] and math.isnan(events[0]["lr"])
+
     def test_nonfinite_loss_is_not_malformed(self):
         events, rejects = wire.decode(wire.encode(ev(loss=math.nan)))
         assert rejects == [] and math.isnan(events[0]["loss"])
