@@ -148,6 +148,8 @@ class RunMonitor:
                     grad_norm: float | None = None) -> MonitorState:
         out = self._out = []    # this update's findings (`_push`)
         loss = float(loss)
+        if lr is not None and lr < 0:
+            lr = None       # no schedule has one (the laws take its log): read as unknown
         x = loss
         s = step
         last = self._rj._last_step

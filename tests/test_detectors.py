@@ -259,6 +259,17 @@ class TestGaps:
 
 
 class TestMonitor:
+    @pytest.mark.parametrize("law", ["power", "schedule", "mpl", "auto"])
+    def test_a_negative_lr_is_read_as_unknown(self, law):
+        """A negative lr (no schedule has one; the laws take its log) is read as no lr: it
+        used to raise at the forecast's next refit, and on every update after it."""
+        a, b = RunMonitor(law=law), RunMonitor(law=law)
+        for t in range(1, 4000):
+            lr = 1e-3 * (1 - t / 8000)
+            loss = 3 + 5 * t ** -0.3
+            bad = -lr if t >= 2000 else lr
+            assert a.update_loss(t, loss, bad) == b.update_loss(t, loss, lr if t < 2000 else None)
+
     def test_snapshot_half_restore_identical(self):
         """Half a run, snapshot through msgpack, restore in a new monitor: same states."""
         data = list(curve(9000, drift_at=6000))
