@@ -1,10 +1,14 @@
 # The C side of monitor.py (docs/COMPILED.md): typed references to the detectors it calls
-# per event. forecast/plateau/effect/overfit are called through Python until they are
-# cclasses declared in their .pxd.
+# per event (and to its rewind points), so that those calls and reads are C.
 from .divergence cimport DivergenceDetector
+from .effect cimport EffectDetector
+from .forecast cimport ForecastDetector
 from .gradnorm cimport GradNormDetector
 from .nonfinite cimport NonfiniteDetector
+from .overfit cimport OverfitDetector
+from .plateau cimport PlateauDetector
 from .resume cimport ResumeDetector
+from .rewind cimport RewindPoints
 from .rise cimport RiseDetector
 from .spike cimport SpikeDetector
 
@@ -14,8 +18,8 @@ cdef class RunMonitor:
     cdef readonly object preset, overrides
     cdef dict _d, _emitted
     cdef str _main
-    cdef bint _alert, _fc_observe, _pl_observe
-    cdef readonly object _points
+    cdef bint _alert
+    cdef readonly RewindPoints _points
     cdef double _next_at
     cdef public dict peak_scores
     cdef list _out
@@ -25,7 +29,10 @@ cdef class RunMonitor:
     cdef SpikeDetector _sp
     cdef DivergenceDetector _dv
     cdef RiseDetector _ri
-    cdef object _fc, _pl, _ef, _ov
+    cdef ForecastDetector _fc      # or its subclass FinetuningDetector (the finetuning preset)
+    cdef PlateauDetector _pl
+    cdef EffectDetector _ef
+    cdef OverfitDetector _ov
 
     cdef void _setup(self, dict d) except *
     cdef bint _due(self, str kind, bint active, str severity) except -1
@@ -34,5 +41,6 @@ cdef class RunMonitor:
     cdef str _size(self, double effect)
     cdef double _rise(self, object l_pred) except? -1.0
     cdef object _rewind(self, long long step)
-    cdef void _arbitrate(self, object step, object loss, object fc, object pl, bint fc_alert,
-                         bint pl_active, bint rising, bint explained) except *
+    cdef double _progress(self) except? -1.0
+    cdef void _arbitrate(self, object step, object loss, ForecastDetector fc, PlateauDetector pl,
+                         bint fc_alert, bint pl_active, bint rising, bint explained) except *

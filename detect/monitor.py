@@ -20,10 +20,10 @@ Resumes: when the step goes back, the detectors are rewound to their state at th
 rewind point before it (`rewind`), or started over when there is none, and a
 ``resume_jump`` finding says which.
 
-Per update it calls each detector's ``observe()`` and reads the attributes it needs
-(``update()`` for a detector without ``observe``): no state object per detector; the one
-`MonitorState` it returns is built as a plain tuple. Compiled (docs/COMPILED.md), its
-references to the detectors are typed (``monitor.pxd``) and those reads are C.
+Per update it calls each detector's ``observe()`` and reads the attributes it needs: no
+state object per detector; the one `MonitorState` it returns is built as a plain tuple.
+Compiled (docs/COMPILED.md), its references to the detectors are typed (``monitor.pxd``)
+and those calls and reads are C.
 
 Pure: no I/O, no clock, no logging.
 """
@@ -77,9 +77,10 @@ def _build(preset: str, overrides: dict) -> dict:
     return dets
 
 
-def _plateau_msg(pl, fc, slow_z) -> str:
-    """The page of a plateau; ``slow_z`` is its slowdown statistic (the state's
-    ``slow_z``, the detector's ``z``: ``slow_z`` is its argument there)."""
+def _plateau_msg(pl, fc) -> str:
+    """The page of a plateau, from the plateau and forecast detectors' last ``observe()``
+    (the slowdown statistic is the detector's ``z``, the state's ``slow_z``: ``slow_z`` is
+    a constructor argument there)."""
     if pl.rule == "frozen":
         return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
                 "loss stopped updating (often a NaN the logger hides)")
@@ -88,7 +89,7 @@ def _plateau_msg(pl, fc, slow_z) -> str:
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
     if pl.rule == "slowdown":
         return (f"loss stopped improving at {pl.level:.4g}: its decline per log-step fell below "
-                f"half its earlier pace ({slow_z:.1f} standard errors)")
+                f"half its earlier pace ({pl.z:.1f} standard errors)")
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 
 
@@ -112,8 +113,6 @@ class RunMonitor:
         self._sp, self._dv, self._ri = d["spike"], d["divergence"], d["rise"]
         self._fc, self._pl, self._ef, self._ov = (
             d[self._main], d["plateau"], d["effect"], d["overfit"])
-        self._fc_observe = hasattr(self._fc, "observe")   # else its update() and the state
-        self._pl_observe = hasattr(self._pl, "observe")
 
     @property
     def detectors(self) -> dict:
@@ -186,11 +185,8 @@ class RunMonitor:
         if nf.active:
             return _new(MonitorState, (step, loss, None, None, None, None, None, None, None, True,
                                        tuple(out)))
-        if self._fc_observe:
-            self._fc.observe(step, loss, lr)
-            fc = self._fc
-        else:
-            fc = self._fc.update(step, loss, lr)
+        fc = self._fc
+        fc.observe(step, loss, lr)
         sp = self._sp
         dv = self._dv
         ri = self._ri
@@ -200,12 +196,9 @@ class RunMonitor:
         l_pred = fc.l_pred
         alert = fc.alert
         fc_alert = alert
-        if self._pl_observe:
-            self._pl.observe(step, loss, l_pred, alert)
-            pl = self._pl
-        else:
-            pl = self._pl.update(step, loss, l_pred, alert)
-        self._ov.update_train(step, loss)
+        pl = self._pl
+        pl.observe(s, x, l_pred, fc_alert)
+        self._ov.update_train(s, x)
         rising = ri.active     # False once the schedule explained the rise
         explained = False
         if rising and lr is not None:
@@ -241,9 +234,14 @@ class RunMonitor:
 
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
-        st = self._ef.state(0)
-        share = f", {effect / st.progress:.1%} of the run's progress" if st.progress > 0 else ""
+        progress = self._progress()
+        share = f", {effect / progress:.1%} of the run's progress" if progress > 0 else ""
         return f" [{effect:+.3g}{share}]"
+
+    def _progress(self) -> float:
+        """How far the run has come (``effect.state().progress``, without a state)."""
+        ef = self._ef
+        return ef._progress() if ef._first != NO_STEP else 0.0
 
     def _rise(self, l_pred) -> float:
         """The deviation of a drift or a plateau in loss units: the level above its best,
@@ -252,10 +250,10 @@ class RunMonitor:
         extrapolation gone wrong, like an exponential law refitted across a 43,000-step
         gap that predicted 0.37 for a t5 loss at 1.8) counts for nothing."""
         ef = self._ef
-        up = max(ef.level - ef.best, ef.fast_rise())
-        if l_pred is None or l_pred < ef.best - ef.state(0).progress:
+        up = max(ef._level - ef._best, ef.fast_rise())
+        if l_pred is None or l_pred < ef._best - self._progress():
             return up
-        return max(up, ef.level - l_pred)
+        return max(up, ef._level - l_pred)
 
     def _rewind(self, step: int):
         """Detectors as they stood at the newest rewind point before ``step`` (fresh ones
@@ -285,7 +283,7 @@ class RunMonitor:
         dv_sev = "critical"
         up = dv.level - dv.best
         if dv_active and not (self._big("divergence", up) and
-                              up > DIVERGENCE_OF_PROGRESS * self._ef.state(step).progress):
+                              up > DIVERGENCE_OF_PROGRESS * self._progress()):
             dv_sev = "info"     # a small run-away is at most a drift
         if (dv_active or "divergence" in emitted) and self._due("divergence", dv_active, dv_sev):
             self._push("divergence", dv_active, dv_sev, step,
@@ -313,8 +311,7 @@ class RunMonitor:
             if plateau and pl.rule not in _NO_LEARNING and not self._big("plateau", effect):
                 sev = "info"
             if self._due("plateau", plateau, sev):
-                self._push("plateau", plateau, sev, step, _plateau_msg(
-                    pl, fc, pl.z if self._pl_observe else pl.slow_z) + (
+                self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
         if drift or "drift" in emitted:
             effect = self._rise(fc.l_pred if fc_alert else None)
@@ -338,7 +335,8 @@ class RunMonitor:
                 self._push("nonfinite", True, "critical", step,
                            f"validation loss is {val} at step {step}")
             return MonitorState(step=step, l_obs=val, alert=True, findings=tuple(out))
-        ov = self._ov.update(step, val)
+        ov = self._ov
+        ov.observe(step, val)
         if self._due("overfit", ov.active, "warning"):
             self._push("overfit", ov.active, "warning", step,
                        f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "

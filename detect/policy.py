@@ -56,6 +56,13 @@ class AlertPolicy:
     def firing(self) -> dict[str, Alert]:
         return self._firing
 
+    @property
+    def idle(self) -> bool:
+        """Nothing held: no resolve waiting for its quiet streak, no firing held by a
+        cooldown. Then ``advance`` returns [] and changes nothing, so an update without
+        findings may skip the policy (`replay.observe_loss`, `replay.scan`: every event)."""
+        return not (self._quiet_since or self._pending)
+
     def apply(self, finding: Finding, now: float, *, loss=None, forecast=None, W=None,
               force: bool = False) -> Alert | None:
         """Return the transition this finding causes, or None."""

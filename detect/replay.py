@@ -41,6 +41,8 @@ def observe_loss(monitor: RunMonitor, policy: AlertPolicy, step: int, loss: floa
     """One loss event: the monitor's state and the alert transitions it caused (held
     resolves and cooled-down firings come due on every loss event)."""
     state = monitor.update_loss(step, loss, lr, grad_norm)
+    if not state.findings and policy.idle:   # `_apply` would return [] (most events)
+        return state, []
     return state, _apply(policy, state, step, now, advance=True)
 
 
@@ -121,9 +123,7 @@ def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrainin
             continue
         n += 1
         state = update(step, value, lr, grad)
-        # `_apply` with no findings, nothing firing and nothing held by a cooldown
-        # (a held resolve is of a firing kind) returns []: skip it
-        if state.findings or policy.firing or policy.delayed:
+        if state.findings or not policy.idle:   # else `_apply` returns []: skip it
             out += _apply(policy, state, step, float(i), advance=True)
         if keep is not None:
             keep((step, value, state.l_pred, state.band_lo, state.band_hi, state.W))

@@ -32,6 +32,24 @@ class TestAlertPolicy:
         resolved = p.apply(F("drift", False, 180), 4.0) or p.advance(180, 4.0)[0]
         assert resolved.status == "resolved" and resolved.ended_at == 4.0
 
+    def test_idle_while_nothing_is_held(self):
+        """``idle``: nothing for ``advance`` to do (the daemon skips the policy on an update
+        without findings then); a held resolve and a firing held by a cooldown are work."""
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=50)
+        assert p.idle
+        p.apply(F("drift", True, 100), 0.0)
+        assert p.idle                                        # firing, nothing held
+        p.apply(F("drift", False, 110), 1.0)
+        assert not p.idle                                    # a resolve held for 50 steps
+        assert p.advance(159, 2.0) == [] and not p.idle
+        assert p.advance(160, 3.0)[0].status == "resolved" and p.idle
+        assert p.apply(F("drift", True, 170), 10.0) is None  # inside the cooldown: held
+        assert not p.idle
+        assert p.advance(180, 64.0)[0].status == "firing" and p.idle
+        restored = AlertPolicy("r")
+        restored.restore(p.snapshot())
+        assert restored.idle
+
     def test_stalled_resolves_at_once(self):
         p = AlertPolicy("r", resolve_after_steps=50)
         p.apply(F("stalled", True, 7), 0.0)
