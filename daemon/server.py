@@ -109,7 +109,7 @@ class Server:
             self.link.seen(run, em, identity, now)
         if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
             self.restores.thaw(run)
-        hwm, publish, changed, get = run.hwm, self.publish, self.snapshots.changed, columns.get
+        hwm, observe_loss, get = run.hwm, self._observe_loss, columns.get
         none = (None,) * n
         for seq, step, loss, lr, grad_norm, tokens in zip(
                 seqs, columns["step"], columns["loss"], get("lr") or (NO_LR,) * n,
@@ -117,15 +117,7 @@ class Server:
             if em is not None:
                 hwm[em] = seq
             run.events += 1
-            try:
-                transitions = run.observe_loss(step, loss, lr, grad_norm, tokens, now)
-            except Exception:  # a detector bug must not take the daemon down
-                self.stats.loop_errors += 1
-                log.exception("observe_failed", run=name, type="loss")
-                transitions = ()
-            for alert in transitions:
-                publish(alert)
-            changed(run)  # after the alerts: a snapshot never holds one unjournaled
+            observe_loss(run, step, loss, lr, grad_norm, tokens, now)
         return True
 
     def _handle_run(self, identity: bytes, name: str, events: list[dict], batch: wire.Batch | None,
@@ -146,7 +138,7 @@ class Server:
                     self.handle_event(identity, ev, now, user)
             return
         emitter, auth, base = (batch.emitter, batch.auth, batch.base) if batch else (None, None, None)
-        admission, link, observe, publish = self.admission, self.link, self._observe, self.publish
+        admission, link, observe, observe_loss = self.admission, self.link, self._observe, self._observe_loss
         run, losses, em_was, auth_was = None, 0, None, None
         for ev in events:
             kind = ev["type"]
@@ -176,18 +168,23 @@ class Server:
             if kind != "loss" or run.frozen is not None:
                 observe(run, ev, kind, now)
                 continue
-            try:  # _observe, for a loss event of a thawed run, inlined
-                transitions = run.observe_loss(ev["step"], ev["loss"], ev.get("lr", NO_LR),
-                                               ev.get("grad_norm"), ev.get("tokens"), now)
-            except Exception:  # a detector bug must not take the daemon down
-                self.stats.loop_errors += 1
-                log.exception("observe_failed", run=name, type=kind)
-                transitions = ()
-            for alert in transitions:
-                publish(alert)
-            self.snapshots.changed(run)  # after the alerts: a snapshot never holds one unjournaled
+            observe_loss(run, ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"),
+                         ev.get("tokens"), now)
         if losses:
             received["loss"] += losses
+
+    def _observe_loss(self, run, step: int, loss: float, lr, grad_norm, tokens, now: float) -> None:
+        """``_observe`` for a loss event of a thawed run, from its fields (no event dict):
+        the detectors, the alerts (journaled, then delivered), then the snapshot mark."""
+        try:
+            transitions = run.observe_loss(step, loss, lr, grad_norm, tokens, now)
+        except Exception:  # a detector bug must not take the daemon down
+            self.stats.loop_errors += 1
+            log.exception("observe_failed", run=run.run, type="loss")
+            transitions = ()
+        for alert in transitions:
+            self.publish(alert)
+        self.snapshots.changed(run)  # after the alerts: a snapshot never holds one unjournaled
 
     def _observe(self, run, ev: dict, kind: str, now: float) -> None:
         """An admitted event: the run's state and detectors, its alerts (journaled, then
