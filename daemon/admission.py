@@ -124,6 +124,9 @@ class Admission:
     # ---- internals -------------------------------------------------------------------
     def _create(self, name: str, identity: bytes, principal: str, now: float):
         client = principal if self.curve and principal != ANONYMOUS else identity
+        if not name.isprintable():  # CR/LF and friends: a run no page or log line could show
+            return self._refuse("bad_run_name", identity, name,
+                                "a run name must be printable text: no control characters such as CR or LF")
         if self.per_client[client] >= self.cfg.max_runs_per_client:
             return self._refuse("client_run_quota", identity, name,
                                 f"this client already has {self.cfg.max_runs_per_client} live runs")

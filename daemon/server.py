@@ -245,7 +245,8 @@ class Server:
         self.app = build_app(self, self.parts.registry)
         sinks_api.add_routes(self.app, self.delivery)  # /api/alerts/dead, /api/alerts/replay
         self._http_runner, self.http_port = await start_site(
-            self.app, self.config.http.host, self.config.http.port)
+            self.app, self.config.http.host, self.config.http.port,
+            keepalive_timeout_s=self.config.http.keepalive_timeout_s)
         self.receiver.start(loop, self.handle_frame)
         self.snapshots.start(loop)
         await self.delivery.start()

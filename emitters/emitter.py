@@ -100,6 +100,8 @@ class Emitter:
             raise ValueError("replay_size must be >= 0 and ack_timeout_s > 0")
         if endpoint and endpoints:
             raise ValueError("give endpoint or endpoints, not both (either may hold a list)")
+        if run is not None and not (isinstance(run, str) and run.isprintable() and 0 < len(run) <= 200):
+            raise ValueError(f"run must be 1..200 printable characters (no CR, LF or tabs), not {run!r}")
         self.run = run or f"run-{uuid.uuid4().hex[:8]}"
         # several endpoints are shards: the run's name picks one, the same in every process
         self.endpoints = shards.parse(endpoint or endpoints or default_endpoint())
