@@ -77,10 +77,9 @@ class Admission:
 
     def run_for(self, ev: dict, identity: bytes, principal: str, now: float):
         """The run ``ev`` may act on, or None (refused: replied, counted, logged)."""
-        run = self.admit(ev["run"], ev.get("emitter"), identity, principal, now)
-        if run is not None and ev["type"] == "run_start" and not self.config_fits(ev, identity):
-            return None
-        return run
+        if ev["type"] == "run_start" and not self.config_fits(ev, identity):
+            return None  # before the run is created: a refused start leaves nothing behind
+        return self.admit(ev["run"], ev.get("emitter"), identity, principal, now)
 
     def admit(self, name: str, emitter: str | None, identity: bytes, principal: str, now: float,
               run=None):

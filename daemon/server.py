@@ -148,6 +148,8 @@ class Server:
                 received[kind] += 1
             secret = ev.pop("auth", auth)  # the secret leaves the event here
             em = ev.get("emitter", emitter)
+            if kind == "run_start" and not admission.config_fits(ev, identity):
+                continue  # refused before the run exists: a refused start creates nothing
             if run is None or em != em_was or secret != auth_was:
                 em_was, auth_was = em, secret
                 run = admission.admit(name, em, identity, admission.principal_of(secret, user), now, live)
@@ -156,8 +158,6 @@ class Server:
                 hwm = run.hwm
                 if em is not None:
                     link.seen(run, em, identity, now)
-            if kind == "run_start" and not admission.config_fits(ev, identity):
-                continue
             if em is not None:
                 seq = ev["seq"]
                 if seq == hwm.get(em, 0) + 1:

@@ -65,3 +65,19 @@ class TestRunNames:
     def test_the_emitter_refuses_such_a_name_at_once(self):
         with pytest.raises(ValueError, match="printable"):
             Emitter("ipc:///nonexistent/wtwind.sock", run="a\nb")
+
+
+class TestRefusedStart:
+    def test_a_run_start_whose_config_is_refused_creates_no_run(self, daemon):
+        raw = raw_dealer(daemon.tcp)
+        big = {f"k{i}": "x" * 1000 for i in range(40)}           # 40 KB, over max_config_bytes
+        raw.send(wire.encode({"v": 1, "type": "run_start", "run": "ghost", "seq": 1, "config": big,
+                              "emitter": "e1"}))
+        (reply,) = error_replies(raw, 1)
+        assert reply["reason"] == "config_quota"
+        assert "ghost" not in http_get(daemon.url + "/api/runs")[1]
+        raw.send(wire.encode({"v": 1, "type": "run_start", "run": "ghost", "seq": 2, "config": {"lr": 1},
+                              "emitter": "e1"}))          # the same start with a fitting config is taken
+        from helpers import wait_for
+        wait_for(lambda: "ghost" in http_get(daemon.url + "/api/runs")[1], what="ghost registered")
+        raw.close()
