@@ -77,10 +77,9 @@ class Admission:
 
     def run_for(self, ev: dict, identity: bytes, principal: str, now: float):
         """The run ``ev`` may act on, or None (refused: replied, counted, logged)."""
-        run = self.admit(ev["run"], ev.get("emitter"), identity, principal, now)
-        if run is not None and ev["type"] == "run_start" and not self.config_fits(ev, identity):
-            return None
-        return run
+        if ev["type"] == "run_start" and not self.config_fits(ev, identity):
+            return None  # before the run is created: a refused start leaves nothing behind
+        return self.admit(ev["run"], ev.get("emitter"), identity, principal, now)
 
     def admit(self, name: str, emitter: str | None, identity: bytes, principal: str, now: float,
               run=None):
@@ -124,6 +123,9 @@ class Admission:
     # ---- internals -------------------------------------------------------------------
     def _create(self, name: str, identity: bytes, principal: str, now: float):
         client = principal if self.curve and principal != ANONYMOUS else identity
+        if not name.isprintable():  # CR/LF and friends: a run no page or log line could show
+            return self._refuse("bad_run_name", identity, name,
+                                "a run name must be printable text: no control characters such as CR or LF")
         if self.per_client[client] >= self.cfg.max_runs_per_client:
             return self._refuse("client_run_quota", identity, name,
                                 f"this client already has {self.cfg.max_runs_per_client} live runs")

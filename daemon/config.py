@@ -66,10 +66,16 @@ class HttpConfig:
     token_env: str | None = None
     token_file: str | None = None
     body_timeout_s: float = 30.0  # an upload to /api/analyze must arrive within this
+    header_timeout_s: float = 10.0  # a request's headers, from the connection or the last request
+    keepalive_timeout_s: float = 15.0  # an idle keep-alive connection is closed after this
+    max_connections: int = 256  # open at once (at most a quarter of the open-file limit)
 
     def __post_init__(self) -> None:
         require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
         require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
+        require(0 < self.header_timeout_s <= 600, "header_timeout_s: must be in (0, 600] seconds")
+        require(0 < self.keepalive_timeout_s <= 3600, "keepalive_timeout_s: must be in (0, 3600] seconds")
+        require(1 <= self.max_connections <= 65536, "max_connections: must be in 1..65536")
         require(not (self.token_env and self.token_file), "token_env/token_file: set only one")
 
     def token(self, environ: Mapping[str, str] | None = None) -> str | None:

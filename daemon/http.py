@@ -6,14 +6,20 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from .web.conn_guard import ConnectionGuard, GuardedSite, connection_cap
+
 
 def build_app(server, registry: CollectorRegistry) -> web.Application:
     """``registry``: every collector already registered on it (daemon/wiring.py)."""
     from .web.guard import guard
 
+    cfg = server.config.http
+    conns = ConnectionGuard(max_connections=connection_cap(cfg.max_connections),
+                            header_timeout_s=cfg.header_timeout_s, refused=server.stats.http_refused)
     app = web.Application(client_max_size=64 * 1024 * 1024,
-                          middlewares=[guard(server, server.config.http, server.config.http.token())])
+                          middlewares=[conns.middleware, guard(server, cfg, cfg.token())])
     app["server"] = server
+    app["conn_guard"] = conns
 
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(registry)
@@ -38,10 +44,13 @@ def build_app(server, registry: CollectorRegistry) -> web.Application:
     return app
 
 
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+async def start_site(app: web.Application, host: str, port: int, *,
+                     keepalive_timeout_s: float = 15.0) -> tuple[web.AppRunner, int]:
+    """Serves ``app`` through its ``ConnectionGuard`` (web/conn_guard.py)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                           keepalive_timeout=keepalive_timeout_s)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = GuardedSite(runner, host, port, app["conn_guard"])
     await site.start()
     bound = site._server.sockets[0].getsockname()[1] if site._server else port
     return runner, bound

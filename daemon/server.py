@@ -148,6 +148,8 @@ class Server:
                 received[kind] += 1
             secret = ev.pop("auth", auth)  # the secret leaves the event here
             em = ev.get("emitter", emitter)
+            if kind == "run_start" and not admission.config_fits(ev, identity):
+                continue  # refused before the run exists: a refused start creates nothing
             if run is None or em != em_was or secret != auth_was:
                 em_was, auth_was = em, secret
                 run = admission.admit(name, em, identity, admission.principal_of(secret, user), now, live)
@@ -156,8 +158,6 @@ class Server:
                 hwm = run.hwm
                 if em is not None:
                     link.seen(run, em, identity, now)
-            if kind == "run_start" and not admission.config_fits(ev, identity):
-                continue
             if em is not None:
                 seq = ev["seq"]
                 if seq == hwm.get(em, 0) + 1:
@@ -245,7 +245,8 @@ class Server:
         self.app = build_app(self, self.parts.registry)
         sinks_api.add_routes(self.app, self.delivery)  # /api/alerts/dead, /api/alerts/replay
         self._http_runner, self.http_port = await start_site(
-            self.app, self.config.http.host, self.config.http.port)
+            self.app, self.config.http.host, self.config.http.port,
+            keepalive_timeout_s=self.config.http.keepalive_timeout_s)
         self.receiver.start(loop, self.handle_frame)
         self.snapshots.start(loop)
         await self.delivery.start()

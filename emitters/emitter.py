@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 
 import zmq
 
-from . import run_secret, shards, wire
+from . import ipc_trust, run_secret, shards, wire
 from .events import BUILDERS
 from .reach import Reach, log
 
@@ -71,7 +71,7 @@ def default_ipc_endpoint(environ=None) -> str:
         return DEFAULT_ENDPOINT
     if env.get("XDG_RUNTIME_DIR"):
         return f"ipc://{env['XDG_RUNTIME_DIR']}/wtwind/wtwind.sock"
-    return f"ipc:///tmp/wtwind-{os.getuid()}/wtwind.sock"
+    return f"ipc://{ipc_trust.default_tmp_folder()}/wtwind.sock"
 
 
 def default_endpoint() -> str:
@@ -100,6 +100,8 @@ class Emitter:
             raise ValueError("replay_size must be >= 0 and ack_timeout_s > 0")
         if endpoint and endpoints:
             raise ValueError("give endpoint or endpoints, not both (either may hold a list)")
+        if run is not None and not (isinstance(run, str) and run.isprintable() and 0 < len(run) <= 200):
+            raise ValueError(f"run must be 1..200 printable characters (no CR, LF or tabs), not {run!r}")
         self.run = run or f"run-{uuid.uuid4().hex[:8]}"
         # several endpoints are shards: the run's name picks one, the same in every process
         self.endpoints = shards.parse(endpoint or endpoints or default_endpoint())
@@ -261,6 +263,14 @@ class Emitter:
             sock.curve_secretkey = self._curve["secret_key"]
             sock.curve_publickey = self._curve["public_key"]
             sock.curve_serverkey = self._curve["server_key"]
+        untrusted = ipc_trust.problem(self.endpoint)
+        if untrusted:
+            self._stats["untrusted_endpoint"] += 1
+            log.warning("wtwin: not connecting to %s: %s. This run's events are dropped; point "
+                        "WTWIN_ENDPOINT at your wtwind's socket", self.endpoint, untrusted)
+            sock.close(linger=0)
+            self._drain_forever_without_socket()
+            return
         try:
             sock.connect(self.endpoint)
         except zmq.ZMQError as exc:

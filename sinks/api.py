@@ -28,7 +28,10 @@ def add_routes(app: web.Application, delivery) -> None:
         sink = request.query.get("sink") or None
         if sink is not None and sink not in delivery.sinks:
             return web.json_response({"error": f"unknown sink {sink!r}"}, status=404)
-        rows = await delivery.outbox.dead(sink, limit=int(request.query.get("limit", "1000")))
+        limit = request.query.get("limit", "1000")
+        if not limit.isdigit() or not 0 < int(limit) <= 100_000:
+            return web.json_response({"error": "limit must be a whole number from 1 to 100000"}, status=400)
+        rows = await delivery.outbox.dead(sink, limit=int(limit))
         return web.json_response({"dead": [row_json(r) for r in rows]})
 
     async def replay(request: web.Request) -> web.Response:

@@ -129,7 +129,11 @@ def check_url_ref(cfg: Any) -> None:
 
 
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://[^\s\"'<>]+")
-_SECRET_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|passw|signature|credential")
+_SECRET_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|passw|signature|credential|api|session|access|private")
+# a path segment that is a token: long, and letters mixed with digits (hook ids, keys)
+_TOKEN_SEGMENT = re.compile(r"^(?=[^/]*[A-Za-z])(?=[^/]*\d)[A-Za-z0-9_\-.~]{20,}$")
+_HOOK_HOSTS = ("hooks.slack.com", "discord.com", "discordapp.com", "webhook.office.com",
+               "outlook.office.com", "api.telegram.org", "hooks.zapier.com")
 
 
 def redact_url(text: str) -> str:
@@ -153,9 +157,25 @@ def _port(parts) -> int | None:
 
 
 def literal_secret_url(url: str) -> bool:
-    """A literal URL that carries a secret: credentials, a query, or a Slack hook."""
+    """A literal URL that carries a secret: credentials, a query, a known webhook host
+    (Slack, Discord, Teams, Telegram, Zapier), or a token in its path."""
     parts = urlsplit(url)
-    return bool(parts.username or parts.password or parts.query or "hooks.slack.com" in (parts.hostname or ""))
+    host = parts.hostname or ""
+    return bool(parts.username or parts.password or parts.query
+                or any(host == h or host.endswith("." + h) for h in _HOOK_HOSTS)
+                or any(_TOKEN_SEGMENT.match(seg) for seg in parts.path.split("/")))
+
+
+def scrub(text: str, url: str, headers: Mapping[str, str]) -> str:
+    """A receiver's answer with whatever secret we sent it removed (an error body that
+    echoes the request would otherwise be stored and shown): the URL's path, query and
+    credentials, and every header value; URLs then cut to their host."""
+    parts = urlsplit(url)
+    found = [parts.path, parts.query, parts.password or "", *parts.path.split("/"),
+             *(v for k, v in headers.items() if k.lower() != "content-type")]
+    for secret in sorted({f for f in found if len(f) >= 8}, key=len, reverse=True):
+        text = text.replace(secret, "[redacted]")
+    return redact_url(text)
 
 
 def secret_header(name: str) -> bool:
@@ -193,7 +213,7 @@ class HttpClient:
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, str, float | None]:
         """POST; returns (status, body text, Retry-After seconds or None)."""
         async with self._get().post(url, data=body, headers=dict(headers), allow_redirects=False) as resp:
-            text = (await resp.read())[:4096].decode("utf-8", "replace")
+            text = scrub((await resp.read())[:4096].decode("utf-8", "replace"), url, headers)
             return resp.status, text, parse_retry_after(resp.headers.get("Retry-After"), time.time())
 
     async def get(self, url: str) -> int:

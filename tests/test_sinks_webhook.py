@@ -251,3 +251,44 @@ class TestConfig:
         """An unset secret variable names the field and the variable."""
         with pytest.raises(ConfigError, match="sinks.am.secret_env: environment variable S"):
             WebhookSink.build(WebhookConfig(name="am", url="http://x", secret_env="S"), {})
+
+
+class TestSecretsStayOut:
+    """Issue 24: the literal-secret check knows path tokens and X-Api headers, and a
+    receiver that echoes the request in its error body does not get the secret stored."""
+
+    @pytest.mark.parametrize("url", ["https://discord.com/api/webhooks/123/abc",
+                                     "https://hooks.example.com/in/T0A1B2C3D4E5F6G7H8I9J0",
+                                     "https://x.webhook.office.com/webhookb2/abc"])
+    def test_path_token_urls_are_refused_as_literals(self, url):
+        with pytest.raises(ConfigError, match="url_env or url_file"):
+            WebhookConfig(name="am", url=url)
+
+    def test_plain_paths_are_fine(self):
+        WebhookConfig(name="am", url="https://alerts.example.com/api/v1/wtwin-alerts")
+
+    def test_x_api_header_is_refused_as_a_literal(self):
+        with pytest.raises(ConfigError, match="headers_env"):
+            WebhookConfig(name="am", url="http://h.example/x", headers={"X-Api": "k"})
+
+    def test_an_echoed_secret_is_not_stored_in_the_dead_letter(self):
+        token = "T0A1B2C3D4E5F6G7H8I9J0"
+
+        async def scenario():
+            def echo(req):
+                return Reply(400, f"bad request to {req.path} with {req.headers.get('X-Auth', '')}")
+            async with Recorder(check=echo) as hook:
+                env = {"HOOK_URL": f"{hook.url.rstrip('/')}/in/{token}", "HOOK_AUTH": "sekrit-value-42"}
+                config = WebhookConfig(name="am", url_env="HOOK_URL", headers_env={"X-Auth": "HOOK_AUTH"})
+                outbox = MemoryOutbox()
+                d = Delivery(sinks=[WebhookSink.build(config, env)], outbox=outbox, policy=FAST)
+                await d.start()
+                d.submit_nowait(alert())
+                await hook.wait_for(1)
+                await until(lambda: outbox.counts().get(("am", "dead")))
+                await d.aclose()
+                return hook, await outbox.dead()
+        hook, (row,) = asyncio.run(scenario())
+        assert token in hook.requests[0].path                     # the receiver did see it
+        assert "HTTP 400" in row.last_error and "[redacted]" in row.last_error
+        assert token not in row.last_error and "sekrit-value-42" not in row.last_error

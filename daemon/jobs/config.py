@@ -10,7 +10,8 @@ threads_per_worker = 1       # BLAS/torch threads inside each worker
 queue_size = 16              # queued jobs across all runs; one per run at most
 timeout_s = 600
 max_checkpoint_bytes = 8589934592
-checkpoint_roots = ["/data/checkpoints"]  # only paths under these are opened (none: no jobs)
+checkpoint_roots = ["/data/checkpoints"]  # only paths under these are opened (none: no jobs);
+                                          # "/data/ckpt/{run}": each run only under its own folder
 worker_memory_bytes = 17179869184         # address-space limit of each local worker
 max_layers_exported = 32     # per-run layer series in /metrics
 alpha_min = 2.0              # the healthy band for alerts

@@ -2,7 +2,10 @@
 
 The projected checkpoint is written next to the input, to a temporary file in the
 same directory, fsynced, then renamed over the target (atomic on POSIX), so a
-trainer that sees ``projection_ready`` never reads a half-written file. A torch
+trainer that sees ``projection_ready`` never reads a half-written file. Every name is
+created and renamed through the descriptor of the folder the checkpoint was opened in
+(``spectral/safe_open.py``), with no symlink followed: a folder swapped for a link while
+the job ran cannot send the projection outside ``[jobs] checkpoint_roots``. A torch
 checkpoint is written as the bare state_dict (optimizer state and other entries of
 a wrapping dict are not carried over); a safetensors file stays safetensors.
 
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
-import tempfile
 from typing import Any
 
 from ..spectral.checkpoint import CheckpointError, infer_format
@@ -35,8 +38,9 @@ def projected_path(path: str) -> str:
 
 
 def project_checkpoint(state_dict: dict[str, Any], path: str, fmt: str | None,
-                       params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Project every selected layer of ``state_dict``; returns (written path, report)."""
+                       params: dict[str, Any], *, opened=None) -> tuple[str, dict[str, Any]]:
+    """Project every selected layer of ``state_dict``; returns (written path, report).
+    ``opened``: the ``safe_open.Opened`` it was read from (the daemon's jobs)."""
     from wtwin.emitters.wwpgd import project_weight
 
     out = dict(state_dict)
@@ -47,39 +51,65 @@ def project_checkpoint(state_dict: dict[str, Any], path: str, fmt: str | None,
         out[f"{spec.name}.weight"] = new.contiguous()
         report[spec.name] = {k: v for k, v in info.items() if k in ("projected", "alpha_before", "alpha_after")}
     target = projected_path(path)
-    _atomic_save(out, target, infer_format(path, fmt), os.stat(path))
+    fmt = infer_format(path, fmt)
+    if opened is not None:
+        _atomic_save(out, opened.dir_fd, target, fmt, opened.st)
+        return target, report
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _atomic_save(out, dir_fd, target, fmt, os.stat(path))
+    finally:
+        os.close(dir_fd)
     return target, report
 
 
 MARK = "user.wtwin.projection"
+_NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def ours(target: str) -> bool:
-    """Whether the file at ``target`` is a projection this daemon wrote."""
+def ours(target: str, dir_fd: int | None = None) -> bool:
+    """Whether the file at ``target`` (its name in ``dir_fd``) is a projection this daemon wrote."""
+    name = os.path.basename(target) if dir_fd is not None else target
     try:
-        return os.getxattr(target, MARK, follow_symlinks=False) == b"1"
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=dir_fd)
     except OSError:
         return False
-
-
-def _place(tmp: str, target: str) -> None:
-    """``tmp`` becomes ``target``: a new name, or over a projection of ours; never else."""
     try:
-        os.link(tmp, target)  # fails if anything exists there: no overwrite by accident
-        os.unlink(tmp)
+        return os.getxattr(fd, MARK) == b"1"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _place(tmp: str, target: str, dir_fd: int) -> None:
+    """``tmp`` becomes ``target`` in ``dir_fd``: a new name, or over a projection of ours; never else."""
+    name = os.path.basename(target)
+    at = {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
+    try:
+        os.link(tmp, name, follow_symlinks=False, **at)  # fails if anything exists there
+        os.unlink(tmp, dir_fd=dir_fd)
         return
     except FileExistsError:
         pass
     except OSError as exc:  # a filesystem without hard links
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
             raise
-        if not os.path.lexists(target):
-            os.replace(tmp, target)
+        if not _exists(name, dir_fd):
+            os.replace(tmp, name, **at)
             return
-    if not ours(target):
+    if not ours(target, dir_fd):
         raise CheckpointError("target_exists", f"{target} exists and was not written by wtwind; "
                               "move it away to project this checkpoint")
-    os.replace(tmp, target)
+    os.replace(tmp, name, **at)
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
 
 
 def _keep_access(fd: int, source: os.stat_result) -> None:
@@ -95,8 +125,9 @@ def _keep_access(fd: int, source: os.stat_result) -> None:
             raise
 
 
-def _atomic_save(tensors: dict[str, Any], target: str, fmt: str, source: os.stat_result) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".wwpgd-", dir=os.path.dirname(target) or ".")
+def _atomic_save(tensors: dict[str, Any], dir_fd: int, target: str, fmt: str, source: os.stat_result) -> None:
+    tmp = f".wwpgd-{secrets.token_hex(8)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dir_fd)
     try:
         _keep_access(fd, source)
         with os.fdopen(fd, "wb") as fh:
@@ -110,8 +141,8 @@ def _atomic_save(tensors: dict[str, Any], target: str, fmt: str, source: os.stat
                 torch.save(tensors, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        _place(tmp, target)
+        _place(tmp, target, dir_fd)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if _exists(tmp, dir_fd):
+            os.unlink(tmp, dir_fd=dir_fd)
         raise

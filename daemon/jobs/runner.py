@@ -33,7 +33,7 @@ import structlog
 
 from . import worker
 from .config import JobsConfig
-from ..spectral.roots import refusal, resolve_roots
+from ..spectral.roots import refusal, resolve_roots, roots_for
 from .model import DURATION_BUCKETS, OUTCOMES, Job, JobResult, JobStats, job_from_event
 
 log = structlog.get_logger("wtwind.jobs")
@@ -68,7 +68,7 @@ class JobRunner:
         if self._closed:
             return "closed"
         job = job_from_event(run, event)
-        refused = refusal(job.path, self._roots)
+        refused = refusal(job.path, roots_for(run, self._roots))
         if refused is not None:  # before any open, on the loop (daemon/spectral/roots.py)
             self._finish(job, "refused", "outside_roots", 0.0, error=refused)
             return "refused"
@@ -173,7 +173,7 @@ class JobRunner:
         proj = cfg.projection
         return {"path": job.path, "format": job.format, "want": job.want, "engine": cfg.engine,
                 "threads": cfg.threads_per_worker, "device": cfg.device, "max_bytes": cfg.max_checkpoint_bytes,
-                "roots": self._roots,
+                "roots": roots_for(job.run, self._roots),
                 "projection": {"q": proj.q, "eta": proj.eta, "beta": proj.beta, "erg": proj.erg}}
 
     # -- executors -------------------------------------------------------------

@@ -84,33 +84,39 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
     """Load the checkpoint once, then analyse and/or project it."""
     init_worker(spec.get("engine", "fast"), spec.get("threads", 1))
     from wtwin.daemon.spectral import analyze
-    from wtwin.daemon.spectral.checkpoint import CheckpointError, load_state_dict
+    from wtwin.daemon.spectral.checkpoint import CheckpointError, load_opened
+    from wtwin.daemon.spectral.safe_open import open_checkpoint
 
     t0 = time.perf_counter()
     try:
-        state_dict = load_state_dict(spec["path"], spec.get("format"), max_bytes=spec.get("max_bytes"),
-                                     roots=spec.get("roots"))
-    except MemoryError:
-        return {"outcome": "failed", "reason": "out_of_memory", "duration_s": time.perf_counter() - t0,
-                "error": "the checkpoint needs more than [jobs] worker_memory_bytes"}
+        ck = open_checkpoint(spec["path"], spec.get("roots"))
     except CheckpointError as exc:
         return {"outcome": "failed", "reason": exc.reason, "error": str(exc), "duration_s": time.perf_counter() - t0}
-    out: dict[str, Any] = {"outcome": "ok", "reason": "", "error": ""}
-    want = spec.get("want") or ("analyze",)
-    if "analyze" in want:
-        layers = analyze(state_dict, engine=spec.get("engine", "fast"), device=spec.get("device", "auto"))
-        out["layers"] = [layer.to_dict() for layer in layers]
-    if "project" in want:
-        from .project import project_checkpoint
-
+    with ck:
         try:
-            path, report = project_checkpoint(state_dict, spec["path"], spec.get("format"),
-                                              spec.get("projection") or {})
-        except CheckpointError as exc:  # target_exists: a file wtwind did not write
-            out.update(outcome="failed", reason=exc.reason, error=str(exc))
-            return out
-        out["projected_path"] = path
-        out["projection"] = report
+            state_dict = load_opened(ck, spec.get("format"), max_bytes=spec.get("max_bytes"))
+        except MemoryError:
+            return {"outcome": "failed", "reason": "out_of_memory", "duration_s": time.perf_counter() - t0,
+                    "error": "the checkpoint needs more than [jobs] worker_memory_bytes"}
+        except CheckpointError as exc:
+            return {"outcome": "failed", "reason": exc.reason, "error": str(exc),
+                    "duration_s": time.perf_counter() - t0}
+        out: dict[str, Any] = {"outcome": "ok", "reason": "", "error": ""}
+        want = spec.get("want") or ("analyze",)
+        if "analyze" in want:
+            layers = analyze(state_dict, engine=spec.get("engine", "fast"), device=spec.get("device", "auto"))
+            out["layers"] = [layer.to_dict() for layer in layers]
+        if "project" in want:
+            from .project import project_checkpoint
+
+            try:  # written beside the file opened, through its folder's descriptor
+                path, report = project_checkpoint(state_dict, spec["path"], spec.get("format"),
+                                                  spec.get("projection") or {}, opened=ck)
+            except CheckpointError as exc:  # target_exists: a file wtwind did not write
+                out.update(outcome="failed", reason=exc.reason, error=str(exc))
+                return out
+            out["projected_path"] = path
+            out["projection"] = report
     out["duration_s"] = time.perf_counter() - t0
     return out
 

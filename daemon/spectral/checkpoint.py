@@ -41,40 +41,28 @@ def infer_format(path: str, fmt: str | None = None) -> str:
     return fmt or "torch"
 
 
-def check_file(path: str, max_bytes: int | None) -> int:
-    """Size of ``path`` in bytes, after the existence/type/size checks."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise CheckpointError("missing", f"{path} does not exist") from None
-    except OSError as exc:
-        raise CheckpointError("unreadable", f"{path}: {exc.strerror}") from None
-    if not os.path.isfile(path):
-        raise CheckpointError("not_a_file", f"{path} is not a regular file")
-    if max_bytes is not None and st.st_size > max_bytes:
-        raise CheckpointError("too_large", f"{path} is {st.st_size} bytes, limit is {max_bytes}")
-    if not os.access(path, os.R_OK):
-        raise CheckpointError("unreadable", f"{path}: permission denied")
-    return st.st_size
-
-
 def load_state_dict(path: str, fmt: str | None = None, *, max_bytes: int | None = None,
                     roots: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Name -> tensor (CPU torch tensors) of the checkpoint at ``path``.
 
-    ``roots`` (resolved ``[jobs] checkpoint_roots``): checked again right before the open."""
-    if roots is not None:
-        from .roots import refusal
+    ``roots`` (resolved ``[jobs] checkpoint_roots``): checked again, and the file opened
+    from its root with no symlink followed (``safe_open.py``)."""
+    from .safe_open import open_checkpoint
 
-        refused = refusal(path, tuple(roots))
-        if refused is not None:
-            raise CheckpointError("outside_roots", refused)
-    fmt = infer_format(path, fmt)
-    check_file(path, max_bytes)
-    tensors = _load_safetensors(path) if fmt == "safetensors" else _load_torch(path)
+    with open_checkpoint(path, roots) as ck:
+        return load_opened(ck, fmt, max_bytes=max_bytes)
+
+
+def load_opened(ck, fmt: str | None = None, *, max_bytes: int | None = None) -> dict[str, Any]:
+    """The tensors of an open checkpoint (``safe_open.Opened``), read through its descriptor."""
+    fmt = infer_format(ck.path, fmt)
+    if max_bytes is not None and ck.st.st_size > max_bytes:
+        raise CheckpointError("too_large", f"{ck.path} is {ck.st.st_size} bytes, limit is {max_bytes}")
+    tensors = (_load_safetensors(ck.read_path, ck.path) if fmt == "safetensors"
+               else _load_torch(ck.read_path, ck.path))
     if not tensors:
-        raise CheckpointError("no_tensors", f"{path} holds no tensors")
-    check_sizes(tensors, path, max_bytes)
+        raise CheckpointError("no_tensors", f"{ck.path} holds no tensors")
+    check_sizes(tensors, ck.path, max_bytes)
     return tensors
 
 
@@ -92,7 +80,7 @@ def check_sizes(tensors: dict[str, Any], path: str, max_bytes: int | None) -> No
         raise CheckpointError("too_large", f"{path}: tensors claim {total} bytes, limit is {max_bytes}")
 
 
-def _load_safetensors(path: str) -> dict[str, Any]:
+def _load_safetensors(path: str, name: str) -> dict[str, Any]:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -100,10 +88,10 @@ def _load_safetensors(path: str) -> dict[str, Any]:
         return load_file(path, device="cpu")
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise CheckpointError("not_a_checkpoint",
-                              f"{path} is not a readable safetensors file ({type(exc).__name__})") from None
+                              f"{name} is not a readable safetensors file ({type(exc).__name__})") from None
 
 
-def _load_torch(path: str) -> dict[str, Any]:
+def _load_torch(path: str, name: str) -> dict[str, Any]:
     import pickle
 
     import torch
@@ -111,11 +99,11 @@ def _load_torch(path: str) -> dict[str, Any]:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=_is_zip(path))
     except pickle.UnpicklingError:
-        raise CheckpointError("unsafe", f"{path} needs code to unpickle (weights_only refused it)") from None
+        raise CheckpointError("unsafe", f"{name} needs code to unpickle (weights_only refused it)") from None
     except Exception as exc:  # torch.load on arbitrary bytes raises anything (IndexError, KeyError...)
         raise CheckpointError("not_a_checkpoint",
-                              f"{path} is not a torch checkpoint ({type(exc).__name__})") from None
-    return _tensors(obj, torch, path)
+                              f"{name} is not a torch checkpoint ({type(exc).__name__})") from None
+    return _tensors(obj, torch, name)
 
 
 def _tensors(obj: Any, torch: Any, path: str) -> dict[str, Any]:

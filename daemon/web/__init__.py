@@ -58,7 +58,8 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 class Handlers:
     def __init__(self, server) -> None:
         self.server = server
-        self._analyze_slots = asyncio.Semaphore(2)
+        self._analyze_slots = asyncio.Semaphore(2)   # uploads streaming to disk at once
+        self._parse_slot = asyncio.Semaphore(1)      # files parsed and replayed in memory at once
 
     def page(self, name: str):
         path = STATIC / name
@@ -148,7 +149,8 @@ class Handlers:
                                                            self.server.config.http.body_timeout_s)
                     preset = preset or self.server.config.detection.preset
                     t0 = time.perf_counter()
-                    out = await loop.run_in_executor(None, analyze_file, path, name, preset)
+                    async with self._parse_slot:  # the parse's memory is bounded in total, not per upload
+                        out = await loop.run_in_executor(None, analyze_file, path, name, preset)
                 except AnalyzeError as e:
                     return _json({"error": str(e)}, 400)
                 except Exception:  # a detector bug: say so on the page, keep the trace in the log

@@ -111,7 +111,7 @@ async def _save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
         got = False
         while (part := await reader.next()) is not None:
             if part.name == "preset":
-                preset = (await part.text()).strip()[:40]
+                preset = await _short_field(part, "preset")
             elif part.name == "file" and not got:
                 name = display_name(part.filename)
                 await _copy(part.read_chunk, path)
@@ -121,6 +121,16 @@ async def _save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
     else:
         await _copy(request.content.read, path)
     return path, name, preset
+
+
+async def _short_field(part, name: str, limit: int = 64) -> str:
+    """A small text field, read without holding more than ``limit`` bytes of it."""
+    data = b""
+    while chunk := await part.read_chunk(limit + 1):
+        data += chunk
+        if len(data) > limit:
+            raise AnalyzeError(f"the form field {name!r} is longer than {limit} bytes.")
+    return data.decode("utf-8", "replace").strip()
 
 
 async def _copy(read, path: str) -> None:
