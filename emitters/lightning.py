@@ -34,6 +34,7 @@ try:
 except ImportError:  # the standalone package
     from pytorch_lightning.callbacks import Callback
 
+from . import run_secret
 from .actions import AlertFilter
 from .buffer import LossBuffer
 from .rewind import NOT_DISTRIBUTED, Rewind
@@ -76,11 +77,12 @@ class WTwinCallback(Callback):
                   "max_epochs": trainer.max_epochs, "world_size": trainer.world_size,
                   "accumulate_grad_batches": trainer.accumulate_grad_batches,
                   "model": type(pl_module).__name__}
+        if trainer.is_global_zero:  # older versions kept the run secret there
+            run_secret.move_out_of(self.run, trainer.default_root_dir)
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=trainer.is_global_zero, all_ranks=True,
-                               secret_dir=trainer.default_root_dir if self.run else None)
+                               enabled=trainer.is_global_zero, all_ranks=True)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
         if self.rewind is not None and trainer.world_size > 1:
