@@ -178,7 +178,7 @@ class WTwinCallback(TrainerCallback):
             self._hook = None
         if self.tracker is not None:
             self.tracker.poll()
-            self.tracker.close("killed" if self.stop_alert is not None else "completed")
+            self.tracker.close("stopped" if self.stop_alert is not None else "completed")
 
     # ---- alerts ----------------------------------------------------------------------
     def _on_alert(self, alert: dict) -> None:
