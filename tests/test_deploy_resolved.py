@@ -160,6 +160,39 @@ class TestComposeResolved:
         assert mode("clients/trainer.key") == 0o644
 
 
+class TestHostCheckAsDeployed:
+    @pytest.mark.parametrize("files", [("compose.yaml",), ("compose.yaml", "compose.shards.yaml")])
+    def test_browser_health_check_and_prometheus_get_in_a_rebinding_page_does_not(self, files):
+        """Each wtwind service, with the env compose gives it: the host's browser at the
+        published port, the container's health check and Prometheus's target pass the real
+        Host check; Host: evil.example does not (issue 24, DNS rebinding)."""
+        from wtwin.daemon import config as config_mod
+        from wtwin.daemon.web.guard import _names, host_ok
+
+        resolved = compose({"GRAFANA_ADMIN_PASSWORD": "x"}, *files)
+        prom = yaml.safe_load((DOCKER / ("prometheus.shards.yml" if len(files) > 1 else "prometheus.yml")).read_text())
+        targets = {t for job in prom["scrape_configs"] if job["job_name"] == "wtwind"
+                   for sc in job["static_configs"] for t in sc["targets"]}
+        for name, svc in resolved["services"].items():
+            if "build" not in svc:
+                continue
+            env = {k: str(v) for k, v in (svc.get("environment") or {}).items()}
+            http = config_mod.load(DOCKER / "wtwind.toml", environ=env).http
+            names = _names(http)
+            assert names is not None, f"{name}: Host is not checked"
+            hosts = [f"127.0.0.1:{http.port}"]  # the HEALTHCHECK
+            for port in svc["ports"]:
+                published, inner = port.split()[0].split(":")[-2:]
+                if int(inner) == http.port:
+                    hosts += [f"127.0.0.1:{published}", f"localhost:{published}"]
+            hosts += [t for t in targets if t.split(":")[0] == name]
+            assert len(hosts) == 4, (name, hosts)
+            for host in hosts:
+                assert host_ok(host, names, http.port), (name, host)
+            assert not host_ok("evil.example", names, http.port)
+            assert not host_ok(f"evil.example:{http.port}", names, http.port)
+
+
 class TestImage:
     def test_builder_stage_compiles_the_core(self):
         """The build stage copies setup.py and installs a C compiler; the image refuses to
