@@ -19,12 +19,10 @@ import ipaddress
 import os
 import sqlite3
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 from .config import DaemonConfig, build_sinks
 from .errors import ConfigError
-
-Check = Callable[[DaemonConfig, Mapping[str, str]], None]
 
 
 def problems(cfg: DaemonConfig, environ: Mapping[str, str] | None = None) -> list[str]:
