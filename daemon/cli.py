@@ -15,7 +15,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", metavar="PATH", help="TOML config (default: embedded defaults)")
     p.add_argument("--shard", metavar="NAME",
                    help="this daemon's shard name (overrides [shard] name; docs/SHARDING.md)")
-    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--check", action="store_true", help="validate the config and load every file it names (keys, token, store), then exit")
     p.add_argument("--print-config", action="store_true",
                    help="print the effective config (file + env + defaults) as TOML and exit")
     p.add_argument("--version", action="version", version=f"wtwind {__version__}")
@@ -45,11 +45,13 @@ def main(argv: list[str] | None = None) -> int:
 
         print(to_toml(cfg), end="")
         return 0
-    if args.check:
-        try:
-            config_mod.build_sinks(cfg)  # secret references resolve (nothing is sent)
-        except ConfigError as exc:
-            print(f"wtwind: config error: {exc}", file=sys.stderr)
+    if args.check:  # every file and secret the config names, loaded as start-up would
+        from .preflight import problems
+
+        found = problems(cfg)
+        for problem in found:
+            print(f"wtwind: config error: {problem}", file=sys.stderr)
+        if found:
             return 2
         print(f"wtwind: config OK ({args.config or 'embedded defaults'})")
         return 0

@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-# top-level module -> the extra that installs it (pyproject.toml)
+# top-level module -> the extra that installs it (pyproject.toml; tests/test_preflight.py
+# keeps the two in step). For a module of the daemon's own extras, the daemon's is named.
 EXTRAS = {
     "numpy": "daemon", "structlog": "daemon", "aiohttp": "daemon", "prometheus_client": "daemon",
+    "tqdm": "daemon", "standardwebhooks": "daemon", "tomli_w": "daemon",
     "matplotlib": "plot", "tensorboard": "tensorboard", "torch": "spectral",
-    "weightwatcher": "spectral", "dask": "dask", "distributed": "dask", "tomli_w": "daemon",
+    "weightwatcher": "spectral", "safetensors": "spectral", "threadpoolctl": "spectral",
+    "dask": "dask", "distributed": "dask",
 }
 
 

@@ -58,8 +58,9 @@ def is_tfevents(path) -> bool:
     return "tfevents" in os.path.basename(path)
 
 
-def read_tfevents(path, loss_col: str | None = None) -> TrainingLog:
-    """The scalars of an event file (or of every event file under a folder), one row a step."""
+def read_tfevents(path, loss_col: str | None = None, run: str | None = None) -> TrainingLog:
+    """The scalars of an event file (or of the event files of one run under a logdir),
+    one row a step. ``run``: the run's name in a logdir of several (TensorBoard's layout)."""
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ModuleNotFoundError:
@@ -67,7 +68,7 @@ def read_tfevents(path, loss_col: str | None = None) -> TrainingLog:
                        "pip install 'wtwin[tensorboard]'.") from None
     if not os.path.exists(path):
         raise LogError(f"{path}: no such file or folder.")
-    acc = EventAccumulator(_run_folder(os.fspath(path)), size_guidance={"scalars": 0})
+    acc = EventAccumulator(_run_folder(os.fspath(path), run), size_guidance={"scalars": 0})
     try:
         acc.Reload()
     except Exception as e:  # a corrupt or truncated file: tensorboard raises several types
@@ -84,17 +85,35 @@ def read_tfevents(path, loss_col: str | None = None) -> TrainingLog:
     return _build(path, rows, ["step", *chosen], None, {"tfevents_tags": dict(chosen)})
 
 
-def _run_folder(path: str) -> str:
-    """A file, or the one folder under ``path`` that holds event files (a logdir of one
-    run, as Lightning's ``lightning_logs/version_0/``); several runs: name one."""
+def run_names(path: str) -> list[str]:
+    """TensorBoard's run names under a logdir: each folder holding event files, relative
+    to ``path`` (``.`` for event files directly in it)."""
+    return sorted({os.path.relpath(d, path) for d, _, files in os.walk(path)
+                   if any("tfevents" in f for f in files)})
+
+
+def _run_folder(path: str, run: str | None = None) -> str:
+    """A file; or the folder of the one run under ``path`` (a logdir of one run, as
+    Lightning's ``lightning_logs/version_0/``); or, in a logdir of several runs
+    (TensorBoard's layout), the run named ``run``. Without one, the error lists them."""
     if not os.path.isdir(path):
+        if run is not None:
+            raise LogError(f"{path}: --run names a run in a logdir folder; this is one file.")
         return path
-    holders = sorted({d for d, _, files in os.walk(path) if any("tfevents" in f for f in files)})
-    if len(holders) > 1:
-        runs = ", ".join(os.path.relpath(d, path) for d in holders[:5])
-        raise LogError(f"{path}: event files of {len(holders)} runs ({runs}"
-                       f"{', ...' if len(holders) > 5 else ''}); give the folder or file of one.")
-    return holders[0]
+    names = run_names(path)
+    if run is not None:
+        wanted = os.path.normpath(run)
+        if wanted not in names:
+            raise LogError(f"{path}: no run named {run!r}; the runs here are: {_listed(names)}.")
+        return os.path.join(path, wanted)
+    if len(names) > 1:
+        raise LogError(f"{path}: a logdir of {len(names)} runs ({_listed(names)}); "
+                       f"name one with --run, e.g. --run {names[0]}")
+    return os.path.join(path, names[0])
+
+
+def _listed(names: list[str], most: int = 20) -> str:
+    return ", ".join(names[:most]) + (f", and {len(names) - most} more" if len(names) > most else "")
 
 
 def _tags(path, tags: list[str], loss_col: str | None) -> dict[str, str]:

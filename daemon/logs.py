@@ -200,13 +200,16 @@ def _read_text(path) -> str:
     return text
 
 
-def read_log(path, loss_col: str | None = None) -> TrainingLog:
+def read_log(path, loss_col: str | None = None, run: str | None = None) -> TrainingLog:
     """Read ``path`` (format from its content), choosing columns as the module says;
-    TensorBoard event files and W&B/TensorBoard CSV exports through ``log_formats``."""
+    TensorBoard event files and W&B/TensorBoard CSV exports through ``log_formats``.
+    ``run``: in a TensorBoard logdir of several runs, the one to read (its name)."""
     from . import log_formats
 
     if log_formats.is_tfevents(path):
-        return log_formats.read_tfevents(path, loss_col)
+        return log_formats.read_tfevents(path, loss_col, run)
+    if run is not None:
+        raise LogError(f"{path}: --run picks a run in a TensorBoard logdir; this is not one.")
     text = _read_text(path)
     head = text.lstrip()[:1]
     if head == "{" or head == "[":

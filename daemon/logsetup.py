@@ -1,8 +1,15 @@
-"""structlog configuration: JSON lines when stderr is not a TTY, console otherwise."""
+"""structlog configuration: JSON lines when stderr is not a TTY, console otherwise.
+
+JSON lines are strict JSON: a non-finite float (a NaN loss is the most important value
+there is) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as
+the bare token Python's ``json`` writes, which ``jq`` and most log pipelines reject.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import sys
 import time
 
@@ -17,7 +24,7 @@ def configure(level: str = "info", fmt: str = "auto", stream=None, shard: str | 
     one place still say whose they are; docs/SHARDING.md)."""
     stream = stream or sys.stderr
     console = fmt == "console" or (fmt == "auto" and stream.isatty())
-    renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer(dumps)
 
     def add_shard(logger, method, event: dict) -> dict:
         event.setdefault("shard", shard)
@@ -35,6 +42,25 @@ def configure(level: str = "info", fmt: str = "auto", stream=None, shard: str | 
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
+
+
+def dumps(obj, **kw) -> str:
+    """``json.dumps`` that never writes a bare NaN/Infinity (strict JSON)."""
+    kw.setdefault("default", repr)
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:  # a non-finite float somewhere: spelled as a string
+        return json.dumps(_finite(obj), allow_nan=False, **kw)
+
+
+def _finite(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if obj != obj else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 class RateLimited:

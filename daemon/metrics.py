@@ -28,7 +28,7 @@ from .run_state import RunState, RunTable
 from .stats import Stats
 from .version import __version__
 
-STATUSES = ("running", "completed", "failed", "killed")
+STATUSES = ("running", "completed", "failed", "killed", "stopped")
 SEVERITY_VALUE = {"info": 1, "warning": 2, "critical": 3}
 
 

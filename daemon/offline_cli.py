@@ -70,7 +70,7 @@ def _monitor(a) -> int:
         print(f"wtwin: {offline_plot.INSTALL_HINT}", file=sys.stderr)
         return 2
     try:
-        log = read_log(a.path, loss_col=a.loss_col)
+        log = read_log(a.path, loss_col=a.loss_col, run=a.run)
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
@@ -150,6 +150,8 @@ def parser() -> argparse.ArgumentParser:
                         "that looks like a fine-tune)")
     m.add_argument("--loss-col",
                    help="column, TensorBoard scalar tag or W&B metric to use as the training loss")
+    m.add_argument("--run", help="in a TensorBoard logdir of several runs, the run to read "
+                                 "(its name as TensorBoard shows it: the folder under PATH)")
     m.add_argument("--json", action="store_true", help="one JSON document on stdout")
     m.add_argument("--plot", metavar="PNG", help="write loss, forecast band, W and alerts")
     m.add_argument("--all", action="store_true", help="also list info findings")

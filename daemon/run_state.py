@@ -87,7 +87,7 @@ class RunState:
     def held(self) -> bool:
         """An ended run whose series stay for a while: it ended with an alert firing, or
         it failed or was killed (``runs.ended_series_s``)."""
-        return self.status != "running" and (bool(self.ended_firing) or self.status in ("failed", "killed"))
+        return self.status != "running" and (bool(self.ended_firing) or self.status in ("failed", "killed", "stopped"))
 
     @property
     def monitor(self) -> RunMonitor:

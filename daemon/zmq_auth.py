@@ -56,7 +56,8 @@ class CurveConfig:
 
 
 def generate_keys(directory: str, name: str = "wtwind") -> tuple[str, str]:
-    """Write ``NAME.key`` (public) and ``NAME.key_secret``, both mode 0600."""
+    """Write ``NAME.key`` (public, mode 0644: it is handed to others) and ``NAME.key_secret``
+    (mode 0600), in a folder created 0700."""
     import zmq.auth
 
     Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -65,8 +66,8 @@ def generate_keys(directory: str, name: str = "wtwind") -> tuple[str, str]:
         public, secret = zmq.auth.create_certificates(directory, name)
     finally:
         os.umask(old)
-    for path in (public, secret):
-        os.chmod(path, 0o600)
+    os.chmod(secret, 0o600)
+    os.chmod(public, 0o644)
     return public, secret
 
 

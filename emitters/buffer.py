@@ -33,16 +33,23 @@ class LossBuffer:
         items, self._items = self._items, []
         if not items:
             return []
-        idx = [i for i, it in enumerate(items) if hasattr(it[1], "detach")]
         values = [it[1] for it in items]
-        if idx:
+        norms = [it[3] for it in items]
+        idx = [i for i, v in enumerate(values) if hasattr(v, "detach")]
+        gdx = [i for i, g in enumerate(norms) if hasattr(g, "detach")]  # grad norms as tensors
+        if idx or gdx:
             import torch
 
-            read = torch.stack([values[i].reshape(()).float() for i in idx]).tolist()
+            device = (values[idx[0]] if idx else norms[gdx[0]]).device
+            read = torch.stack([values[i].reshape(()).float() for i in idx]
+                               + [norms[i].reshape(()).float().to(device) for i in gdx]).tolist()
             self.reads += 1
-            for i, v in zip(idx, read):
+            for i, v in zip(idx, read[:len(idx)]):
                 values[i] = v
-        return [(int(s), float(v), _f(lr), _f(gn)) for (s, _, lr, gn), v in zip(items, values)]
+            for i, g in zip(gdx, read[len(idx):]):
+                norms[i] = g
+        return [(int(s), float(v), _f(lr), _f(gn))
+                for (s, _, lr, _g), v, gn in zip(items, values, norms)]
 
 
 def _f(x):

@@ -139,6 +139,7 @@ class Emitter:
         self._closed = False
         self.errors: collections.deque = collections.deque(maxlen=16)  # the daemon's error replies
         # a generated run id is never resumed: its secret need not outlive the process
+        self._secret_at = "the secret= argument" if secret else run_secret.where(self.run, secret_dir)
         self._secret = secret or (self._load_secret(secret_dir) if run else secrets.token_urlsafe(32))
         start: dict[str, Any] = {"config": dict(config or {})}
         if preset:
@@ -453,6 +454,7 @@ class Emitter:
                 reason = msg.get("reason")
                 self._stats[f"error_{reason if reason in wire.ERROR_REASONS else 'other'}"] += 1
                 self.errors.append(msg)
+                self._reach.refused(msg, self._secret_at)  # once per reason, in words
             elif kind in ("alert", "projection_ready"):
                 self._stats["alerts_received" if kind == "alert" else "projections_received"] += 1
                 self._inbox.append(msg)

@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
+from . import run_secret
 from .actions import AlertFilter
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
@@ -91,19 +92,20 @@ class WTwinCallback(TrainerCallback):
             self.rewind = None
         if self.tracker is not None:
             return
+        if state.is_world_process_zero:
+            run_secret.move_out_of(self.run, args.output_dir)  # push_to_hub uploads output_dir
         config = {"framework": "transformers", "learning_rate": args.learning_rate,
                   "per_device_train_batch_size": args.per_device_train_batch_size,
                   "gradient_accumulation_steps": args.gradient_accumulation_steps,
                   "max_steps": state.max_steps, "world_size": args.world_size,
-                  "lr_scheduler_type": str(args.lr_scheduler_type)}
+                  "lr_scheduler_type": _plain(args.lr_scheduler_type)}
         # no preset named: a model loaded from pretrained weights is being fine-tuned
         origin = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
         kind = "finetuning" if origin else "pretraining"
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset, kind=kind,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=state.is_world_process_zero, all_ranks=True,
-                               secret_dir=args.output_dir if self.run else None)
+                               enabled=state.is_world_process_zero, all_ranks=True)
         if self.rewind is not None:
             self.rewind.attach(self.tracker.emitter)
 
@@ -176,7 +178,7 @@ class WTwinCallback(TrainerCallback):
             self._hook = None
         if self.tracker is not None:
             self.tracker.poll()
-            self.tracker.close("killed" if self.stop_alert is not None else "completed")
+            self.tracker.close("stopped" if self.stop_alert is not None else "completed")
 
     # ---- alerts ----------------------------------------------------------------------
     def _on_alert(self, alert: dict) -> None:
@@ -234,3 +236,9 @@ def _num(x) -> float | None:
     except (TypeError, ValueError):
         return None
     return v
+
+
+def _plain(value) -> str:
+    """An enum's value (``linear``), not its repr-like str (``SchedulerType.LINEAR``)."""
+    return str(getattr(value, "value", value))
+

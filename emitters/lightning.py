@@ -7,8 +7,12 @@ It reads the loss each ``training_step`` returns (kept as a detached tensor and 
 every ``log_every`` optimizer steps in one transfer: no ``.item()`` per step), the
 learning rate of the first optimizer, the validation metrics whose name contains
 ``val`` (``val_loss`` and friends) after each validation, and sends a ``checkpoint``
-event for each new file a ``ModelCheckpoint`` writes. Steps are
-``trainer.global_step`` (optimizer steps, so gradient accumulation is handled). A
+event for each new file a ``ModelCheckpoint`` writes. Steps are the ones Lightning's own
+loggers put on the batch's metrics (``metrics.csv``, TensorBoard): the count of batches
+that stepped the optimizer before this one, one per optimizer step (gradient accumulation
+handled: the loss of the micro-batch that steps, unscaled by the accumulation, as
+``self.log`` sees it). The gradient norm (total L2 over the parameters, before clipping,
+after AMP unscaling) is read in ``on_before_optimizer_step`` and sent with the loss. A
 firing alert at or above ``stop_on`` (default ``"critical"``) sets
 ``trainer.should_stop``. The monitor's state is saved with Lightning's checkpoints
 (``state_dict``/``load_state_dict`` of the callback).
@@ -34,6 +38,7 @@ try:
 except ImportError:  # the standalone package
     from pytorch_lightning.callbacks import Callback
 
+from . import run_secret
 from .actions import AlertFilter
 from .buffer import LossBuffer
 from .rewind import NOT_DISTRIBUTED, Rewind
@@ -67,6 +72,7 @@ class WTwinCallback(Callback):
         self.rewind = rewind
         self._own_restore = rewind is not None and rewind.restore is None   # else the user's
         self._saving_step = 0          # the step of the checkpoint being written
+        self._grad_norm = None         # this optimizer step's gradient norm (a tensor)
 
     # ---- lifecycle -------------------------------------------------------------------
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -76,11 +82,12 @@ class WTwinCallback(Callback):
                   "max_epochs": trainer.max_epochs, "world_size": trainer.world_size,
                   "accumulate_grad_batches": trainer.accumulate_grad_batches,
                   "model": type(pl_module).__name__}
+        if trainer.is_global_zero:  # older versions kept the run secret there
+            run_secret.move_out_of(self.run, trainer.default_root_dir)
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=trainer.is_global_zero, all_ranks=True,
-                               secret_dir=trainer.default_root_dir if self.run else None)
+                               enabled=trainer.is_global_zero, all_ranks=True)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
         if self.rewind is not None and trainer.world_size > 1:
@@ -93,12 +100,15 @@ class WTwinCallback(Callback):
         if self.tracker is None:
             return
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        step = trainer.global_step
-        if loss is not None and step != self._last_step:
+        step = logger_step(trainer)
+        if loss is not None and step is not None and step != self._last_step:
             self._last_step = step
+            if pl_module.automatic_optimization and trainer.accumulate_grad_batches > 1:
+                loss = loss * trainer.accumulate_grad_batches  # Lightning divided it for backward
             lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None
-            for ev in self._buf.add(step, loss, lr):
-                self.tracker.loss(ev[0], ev[1], lr=ev[2])
+            grad_norm, self._grad_norm = self._grad_norm, None
+            for ev in self._buf.add(step, loss, lr, grad_norm):
+                self.tracker.loss(ev[0], ev[1], lr=ev[2], grad_norm=ev[3])
         self._send_checkpoints(trainer)
         self._poll(trainer)
         if self.rewind is not None and self.rewind.pending is not None:
@@ -106,6 +116,10 @@ class WTwinCallback(Callback):
                 self.rewind.restore = lambda path: restore_checkpoint(trainer, path)
             self.rewind.apply(step, optimizers=trainer.optimizers,
                               schedulers=[c.scheduler for c in trainer.lr_scheduler_configs])
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        if self.tracker is not None:
+            self._grad_norm = total_grad_norm(pl_module.parameters())
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         self._saving_step = trainer.global_step
@@ -125,7 +139,7 @@ class WTwinCallback(Callback):
         self._flush()
         self._send_checkpoints(trainer)
         self.tracker.poll()
-        self.tracker.close("killed" if self.stop_alert is not None else "completed")
+        self.tracker.close("stopped" if self.stop_alert is not None else "completed")
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         if self.tracker is not None:
@@ -150,8 +164,8 @@ class WTwinCallback(Callback):
 
     # ---- helpers ---------------------------------------------------------------------
     def _flush(self) -> None:
-        for step, loss, lr, _ in self._buf.flush():
-            self.tracker.loss(step, loss, lr=lr)
+        for step, loss, lr, grad_norm in self._buf.flush():
+            self.tracker.loss(step, loss, lr=lr, grad_norm=grad_norm)
 
     def _send_checkpoints(self, trainer) -> None:
         if not self.analyze_checkpoints and self.rewind is None:
@@ -181,6 +195,27 @@ class WTwinCallback(Callback):
                 return        # taken: recovered from, not stopped on
         if self.stop_filter is not None and self.stop_alert is None and self.stop_filter.matches(alert):
             self.stop_alert = alert
+
+
+def logger_step(trainer) -> int | None:
+    """The step Lightning's loggers give this batch's training metrics, or None on a
+    micro-batch that only accumulates (Lightning logs none for it). Read in
+    ``on_train_batch_end``, before Lightning counts the batch as stepped."""
+    loop = trainer.fit_loop.epoch_loop
+    if not hasattr(loop, "_batches_that_stepped"):  # another Lightning: the optimizer's count
+        return trainer.global_step
+    if loop._should_accumulate():
+        return None
+    return loop._batches_that_stepped
+
+
+def total_grad_norm(parameters):
+    """The L2 norm of all gradients together, as a tensor (read later with the losses:
+    no device sync here); None when no parameter has a gradient."""
+    import torch
+
+    norms = [p.grad.detach().norm(2).float() for p in parameters if p.grad is not None]
+    return torch.stack(norms).norm(2) if norms else None
 
 
 def restore_checkpoint(trainer, path: str) -> None:

@@ -9,9 +9,12 @@ they cannot be the principal; the secret must survive a trainer restart. It is, 
 2. the environment variable ``WTWIN_RUN_SECRET`` (a scheduler can inject it);
 3. the file ``<dir>/<run>.wtwin-secret``, created (mode 0600) at the run's first start
    and read back by a resumed trainer, where ``<dir>`` is ``$WTWIN_SECRET_DIR`` (the
-   operator's choice wins), else the ``secret_dir`` argument (the HF and Lightning
-   callbacks pass the checkpoint directory), else ``$XDG_STATE_HOME/wtwin/runs``
-   (``~/.local/state/wtwin/runs``).
+   operator's choice wins), else the ``secret_dir`` argument, else
+   ``$XDG_STATE_HOME/wtwin/runs`` (``~/.local/state/wtwin/runs``).
+
+Never in a folder that gets published: the HF and Lightning callbacks use the state
+directory, not ``output_dir`` (``push_to_hub`` uploads that folder). A secret an older
+version left in ``output_dir`` is moved to the state directory (``adopt``).
 
 The daemon stores only a hash of it and never shows it. Stdlib only (trainer side).
 """
@@ -22,6 +25,7 @@ import hashlib
 import os
 import re
 import secrets
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -47,6 +51,15 @@ def secret_path(run: str, directory: str | os.PathLike) -> Path:
     return Path(directory) / f"{safe}.wtwin-secret"
 
 
+def where(run: str, directory: str | os.PathLike | None = None,
+          environ: Mapping[str, str] | None = None) -> str:
+    """Where ``load_or_create`` finds this run's secret, in words for a log line."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_SECRET):
+        return f"${ENV_SECRET}"
+    return str(secret_path(run, secret_dir(env, directory)))
+
+
 def load_or_create(run: str, directory: str | os.PathLike | None = None,
                    environ: Mapping[str, str] | None = None) -> str:
     """The run's secret from the environment or its file, creating the file if absent.
@@ -69,6 +82,38 @@ def load_or_create(run: str, directory: str | os.PathLike | None = None,
     with os.fdopen(fd, "w") as f:
         f.write(value + "\n")
     return value
+
+
+def adopt(run: str, old_dir: str | os.PathLike | None,
+          environ: Mapping[str, str] | None = None) -> Path | None:
+    """Move ``<old_dir>/<run>.wtwin-secret`` (where older callbacks wrote it: a folder a hub
+    upload sends) to the state directory, unless one is there already; then delete it from
+    ``old_dir``. Returns where the secret now is, or None when there was nothing to move.
+    Raises OSError when the move fails."""
+    if old_dir is None:
+        return None
+    env = os.environ if environ is None else environ
+    old = secret_path(run, old_dir)
+    new = secret_path(run, secret_dir(env))
+    if not old.is_file() or old.resolve() == new.resolve():
+        return None
+    if not new.exists():
+        new.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(_read(old) + "\n")
+    old.unlink()
+    return new
+
+
+def move_out_of(run: str | None, folder) -> None:
+    """``adopt`` for the callbacks: never raises (a failure is one warning)."""
+    if run and folder:
+        try:
+            adopt(run, folder)
+        except OSError as exc:
+            warnings.warn(f"wtwin: could not move the run secret out of {folder}: {exc}",
+                          stacklevel=3)
 
 
 def _read(path: Path) -> str:

@@ -59,7 +59,7 @@ class Tracker:
         if use_daemon:
             self.emitter = emitter if emitter is not None else connect(
                 endpoint, run, all_ranks=all_ranks, config=config, preset=preset, kind=kind,
-                secret_dir=secret_dir)  # the run's secret beside its checkpoints (run_secret.py)
+                secret_dir=secret_dir)  # None: the user's state directory (run_secret.py)
             self.emitter.on_alert = self._from_daemon
         if embedded or (embedded is None and not use_daemon):
             self.monitor = EmbeddedMonitor(self.preset, run=self.run or "local", cooldown_s=cooldown_s,

@@ -33,7 +33,8 @@ REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
 # ``error`` replies: why the daemon refused an event (a closed set, docs/PROTOCOL.md)
 ERROR_REASONS = ("not_owner", "run_table_full", "client_run_quota", "emitter_quota",
                  "config_quota", "quarantined")
-RUN_END_STATUSES = ("completed", "failed", "killed")
+# "stopped": ended by its own callback on an alert (stop_on), not by a signal or an operator
+RUN_END_STATUSES = ("completed", "failed", "killed", "stopped")
 # run_start.kind (what the trainer says the run is) -> the detector preset the daemon uses
 # when run_start names none. Any other kind is accepted and kept; it selects nothing.
 KIND_PRESETS = {"pretraining": "pretraining", "continued_pretraining": "adaptive_pretraining",

@@ -178,7 +178,7 @@ def train(args) -> int:
         if stop:
             print(f"stopped at step {step}: {stop.alert['kind']} alert", flush=True)
             break
-    emit.close("killed" if stop else "completed")
+    emit.close("stopped" if stop else "completed")
     print(f"done: {step} steps, emitter stats {emit.stats}", flush=True)
     return 0
 

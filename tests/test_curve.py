@@ -50,11 +50,12 @@ def client(endpoint, run, secret_file, server_public_file) -> Emitter:
 
 
 class TestKeys:
-    def test_generate_writes_a_loadable_pair_readable_only_by_its_owner(self, tmp_path):
-        """Both files are mode 0600; the secret file holds both halves of the pair."""
+    def test_generate_writes_a_loadable_pair_secret_readable_only_by_its_owner(self, tmp_path):
+        """The secret file is 0600 and holds both halves; the public one is 0644 (it is
+        copied to the daemon's clients folder, read by another user there)."""
         public, secret = keygen(tmp_path, "srv")
-        for path in (public, secret):
-            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(public).st_mode) == 0o644
         pub, sec = zmq.auth.load_certificate(secret)
         assert sec and zmq.curve_public(sec) == pub == zmq.auth.load_certificate(public)[0]
 

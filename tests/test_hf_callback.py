@@ -83,7 +83,7 @@ class TestHFCallback:
         assert cb.stop_alert is not None and cb.stop_alert["source"] == "daemon"
         assert cb.stop_alert["step"] > BLOWUP_AT
         assert steps < MAX_STEPS, "training did not stop on the alert"
-        assert run.status == "killed"
+        assert run.status == "stopped"   # by the callback, on the alert
         assert received["loss"] == steps          # one per logged step, no train_loss summary
         assert received["eval"] == 2 and received["checkpoint"] == 2
         assert run.last_eval.get("val_loss") is not None
@@ -219,3 +219,44 @@ class TestKind:
         assert preset("gpt2") == "finetuning"
         assert preset("") == "pretraining"
         assert preset("gpt2", preset="pretraining") == "pretraining"
+
+
+class TestSecretOutsideOutputDir:
+    """push_to_hub uploads output_dir: the run secret never stays there (issue 23, 24)."""
+
+    class Args:
+        learning_rate, per_device_train_batch_size, gradient_accumulation_steps = 1e-3, 2, 1
+        world_size, output_dir = 1, None
+
+        @property
+        def lr_scheduler_type(self):
+            return transformers.SchedulerType.LINEAR
+
+    class State:
+        max_steps, is_world_process_zero = 10, True
+
+    def test_secret_in_state_dir_and_an_old_one_moved_out(self, tmp_path, monkeypatch):
+        """A secret an older version wrote into output_dir moves to $XDG_STATE_HOME/wtwin/runs;
+        a run connecting to a daemon writes none there; the config carries the scheduler's value."""
+        from wtwin.emitters import run_secret
+
+        monkeypatch.delenv("WTWIN_SECRET_DIR", raising=False)
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+        out = tmp_path / "out"
+        out.mkdir()
+        run_secret.secret_path("old", out).write_text("kept\n")
+        args = self.Args()
+        args.output_dir = str(out)
+        with InProcessDaemon() as d:
+            for run in ("old", "new"):
+                cb = WTwinCallback(run=run, endpoint=d.endpoint, raw_loss=False)
+                cb.on_train_begin(args, self.State(), None, model=None)
+                cb.tracker.loss(1, 2.0)
+                cb.tracker.close("completed")
+            wait_for(lambda: d.server.table.get("new") is not None, what="the run at the daemon")
+            config = d.server.table.get("new").config
+        assert list(out.iterdir()) == []
+        home = tmp_path / "state" / "wtwin" / "runs"
+        assert (home / "old.wtwin-secret").read_text() == "kept\n"
+        assert (home / "new.wtwin-secret").stat().st_mode & 0o777 == 0o600
+        assert config["lr_scheduler_type"] == "linear"

@@ -70,7 +70,7 @@ class TestLightningCallback:
         assert alerts and alerts[0].step > BLOWUP_AT
         assert cb.stop_alert is not None and cb.stop_alert["source"] == "daemon"
         assert trainer.global_step < MAX_STEPS, "training did not stop on the alert"
-        assert run.status == "killed"
+        assert run.status == "stopped"   # by the callback, on the alert
         assert received["loss"] == trainer.global_step   # one per optimizer step, buffered
         assert received["eval"] >= 2 and received["checkpoint"] >= 2
         assert "val_loss" in run.last_eval and run.config["framework"] == "lightning"
@@ -82,7 +82,7 @@ class TestLightningCallback:
         trainer.fit(TinyNet(None), _data(8000, 1), _data(64, 2))
         assert cb.tracker.mode == "embedded" and trainer.global_step == 200
         assert [a for a in cb.alerts if a["severity"] != "info"] == []
-        assert cb.tracker.last_state.step == 200
+        assert cb.tracker.last_state.step == 199   # steps 0..199, as Lightning logs them
         ckpt = torch.load(tmp_path / "ckpt" / "epoch=0-step=200.ckpt", weights_only=False)
         saved = next(v for k, v in ckpt["callbacks"].items() if "WTwinCallback" in k)
         assert saved["tracker"]["monitor"] is not None and saved["last_step"] >= 190
@@ -132,3 +132,45 @@ class TestRewind:
         assert audit and audit[0]["checkpoint"] == "epoch=0-step=200.ckpt"
         assert len([a for a in alerts if a[1] == "critical" and a[2] == "firing"]) == 1
         assert state.band_lo <= state.l_obs <= state.band_hi
+
+
+class LoggedNet(TinyNet):
+    """TinyNet that logs its loss and Lightning's own total gradient norm."""
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.log("train_loss", loss)
+        return loss
+
+    def on_before_optimizer_step(self, optimizer):
+        from lightning.pytorch.utilities import grad_norm
+
+        self.log("grad_total", grad_norm(self, norm_type=2)["grad_2.0_norm_total"])
+
+
+class TestStepsMatchLightningsLogger:
+    @pytest.mark.parametrize("accumulate", [1, 3])
+    def test_steps_losses_and_grad_norms_equal_metrics_csv(self, tmp_path, accumulate):
+        """Every (step, loss, grad norm) the daemon received is the row Lightning's CSVLogger
+        wrote for that step, with gradient accumulation too (issue 23)."""
+        import csv
+
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run=f"pl-steps-{accumulate}", endpoint=d.endpoint, log_every=7)
+            trainer = L.Trainer(max_steps=40, accelerator="cpu", devices=1, log_every_n_steps=1,
+                                logger=L.loggers.CSVLogger(str(tmp_path), name="csv"),
+                                accumulate_grad_batches=accumulate, enable_progress_bar=False,
+                                enable_model_summary=False, limit_val_batches=0,
+                                enable_checkpointing=False, callbacks=[cb])
+            trainer.fit(LoggedNet(None), _data(4000, 1))
+            run = d.server.table.get(f"pl-steps-{accumulate}")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            cols = run.series.train.columns()
+        rows = list(csv.DictReader(open(next(tmp_path.glob("csv/*/metrics.csv")))))
+        logged = {int(r["step"]): r for r in rows if r.get("train_loss")}
+        norms = {int(r["step"]): float(r["grad_total"]) for r in rows if r.get("grad_total")}
+        sent = list(zip(cols["step"], cols["loss"], cols["grad_norm"]))
+        assert [int(s) for s, _, _ in sent] == sorted(logged) and len(sent) == 40
+        for step, loss, gnorm in sent:
+            assert loss == pytest.approx(float(logged[int(step)]["train_loss"]), rel=1e-5)
+            assert gnorm == pytest.approx(norms[int(step)], rel=1e-4)

@@ -112,8 +112,24 @@ class TestTfevents:
         (nested / "version_1").mkdir()
         for f in logdir.iterdir():
             (nested / "version_1" / f.name).write_bytes(f.read_bytes())
-        with pytest.raises(LogError, match="event files of 2 runs .version_0, version_1."):
+        with pytest.raises(LogError, match="a logdir of 2 runs .version_0, version_1.; name one with --run"):
             read_log(nested)
+
+    def test_a_logdir_of_several_runs_reads_the_one_named(self, logdir, tmp_path):
+        """TensorBoard's layout, logdir/<run>/events...: --run picks one by its name, the CLI
+        too; an unknown name lists the runs that are there."""
+        root = tmp_path / "runs"
+        for name in ("lr-3e-4", "lr-1e-3/seed1"):
+            (root / name).mkdir(parents=True)
+            for f in logdir.iterdir():
+                (root / name / f.name).write_bytes(f.read_bytes())
+        assert read_log(root, run="lr-1e-3/seed1").n_loss == N
+        with pytest.raises(LogError, match="no run named 'nope'; the runs here are: lr-1e-3/seed1, lr-3e-4"):
+            read_log(root, run="nope")
+        r = wtwin("monitor", str(root), "--run", "lr-3e-4", "--json")
+        assert r.returncode == 0, r.stderr
+        r = wtwin("monitor", str(root))
+        assert r.returncode == 2 and "--run lr-1e-3/seed1" in r.stderr and "Traceback" not in r.stderr
 
     def test_a_broken_event_file_is_one_sentence(self, tmp_path):
         p = tmp_path / "events.out.tfevents.123.host"

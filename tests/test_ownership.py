@@ -208,3 +208,32 @@ class TestQuotas:
             for e in (legit, newcomer):
                 e.close()
             flood.close()
+
+
+class TestRefusalInWords:
+    """A re-run under a taken name is told why, once, in the trainer's own log (issue 23)."""
+
+    def test_second_trainer_reads_the_reason_and_the_secret_path_once(self, daemon, tmp_path):
+        """The first trainer owns the run; a second one (another secret) logs the reason once."""
+        assert trainer(daemon.ipc, "taken", 1, 50, WTWIN_SECRET_DIR=str(tmp_path / "a")) == 0
+        env = dict(os.environ, WTWIN_SECRET_DIR=str(tmp_path / "b"))
+        r = subprocess.run([sys.executable, "-c", TRAINER, daemon.ipc, "taken", "51", "150"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 3
+        lines = [ln for ln in r.stderr.splitlines() if "refused" in ln]
+        path = run_secret.secret_path("taken", tmp_path / "b")
+        assert len([ln for ln in lines if "belongs to another client" in ln]) == 1, r.stderr
+        assert "run 'taken' belongs to another client; use a new run name, or the run's secret at " \
+               f"{path}" in r.stderr
+        assert "is wtwind running" not in r.stderr, r.stderr
+
+
+class TestExplain:
+    """Every refusal reason has words of its own."""
+
+    def test_every_reason_in_words(self):
+        from wtwin.emitters.reach import explain
+
+        for reason in wire.ERROR_REASONS:
+            text = explain({"reason": reason, "run": "r", "message": "m"}, "/s")
+            assert "'r'" in text and reason not in text.split(";")[0], text

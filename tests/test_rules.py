@@ -78,7 +78,8 @@ class TestRuleConventions:
     def test_rule_shape(self, rule):
         """Every rule has for:, a severity label and summary/description/runbook_url."""
         assert "for" in rule
-        assert rule["labels"]["severity"] in ("info", "warning", "critical")
+        sev = rule["labels"]["severity"]
+        assert sev in ("info", "warning", "critical") or set(re.findall(r"\b(info|warning|critical)\b", sev)), sev
         assert {"summary", "description", "runbook_url"} <= set(rule["annotations"])
 
     @pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])
@@ -96,7 +97,29 @@ class TestRuleConventions:
         assert used or rule["alert"] == "WTwindDown"  # that one reads Prometheus's own `up`
         assert used <= exported_metrics(), used - exported_metrics()
 
-    def test_spike_is_info(self):
-        """Loss spikes never page."""
+    def test_spike_takes_the_daemons_severity_and_never_pages(self):
+        """The spike rule's severity is the daemon's (info or warning, never critical): the
+        rule reads wtwind_run_alert_severity and names both (promtool tests both values)."""
         (spike,) = [r for r in rules() if r["alert"] == "WTwinLossSpike"]
-        assert spike["labels"]["severity"] == "info"
+        assert "wtwind_run_alert_severity" in spike["expr"]
+        sev = spike["labels"]["severity"]
+        assert "info" in sev and "warning" in sev and "critical" not in sev
+
+    def test_header_names_the_for_0s_rules(self):
+        """The rules file's header lists exactly the rules that fire without waiting."""
+        line = next(ln for ln in RULES.read_text().splitlines() if ln.startswith("# for-0s:"))
+        named = {n.strip() for n in line.split(":", 1)[1].split(",")}
+        assert named == {r["alert"] for r in rules() if r["for"] in ("0s", "0m", "0")}
+        header = RULES.read_text().split("groups:")[0]
+        assert "so a single scrape never pages" not in header  # no longer claimed for all
+
+    @pytest.mark.parametrize("alertname", ["WTwindDown", "WTwinAlertDeliveryFailing"])
+    def test_daemon_alerts_reach_their_own_route(self, alertname):
+        """amtool: the daemon's own alerts reach the route that groups them by instance,
+        not shadowed by the severity routes before it."""
+        am = ROOT / "deploy/alertmanager/alertmanager.yml"
+        out = subprocess.run([binary("amtool"), "config", "routes", "test", "--config.file", str(am),
+                              "--tree", f"alertname={alertname}", "severity=critical"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert 'alertname=~"WTwindDown|WTwinAlertDeliveryFailing"' in out.stdout, out.stdout

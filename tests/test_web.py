@@ -296,8 +296,30 @@ class TestApi:
         """A bad file is a 400 with one sentence that names the file as uploaded."""
         body, ctype = multipart("../x/my.csv", content)
         status, p = post(fed.url + "/api/analyze", body, ctype)
-        assert status == 400 and says in p["error"] and p["error"].startswith("my.csv")
+        assert status == 400 and says in p["error"] and p["error"].startswith("my.csv: ")
+        assert p["error"].count("my.csv") == 1   # named once (the page shows it as it is)
         assert "/tmp" not in p["error"] and "wtwind-analyze" not in p["error"]
+
+    def test_analyze_upload_limits_name_the_file_once(self, fed):
+        """Too many rows: the sentence starts with the file's name, once."""
+        body, ctype = multipart("big.csv", b"step,loss\n" + b"1,2\n" * 200_001)
+        status, p = post(fed.url + "/api/analyze", body, ctype)
+        assert status == 400 and p["error"].startswith("big.csv: ") and p["error"].count("big.csv") == 1
+
+    def test_analyze_picks_the_preset_by_the_clis_rule(self, fed, tmp_path):
+        """No preset: a fine-tune's trainer_state.json gets the preset `wtwin monitor` gives it."""
+        from wtwin.daemon.logs import read_log
+        from wtwin.daemon.offline_checks import choose_preset
+
+        history = [{"step": t, "loss": 1.2 * 0.999 ** t + 0.5, "learning_rate": 2e-5} for t in range(1, 400)]
+        state = json.dumps({"global_step": 399, "max_steps": 399, "log_history": history}).encode()
+        (tmp_path / "trainer_state.json").write_bytes(state)
+        cli_preset = choose_preset(read_log(tmp_path / "trainer_state.json"), None)
+        body, ctype = multipart("trainer_state.json", state)
+        status, p = post(fed.url + "/api/analyze", body, ctype)
+        assert status == 200, p
+        assert cli_preset == ("finetuning", "trainer_state.json")
+        assert (p["preset"], p["preset_from"]) == cli_preset
 
     def test_analyze_unknown_preset_and_missing_file(self, fed):
         """An unknown preset and a form without a file are both readable 400s."""
@@ -492,6 +514,10 @@ class TestBrowser:
         assert page.is_checked("#logy")                  # spiky spans more than a decade
         px = page.evaluate(PIXELS, [".chart-compare canvas", ["#1f4e9c", "#d62728"]])
         assert all(n > 100 for n in px["colors"]), px
+        legend = page.evaluate("() => [...document.querySelectorAll('.chart-compare .u-legend th')]"
+                               ".map(th => [getComputedStyle(th).textTransform, th.innerText])")
+        assert all(tt == "none" for tt, _ in legend), legend      # run names as they are
+        assert any("healthy" in text for _, text in legend), legend
         shoot(page, shots, "compare.png")
 
     def test_run_page_plots_lr_and_grad_norm_with_readable_ticks(self, fed, page, shots):
@@ -620,4 +646,5 @@ class TestBrowser:
         drop_file(page, "#drop", "weights.bin", b"\x00\x01\x02\x03" * 64)
         err = page.wait_for_selector("#error:not([hidden])")
         assert "weights.bin" in err.inner_text() and "binary file" in err.inner_text()
+        assert err.inner_text().count("weights.bin") == 1
         assert page.locator("#result").is_hidden()

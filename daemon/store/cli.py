@@ -27,7 +27,7 @@ def add_commands(p: argparse.ArgumentParser) -> None:
     from ..alerts_cli import add_parser
 
     add_parser(sub)
-    ky = sub.add_parser("keys", help="CURVE keys: generate a key pair (mode 0600)")
+    ky = sub.add_parser("keys", help="CURVE keys: generate a key pair (public 0644, secret 0600)")
     ky.add_argument("action", choices=("generate",))
     ky.add_argument("--dir", default=".", help="where to write NAME.key and NAME.key_secret")
     ky.add_argument("--name", default="wtwind", help="file name stem")

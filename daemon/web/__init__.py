@@ -147,17 +147,17 @@ class Handlers:
                 try:
                     path, name, preset = await save_upload(request, tmp,
                                                            self.server.config.http.body_timeout_s)
-                    preset = preset or self.server.config.detection.preset
                     t0 = time.perf_counter()
                     async with self._parse_slot:  # the parse's memory is bounded in total, not per upload
-                        out = await loop.run_in_executor(None, analyze_file, path, name, preset)
+                        out = await loop.run_in_executor(None, analyze_file, path, name, preset,
+                                                         self.server.config.detection.preset)
                 except AnalyzeError as e:
                     return _json({"error": str(e)}, 400)
                 except Exception:  # a detector bug: say so on the page, keep the trace in the log
                     log.exception("analyze_failed")
                     return _json({"error": "the detectors failed on this file; the daemon log has "
                                            "the details."}, 500)
-        out["forecast_wait"] = views.no_forecast(preset, out["series"])
+        out["forecast_wait"] = views.no_forecast(out["preset"], out["series"])
         out["elapsed_s"] = round(time.perf_counter() - t0, 3)
         log.info("log_analyzed", points=out["points"], elapsed_s=out["elapsed_s"],
                  alerts=sum(out["alerts"].values()))

@@ -6,7 +6,9 @@ MiB CSV of tiny rows once added 1.46 GB of RSS and two slow uploads held both sl
 read with `wtwin.daemon.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
 through a fresh `RunMonitor` and `AlertPolicy`, exactly as live events would be, into the
 same `RunSeries` the run page plots. Nothing is kept afterwards. A file that cannot be read
-gives one readable sentence naming the file as the user called it, never the temporary path.
+gives one readable sentence that starts with the file's name as the user called it (once:
+the page shows the sentence as it is), never the temporary path. Without a preset the
+same rule as ``wtwin monitor`` picks one.
 
 The replay clock is the event index (one "second" per event) and the cooldown is zero, so
 every transition the detectors make is shown.
@@ -25,6 +27,7 @@ from wtwin.detect.alert import SEVERITIES
 from wtwin.detect import PRESETS
 from wtwin.detect.replay import Session
 from ..logs import LogError, read_log
+from ..offline_checks import choose_preset
 from ..series import RunSeries
 from .views import alert_view, num
 
@@ -44,15 +47,21 @@ def display_name(filename: str | None) -> str:
     return base or "uploaded file"
 
 
-def analyze_file(path: str, name: str, preset: str) -> dict[str, Any]:
-    """Read ``path`` and replay it; errors mention ``name`` only. Runs in a worker thread."""
-    if preset not in PRESETS:
-        raise AnalyzeError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}.")
+def analyze_file(path: str, name: str, preset: str | None, default: str = "pretraining") -> dict[str, Any]:
+    """Read ``path`` and replay it; errors name ``name`` once, first. Runs in a worker thread.
+
+    No ``preset``: the same rule as ``wtwin monitor`` (``offline_checks.choose_preset``: a
+    ``trainer_state.json`` that looks like a fine-tune is one), else ``default``."""
+    if preset and preset not in PRESETS:
+        raise AnalyzeError(f"{name}: preset must be one of {', '.join(PRESETS)}, not {preset!r}.")
     try:
         tlog = read_log(path)
     except LogError as e:
         raise AnalyzeError(str(e).replace(str(path), name)) from None
-    return replay(tlog, name, preset)
+    chosen, source = choose_preset(tlog, preset or None)
+    out = replay(tlog, name, default if source == "default" else chosen)
+    out["preset_from"] = "the page" if source == "--preset" else source
+    return out
 
 
 def replay(tlog, name: str, preset: str) -> dict[str, Any]:
@@ -114,12 +123,12 @@ async def _save_upload(request, tmpdir: str) -> tuple[str, str, str | None]:
                 preset = await _short_field(part, "preset")
             elif part.name == "file" and not got:
                 name = display_name(part.filename)
-                await _copy(part.read_chunk, path)
+                await _copy(part.read_chunk, path, name)
                 got = True
         if not got:
             raise AnalyzeError("no file in the upload (send it as the form field \"file\").")
     else:
-        await _copy(request.content.read, path)
+        await _copy(request.content.read, path, name)
     return path, name, preset
 
 
@@ -133,16 +142,16 @@ async def _short_field(part, name: str, limit: int = 64) -> str:
     return data.decode("utf-8", "replace").strip()
 
 
-async def _copy(read, path: str) -> None:
+async def _copy(read, path: str, name: str) -> None:
     total = lines = 0
     with open(path, "wb") as fh:
         while chunk := await read(1 << 16):
             total += len(chunk)
             lines += chunk.count(b"\n")
             if total > MAX_UPLOAD_BYTES:
-                raise AnalyzeError(f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB.")
+                raise AnalyzeError(f"{name}: the file is larger than {MAX_UPLOAD_BYTES >> 20} MiB.")
             if lines > MAX_ROWS:
-                raise AnalyzeError(f"the file has more than {MAX_ROWS:,} rows; thin it (every k-th row) first.")
+                raise AnalyzeError(f"{name}: the file has more than {MAX_ROWS:,} rows; thin it (every k-th row) first.")
             fh.write(chunk)
 
 

@@ -20,7 +20,7 @@ from ..series import TRAIN_FIELDS
 from .forecast_wait import forecast_wait
 
 STATE_FIELDS = ("l_pred", "band_lo", "band_hi", "D", "Q", "T", "W")
-STATUSES = ("running", "stalled", "idle", "completed", "failed", "killed")
+STATUSES = ("running", "stalled", "idle", "completed", "failed", "killed", "stopped")
 SPARK_POINTS = 48
 LAYER_FIELDS = ("name", "kind", "alpha", "alpha_weighted", "num_pl_spikes", "status")
 _SECRETISH = re.compile(r"(secret|token|passw|key|auth|cred|url|uri|path|dir|file|host|endpoint)", re.I)

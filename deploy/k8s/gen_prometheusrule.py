@@ -2,7 +2,8 @@
 
 The PrometheusRule's ``spec`` is the rules file itself (the groups promtool tests), so
 there is one source of truth. Run after editing the rules; ``--check`` exits 1 when the
-committed manifest is stale (the test suite runs it).
+committed manifest is stale (the test suite runs it). Stdlib only: the rules file's text
+is placed under ``spec:`` indented, comments and all, so no YAML library is needed.
 
     python deploy/k8s/gen_prometheusrule.py [--check]
 """
@@ -13,8 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 HERE = Path(__file__).resolve().parent
 RULES = HERE.parent / "prometheus" / "wtwin.rules.yml"
 OUT = HERE / "prometheusrule.yaml"
@@ -23,17 +22,23 @@ HEADER = ("# GENERATED from deploy/prometheus/wtwin.rules.yml by deploy/k8s/gen_
           "# to your kube-prometheus-stack release name.\n")
 
 
+METADATA = """apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: wtwind
+  labels:
+    app.kubernetes.io/name: wtwind
+    app.kubernetes.io/part-of: wtwin
+    release: prometheus
+spec:
+"""
+
+
 def render(rules_text: str) -> str:
-    rules = yaml.safe_load(rules_text)
-    manifest = {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {"name": "wtwind",
-                     "labels": {"app.kubernetes.io/name": "wtwind",
-                                "app.kubernetes.io/part-of": "wtwin", "release": "prometheus"}},
-        "spec": {"groups": rules["groups"]},
-    }
-    return HEADER + yaml.safe_dump(manifest, sort_keys=False, width=100, allow_unicode=True)
+    """The manifest: its metadata, then the rules file indented under ``spec`` (a YAML
+    block mapping indented as a whole keeps its meaning, block scalars included)."""
+    body = "".join(f"  {line}" if line.strip() else "\n" for line in rules_text.splitlines(keepends=True))
+    return HEADER + METADATA + body
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,8 @@
     try {
       show(await getJSON("/api/analyze", { method: "POST", body: form }));
     } catch (e) {
-      showError(`${file.name}: ${e.message}`);
+      // the daemon's sentences about the file start with its name: not said twice
+      showError(e.message.includes(file.name) ? e.message : `${file.name}: ${e.message}`);
     } finally {
       busy.hidden = true;
     }
