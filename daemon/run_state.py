@@ -60,6 +60,7 @@ class RunState:
         self._monitor: RunMonitor | None = None   # built on first use: see ``monitor``
         self.frozen = None             # a stored detector snapshot not yet restored (store/)
         self._series: RunSeries | None = None
+        self.history: dict | None = None   # the stored history's envelopes (store/codec.py)
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
         self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
@@ -136,7 +137,7 @@ class RunState:
     def series(self) -> RunSeries:
         """Bounded, decimated plot series for the run page (built on first use)."""
         if self._series is None:
-            self._series = RunSeries()
+            self._series = RunSeries(history=self.history)
         return self._series
 
     def observe(self, ev: dict, now: float) -> list[Alert]:

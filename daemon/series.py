@@ -42,7 +42,8 @@ class Decimated:
     """One aligned multi-field series; field 0 is the step (x axis)."""
 
     def __init__(self, fields: tuple[str, ...], *, recent: int = 1024, past: int = 512,
-                 per_decade: int = 96, mean: tuple[str, ...] = ("loss", "val_loss")) -> None:
+                 per_decade: int = 96, mean: tuple[str, ...] = ("loss", "val_loss"),
+                 history: Any = None) -> None:
         if recent < 1 or past < 2 or per_decade < 1:
             raise ValueError("recent must be >= 1, past >= 2 and per_decade >= 1")
         self.fields = tuple(fields)
@@ -63,6 +64,7 @@ class Decimated:
         self._shift = 0           # pairwise merges so far: bin index >> shift
         self._stage: list[tuple] = []   # newest points, not yet in the ring
         self.last_step: float | None = None
+        self.history = history    # an `Envelope` fed every staged block (store/envelope.py)
 
     def __len__(self) -> int:
         return self._n + self._np + len(self._stage)
@@ -90,7 +92,12 @@ class Decimated:
         k = len(self.fields)
         if set(map(len, stage)) != {k}:  # short rows (``append`` with fewer values): padded
             stage = [r + (None,) * (k - len(r)) for r in stage]
-        while stage:
+        if not stage:
+            return
+        stage = np.array(stage, dtype=float)  # None -> NaN
+        if self.history is not None:
+            self.history.add(stage)
+        while len(stage):
             cap = len(self._ring)
             if self._n == cap:
                 if cap < self.recent + _BLOCK:
@@ -158,6 +165,8 @@ class Decimated:
     def truncate(self, step: float) -> None:
         """Forget every point at or after ``step`` (the run resumed from an earlier one)."""
         self._flush()
+        if self.history is not None:
+            self.history.truncate(step)
         ring = self._ordered_ring()
         keep = ring[ring[:, 0] < step]
         self._ring[:] = np.nan
@@ -269,12 +278,31 @@ def _mean2(a: float, b: float) -> float:
 
 
 class RunSeries:
-    """What one run keeps for its page: train series, eval series and alert markers."""
+    """What one run keeps for its page: train series, eval series and alert markers; and
+    the envelopes of its whole history, written with its snapshots (``take_history``)."""
 
-    def __init__(self, *, recent: int = 1024, past: int = 512, markers: int = 256) -> None:
-        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past)
-        self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256))
+    def __init__(self, *, recent: int = 1024, past: int = 512, markers: int = 256,
+                 history: dict[str, Any] | None = None, floor: int = 1024) -> None:
+        from .store.envelope import Envelope   # numpy only: no store import at module level
+
+        h = history or {}
+        self.envelopes = {
+            "train": Envelope(TRAIN_FIELDS[1:], kind="train", floor=floor),
+            "eval": Envelope(EVAL_FIELDS[1:], kind="eval", floor=floor)}
+        for kind, env in self.envelopes.items():
+            if h.get(kind):
+                env.restore(h[kind])
+        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past, history=self.envelopes["train"])
+        self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256),
+                              history=self.envelopes["eval"])
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
+
+    def take_history(self) -> tuple[dict[str, Any], list]:
+        """The envelopes' state (for the snapshot) and the chunks to write with it."""
+        self.train._flush()
+        self.eval._flush()
+        chunks = [c for c in (e.take() for e in self.envelopes.values()) if c is not None]
+        return {k: e.snapshot() for k, e in self.envelopes.items()}, chunks
 
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
                  grad_norm: float | None = None, tokens: float | None = None) -> None:

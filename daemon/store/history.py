@@ -10,8 +10,13 @@ the web handlers run them in a worker thread, off the event loop. Plain data out
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable
 
+import numpy as np
+
+from ..series import EVAL_FIELDS, TRAIN_FIELDS
+from . import envelope, series_rows
 from .codec import decode_head
 from .db import connect
 
@@ -85,14 +90,30 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
         bodies = conn.execute("SELECT body FROM alerts WHERE run = ? ORDER BY created_at DESC, rowid "
                               "DESC LIMIT ?", (name, MAX_MARKERS)).fetchall()
         fired = _fired_one(conn, name)
+        snap = _snapshot(row[6])
+        hist = snap.get("history") or {}
+        train = _series(conn, name, "train", TRAIN_FIELDS, hist)
+        evals = _series(conn, name, "eval", EVAL_FIELDS, hist)
     finally:
         conn.close()
     out = _summary(row[:7], fired)
-    snap = _snapshot(row[6])
     out["config"] = _json(row[7])
+    out["series"], out["eval"] = train, evals
     out["last_eval"] = snap.get("last_eval") or {}
     out["markers"] = [m for m in (_marker(b[0]) for b in reversed(bodies)) if m]
     return out
+
+
+def _series(conn, name: str, kind: str, fields: tuple[str, ...], hist: dict) -> dict[str, list] | None:
+    """The run's stored envelope as page columns (None: stored before history was kept)."""
+    blk = series_rows.read(conn, name, kind)
+    op = (hist.get(kind) or {}).get("open")
+    if op is not None and len(op) == 2 + 3 * (len(fields) - 1):
+        blk = np.concatenate([blk, [op]]) if len(blk) else np.array([op], dtype=float)
+    if not len(blk):
+        return None if not hist else {f: [] for f in fields}
+    cols = envelope.columns(blk, fields[1:])
+    return {f: [v if math.isfinite(v) else None for v in cols[f].tolist()] for f in fields}
 
 
 def _fired_one(conn, name: str) -> dict[str, int]:
