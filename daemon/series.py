@@ -282,19 +282,20 @@ class RunSeries:
     the envelopes of its whole history, written with its snapshots (``take_history``)."""
 
     def __init__(self, *, recent: int = 1024, past: int = 512, markers: int = 256,
-                 history: dict[str, Any] | None = None, floor: int = 1024) -> None:
+                 history: dict[str, Any] | None = None, keep: bool = True) -> None:
+        """``history``: the envelopes' stored state to resume from; ``keep=False``: no
+        envelopes (a log analysed once, never stored)."""
         from .store.envelope import Envelope   # numpy only: no store import at module level
 
         h = history or {}
-        self.envelopes = {
-            "train": Envelope(TRAIN_FIELDS[1:], kind="train", floor=floor),
-            "eval": Envelope(EVAL_FIELDS[1:], kind="eval", floor=floor)}
+        self.envelopes = {"train": Envelope(TRAIN_FIELDS[1:], kind="train"),
+                          "eval": Envelope(EVAL_FIELDS[1:], kind="eval")} if keep else {}
         for kind, env in self.envelopes.items():
             if h.get(kind):
                 env.restore(h[kind])
-        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past, history=self.envelopes["train"])
+        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past, history=self.envelopes.get("train"))
         self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256),
-                              history=self.envelopes["eval"])
+                              history=self.envelopes.get("eval"))
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
 
     def take_history(self) -> tuple[dict[str, Any], list]:

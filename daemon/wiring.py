@@ -68,7 +68,8 @@ def build(config: DaemonConfig) -> Parts:
         curve = CurveGuard(config.curve)
     receiver = Receiver(config.listen, user_ids=curve is not None)  # with CURVE, the key is the principal
     send = receiver.send
-    store = Store(config.state)
+    store = Store(config.state, idle_after_s=config.runs.idle_ttl_s,
+                  ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s))
     link = EmitterLink(stats, send)
     snapshots = Snapshots(config.state, store, link, table, stats, Quarantine(stats, send))
     restores = Restores(store, table, stats)
