@@ -122,8 +122,8 @@ class Envelope:
     64-point blocks); a step that goes back is ``truncate`` first."""
 
     def __init__(self, fields: tuple[str, ...], *, kind: str = "train", floor: int = 1024) -> None:
-        if floor < 2:
-            raise ValueError("floor must be >= 2")
+        if floor < 1:
+            raise ValueError("floor must be >= 1")
         self.fields, self.kind, self.floor = tuple(fields), kind, floor
         self.width = 1.0
         self.stored = 0           # buckets written (an upper bound after a compaction)
