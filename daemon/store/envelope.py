@@ -15,12 +15,14 @@ finite values of the points whose step falls in ``[lo, hi]`` (float32-rounded on
 
 A block of buckets is a float64 array, one row a bucket: ``lo, hi`` (first and last step
 seen in it), then ``k`` minima, ``k`` maxima and ``k`` flags (1: the min came first).
-Plain functions; ``Envelope`` is the per-run accumulator (a few fields, plus the buckets
-closed since its last write: the whole history lives on disk, ``series_rows.py``).
+Plain functions; ``Envelope`` is the per-run accumulator (its width, plus the rows
+received since its last write: the whole history lives on disk, ``series_rows.py``).
+Two buckets of the same index can sit side by side where two writes met; each still
+keeps the contract, and the next compaction merges them.
 
     >>> env = Envelope(("loss",), floor=4)
     >>> env.add(np.array([[t, 1.0 + (t == 50) * 5] for t in range(100)], dtype=float))
-    >>> blk = np.concatenate([env.take().block, env.open])
+    >>> blk = env.take().buckets()
     >>> env.width, len(blk), float(blk[:, 2].min()), float(blk[:, 3].max())
     (16.0, 7, 1.0, 6.0)
 """
@@ -38,30 +40,34 @@ MAGIC = b"E1"
 
 def points(rows: np.ndarray) -> np.ndarray:
     """Raw rows ``(step, v1..vk)`` as one-point buckets."""
-    k = rows.shape[1] - 1
-    vals = rows[:, 1:]
-    return np.hstack([rows[:, :1], rows[:, :1], vals, vals, np.ones((len(rows), k))])
+    n, k = rows.shape[0], rows.shape[1] - 1
+    out = np.empty((n, 2 + 3 * k))
+    out[:, 0] = out[:, 1] = rows[:, 0]
+    out[:, 2:2 + k] = out[:, 2 + k:2 + 2 * k] = rows[:, 1:]
+    out[:, 2 + 2 * k:] = 1.0
+    return out
 
 
 def reduce(block: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Merge consecutive buckets with equal ``ids`` (vectorized): min of minima, max of
     maxima (NaN ignored), and which came first."""
     n, k = len(block), (block.shape[1] - 2) // 3
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    if len(starts) == n:
+    cut = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    if len(cut) == n - 1:
         return block
-    ends = np.r_[starts[1:], n]
+    starts = np.concatenate(([0], cut))
+    ends = np.append(cut, n)
     mn_cols, mx_cols = block[:, 2:2 + k], block[:, 2 + k:2 + 2 * k]
     with np.errstate(invalid="ignore"):
         mn = np.fmin.reduceat(mn_cols, starts, axis=0)
         mx = np.fmax.reduceat(mx_cols, starts, axis=0)
-    seg = np.repeat(np.arange(len(starts)), ends - starts)
+    counts = ends - starts
     idx = np.arange(n)[:, None]
-    imn = np.minimum.reduceat(np.where(mn_cols == mn[seg], idx, n), starts, axis=0)
-    imx = np.minimum.reduceat(np.where(mx_cols == mx[seg], idx, n), starts, axis=0)
-    own = np.take_along_axis(block[:, 2 + 2 * k:], np.minimum(imn, n - 1), axis=0)
-    flag = np.where(imn == imx, own, (imn < imx).astype(float))
-    return np.hstack([block[starts, :1], block[ends - 1, 1:2], mn, mx, flag])
+    imn = np.minimum.reduceat(np.where(mn_cols == np.repeat(mn, counts, axis=0), idx, n), starts, axis=0)
+    imx = np.minimum.reduceat(np.where(mx_cols == np.repeat(mx, counts, axis=0), idx, n), starts, axis=0)
+    own = block[np.minimum(imn, n - 1), np.arange(2 + 2 * k, 2 + 3 * k)]
+    flag = np.where(imn == imx, own, imn < imx)
+    return np.concatenate([block[starts, :1], block[ends - 1, 1:2], mn, mx, flag], axis=1)
 
 
 def rebin(block: np.ndarray, width: float) -> np.ndarray:
@@ -111,71 +117,81 @@ class Chunk:
     """What one write adds to a run's stored history (``series_rows.write``)."""
     kind: str
     width: float
-    block: np.ndarray | None      # buckets closed since the last write
-    compact: bool                 # the width doubled: the stored buckets are rebinned
-    truncate: float | None        # the run resumed from this step: drop what is at or after
+    blocks: list             # buckets (``points`` of raw rows, or squashed), in step order
+    compact: bool            # the width doubled: the stored buckets are rebinned
+    truncate: float | None   # the run resumed from this step: drop what is at or after
+
+    def buckets(self) -> np.ndarray | None:
+        """The chunk's rows as buckets of ``width`` (on the writer thread)."""
+        return rebin(np.concatenate(self.blocks), self.width) if self.blocks else None
 
 
 class Envelope:
-    """One run's envelope in the making: the open bucket and the closed ones not yet
-    written. ``add`` takes blocks of rows in step order (``Decimated`` hands its staged
-    64-point blocks); a step that goes back is ``truncate`` first."""
+    """One run's envelope in the making: its bucket width, and the rows it received
+    since its last write. ``add`` takes blocks of rows in step order (``Decimated``
+    hands its staged 64-point blocks: a list append on the loop, no numpy work); a step
+    that goes back is ``truncate`` first. The width doubles while the run's step span
+    needs more than ``2 * floor`` buckets of it. Bucketing happens on the writer thread
+    (``Chunk.buckets``); only when ``MAX_RAW`` rows wait (snapshots lagging) are they
+    bucketed here, so what waits is at most ``MAX_RAW`` rows and ``2 * floor`` buckets."""
+
+    MAX_RAW = 2048
 
     def __init__(self, fields: tuple[str, ...], *, kind: str = "train", floor: int = 1024) -> None:
         if floor < 1:
             raise ValueError("floor must be >= 1")
         self.fields, self.kind, self.floor = tuple(fields), kind, floor
         self.width = 1.0
-        self.stored = 0           # buckets written (an upper bound after a compaction)
-        self.open: np.ndarray | None = None    # the newest bucket, (1, 2 + 3k)
-        self._pending: list[np.ndarray] = []
+        self.first: float | None = None   # the run's first step (the span the width covers)
+        self._raw: list[np.ndarray] = []
+        self._nraw = 0
+        self._squashed: np.ndarray | None = None
         self._compact = False
         self._truncate: float | None = None
 
     def add(self, rows: np.ndarray) -> None:
         if not len(rows):
             return
-        blk = points(rows)
-        if self.open is not None:
-            blk = np.concatenate([self.open, blk])
-        blk = rebin(blk, self.width)
-        self.open = blk[-1:]
-        if len(blk) > 1:
-            self._pending.append(blk[:-1])
-        while self.stored + sum(map(len, self._pending)) + 1 > 2 * self.floor:
-            self._double()
+        if self.first is None:
+            self.first = float(rows[0, 0])
+        self._raw.append(rows)
+        self._nraw += len(rows)
+        while (rows[-1, 0] - self.first) / self.width >= 2 * self.floor:
+            self.width *= 2
+            self._compact = True
+        if self._nraw >= self.MAX_RAW:
+            self._squash()
 
-    def _double(self) -> None:
-        self.width *= 2
-        self._compact = True
-        self.stored = (self.stored + 1) // 2
-        blk = rebin(np.concatenate(self._pending + [self.open]), self.width)
-        self.open = blk[-1:]
-        self._pending = [blk[:-1]] if len(blk) > 1 else []
+    def _squash(self) -> None:
+        parts = ([self._squashed] if self._squashed is not None else []) + [points(np.concatenate(self._raw))]
+        self._squashed = rebin(np.concatenate(parts), self.width)
+        self._raw, self._nraw = [], 0
 
     def truncate(self, step: float) -> None:
-        """Forget every bucket whose first step is at or after ``step``."""
-        self._pending = [b[b[:, 0] < step] for b in self._pending]
-        if self.open is not None and self.open[0, 0] >= step:
-            self.open = None
+        """Forget every row and bucket whose first step is at or after ``step``."""
+        self._raw = [r[r[:, 0] < step] for r in self._raw]
+        self._nraw = sum(map(len, self._raw))
+        if self._squashed is not None:
+            self._squashed = self._squashed[self._squashed[:, 0] < step]
+        if self.first is not None and step < self.first:
+            self.first = float(step)
         self._truncate = step if self._truncate is None else min(self._truncate, step)
 
     def take(self) -> Chunk | None:
         """The chunk to write now (None when nothing changed), and forget it."""
-        blk = np.concatenate(self._pending) if self._pending else None
-        if blk is None and not self._compact and self._truncate is None:
+        blocks = ([self._squashed] if self._squashed is not None else []) + (
+            [points(np.concatenate(self._raw))] if self._nraw else [])
+        if not blocks and not self._compact and self._truncate is None:
             return None
-        out = Chunk(self.kind, self.width, blk, self._compact, self._truncate)
-        self.stored += 0 if blk is None else len(blk)
-        self._pending, self._compact, self._truncate = [], False, None
+        out = Chunk(self.kind, self.width, blocks, self._compact, self._truncate)
+        self._raw, self._nraw, self._squashed = [], 0, None
+        self._compact, self._truncate = False, None
         return out
 
     def snapshot(self) -> dict[str, Any]:
-        return {"w": self.width, "n": self.stored,
-                "open": None if self.open is None else self.open[0].tolist()}
+        return {"w": self.width, "first": self.first}
 
     def restore(self, snap: dict[str, Any]) -> "Envelope":
-        self.width, self.stored = float(snap["w"]), int(snap["n"])
-        op = snap.get("open")
-        self.open = None if op is None else np.array([op], dtype=float)
+        self.width = float(snap["w"])
+        self.first = None if snap.get("first") is None else float(snap["first"])
         return self

@@ -14,8 +14,6 @@ import json
 import math
 from typing import Any, Iterable
 
-import numpy as np
-
 from ..series import EVAL_FIELDS, TRAIN_FIELDS
 from . import envelope, series_rows
 from .codec import decode_head
@@ -108,9 +106,6 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
 def _series(conn, name: str, kind: str, fields: tuple[str, ...], hist: dict) -> dict[str, list] | None:
     """The run's stored envelope as page columns (None: stored before history was kept)."""
     blk = series_rows.read(conn, name, kind)
-    op = (hist.get(kind) or {}).get("open")
-    if op is not None and len(op) == 2 + 3 * (len(fields) - 1):
-        blk = np.concatenate([blk, [op]]) if len(blk) else np.array([op], dtype=float)
     if not len(blk):
         return None if not hist else {f: [] for f in fields}
     cols = envelope.columns(blk, fields[1:])

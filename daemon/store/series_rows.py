@@ -22,16 +22,17 @@ MAX_SMALL = 16    # more small rows than this for a run: merged into one
 
 
 def write(conn: sqlite3.Connection, run: str, chunk: Chunk) -> None:
+    new = chunk.buckets()
     if chunk.compact or chunk.truncate is not None:
         old = read(conn, run, chunk.kind)
         if chunk.truncate is not None:
             old = old[old[:, 0] < chunk.truncate]
-        parts = [p for p in (old, chunk.block) if p is not None and len(p)]
+        parts = [p for p in (old, new) if p is not None and len(p)]
         blk = envelope.rebin(np.concatenate(parts), chunk.width) if parts else None
         conn.execute("DELETE FROM series WHERE run = ? AND kind = ?", (run, chunk.kind))
         _insert(conn, run, chunk.kind, blk)
         return
-    _insert(conn, run, chunk.kind, chunk.block)
+    _insert(conn, run, chunk.kind, new)
     small = []   # the newest rows, back to the last sealed one
     for rid, n in conn.execute("SELECT id, n FROM series WHERE run = ? AND kind = ? ORDER BY lo DESC, id DESC",
                                (run, chunk.kind)):
