@@ -11,8 +11,9 @@ the web handlers run them in a worker thread, off the event loop. Plain data out
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Iterable
+
+import numpy as np
 
 from ..series import EVAL_FIELDS, TRAIN_FIELDS
 from . import envelope, series_rows
@@ -109,7 +110,19 @@ def _series(conn, name: str, kind: str, fields: tuple[str, ...], hist: dict) -> 
     if not len(blk):
         return None if not hist else {f: [] for f in fields}
     cols = envelope.columns(blk, fields[1:])
-    return {f: [v if math.isfinite(v) else None for v in cols[f].tolist()] for f in fields}
+    return {f: cols[f].tolist() if f == "step" else _short(cols[f]) for f in fields}
+
+
+def _short(col: np.ndarray) -> list:
+    """JSON-ready: 7 significant digits (what float32 holds; short in JSON: the page of a
+    long run is a few thousand rows of 9 fields), None where missing."""
+    out = col.copy()
+    fin = np.isfinite(col) & (col != 0)
+    x = col[fin]
+    dec = 6 - np.floor(np.log10(np.abs(x)))
+    scale = np.power(10.0, np.abs(dec))
+    out[fin] = np.where(dec >= 0, np.round(x * scale) / scale, np.round(x / scale) * scale)
+    return np.where(np.isfinite(out), out, None).tolist()
 
 
 def _fired_one(conn, name: str) -> dict[str, int]:
