@@ -165,6 +165,16 @@ class TestPrune:
         assert left == [f"live{i}" for i in range(5)] + [f"old{i}" for i in range(25, 30)]
         assert conn.execute("SELECT COUNT(*) FROM series").fetchone()[0] == 10
 
+    def test_a_pass_deletes_at_most_max_per_pass_and_says_more_is_left(self, tmp_path):
+        conn, now = self._db(tmp_path), 1e6
+        for i in range(retention.MAX_PER_PASS + 60):
+            _row(conn, f"r{i:04}", now - 10_000 + i)
+        first = retention.prune(conn, now, **self.KW)
+        second = retention.prune(conn, now, **self.KW)
+        assert first.capped and len(first.runs) == retention.MAX_PER_PASS and first.runs[0] == "r0000"
+        assert not second.capped and len(second.runs) == 50
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 10
+
     def test_runs_past_retention_go_and_alerts_a_delivery_needs_stay(self, tmp_path):
         conn, now = self._db(tmp_path), 1e8
         _row(conn, "ancient", now - 31 * 86400)

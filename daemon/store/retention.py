@@ -12,16 +12,17 @@ those, ``prune`` deletes, oldest ``last_seen`` first:
 
 A run goes with its history and its alerts, except alerts with a delivery still pending
 or dead (the outbox and ``wtwind alerts`` keep those). At most ``MAX_PER_PASS`` runs a
-pass, so the writer thread is never held long; the caller runs another pass soon when
-that cap was hit. Runs on the writer thread: plain SQL, no loop.
+pass, so the writer thread (alerts' commits included) is never held long; the caller
+runs another pass soon when that cap was hit. Runs on the writer thread: plain SQL, no loop.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import dataclass, field
 
-MAX_PER_PASS = 1000
+MAX_PER_PASS = 100   # ~0.1-0.2 s of the writer thread a pass (docs/BENCHMARKS.md)
 KEEP_STATES = ("pending", "dead")   # deliveries whose alert rows stay
 
 _EXPIRED = ("SELECT run, last_seen FROM runs WHERE (status != 'running' AND last_seen < ?) "
@@ -41,6 +42,7 @@ class Pruned:
     bytes: int = 0          # estimated bytes the deleted runs held
     used_bytes: int = 0     # the database's used pages after the pass
     capped: bool = False    # MAX_PER_PASS was hit: more to do
+    elapsed_s: float = 0.0  # the writer thread's time on the pass
 
 
 def used_bytes(conn: sqlite3.Connection) -> int:
@@ -50,7 +52,7 @@ def used_bytes(conn: sqlite3.Connection) -> int:
 
 def prune(conn: sqlite3.Connection, now: float, *, retention_s: float, max_runs: int, max_bytes: int,
           ended_after_s: float, idle_after_s: float) -> Pruned:
-    out = Pruned()
+    out, t0 = Pruned(), time.perf_counter()
     cands = conn.execute(_EXPIRED, (now - ended_after_s, now - idle_after_s)).fetchall()
     total = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     i = 0
@@ -78,6 +80,7 @@ def prune(conn: sqlite3.Connection, now: float, *, retention_s: float, max_runs:
     for k in range(0, len(out.runs), 500):
         delete(conn, out.runs[k:k + 500])
     out.used_bytes = used_bytes(conn)
+    out.elapsed_s = time.perf_counter() - t0
     return out
 
 

@@ -84,7 +84,7 @@ class Store:
 
     def prune(self) -> None:
         """One pruning pass on the writer thread (no fsync of its own: the configured
-        mode); the next in ``prune_interval_s``, or in 1 s when this one was capped."""
+        mode); the next in ``prune_interval_s``, or in 0.5 s when this one was capped."""
         cfg = self.cfg
 
         def op(conn):
@@ -97,7 +97,7 @@ class Store:
 
     def _pruned(self, res: Pruned | None, err: BaseException | None) -> None:
         loop = self.writer.loop
-        again = 1.0 if res is not None and res.capped else self.cfg.prune_interval_s
+        again = 0.5 if res is not None and res.capped else self.cfg.prune_interval_s
         self._prune_timer = loop.call_later(again, self.prune) if not loop.is_closed() else None
         if err is not None or res is None:
             return                      # the writer logged it; the next pass tries again
@@ -110,7 +110,7 @@ class Store:
         self.pruned_bytes += res.bytes
         log.info("store_pruned", runs=len(res.runs), by_age=res.age, past_max_runs=res.count,
                  past_max_bytes=res.size, bytes=res.bytes, used_bytes=res.used_bytes,
-                 oldest=res.runs[0], more=res.capped)
+                 oldest=res.runs[0], more=res.capped, elapsed_s=round(res.elapsed_s, 3))
 
     async def close(self) -> None:
         """Finish what is queued and stop the writer thread (after the last snapshots)."""

@@ -149,17 +149,17 @@ def main() -> None:
           f"used {retention.used_bytes(conn) / 2**20:.0f} MiB")
     copies(conn, a.runs, "s", now - 2 * 86400)
     before = os.path.getsize(db)
-    t0, passes, gone = time.perf_counter(), 0, 0
+    t0, passes, gone, longest = time.perf_counter(), 0, 0, 0.0
     while True:
         conn.execute("BEGIN")      # as on the writer thread: one transaction a pass
         res = retention.prune(conn, now, retention_s=30 * 86400, max_runs=a.runs, max_bytes=2**40,
                               ended_after_s=600, idle_after_s=86400)
         conn.execute("COMMIT")
-        passes, gone = passes + 1, gone + len(res.runs)
+        passes, gone, longest = passes + 1, gone + len(res.runs), max(longest, res.elapsed_s)
         if not res.capped:
             break
     print(f"{2 * a.runs} expired runs pruned to max_runs {a.runs}: {gone} deleted in {passes} passes, "
-          f"{time.perf_counter() - t0:.1f} s; file {before / 2**20:.0f} MiB (keeps its size), "
+          f"{time.perf_counter() - t0:.1f} s, the longest pass {longest * 1000:.0f} ms; file {before / 2**20:.0f} MiB (keeps its size), "
           f"used {retention.used_bytes(conn) / 2**20:.0f} MiB after")
     conn.close()
     lock.release()
