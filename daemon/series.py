@@ -15,6 +15,10 @@ A step that goes backwards (a resume or restart) truncates everything at or afte
 the plotted curve stays ordered and shows the resumed run. Values are float64 with NaN for
 "missing"; `columns()` turns NaN and infinities into ``None`` for JSON.
 
+The whole run, at a bounded resolution that keeps peaks, is the store's: each staged
+block of 64 points is also handed to the series' ``history`` (``store/envelope.py``),
+and ``RunSeries.take_history`` gives what it gathered to the run's next snapshot.
+
     >>> s = Decimated(("step", "loss"), recent=100, past=16, per_decade=4)
     >>> for t in range(1, 100_001):
     ...     s.append(t, 1.0 / t)

@@ -4,8 +4,9 @@ The run table keeps a run in memory until ``runs.ended_ttl_s`` after it ended (o
 ``idle_ttl_s`` after it went silent); the store keeps its last snapshot (status, step,
 loss, config, its 64-point sparkline, its rewinds), its whole history as min/max buckets
 (``envelope.py``, ``series_rows.py``) and every alert it raised, until ``wtwind state
-forget`` or pruning (``retention.py``). These read-only queries open their own read-only connection, so
-the web handlers run them in a worker thread, off the event loop. Plain data out.
+forget`` or pruning (``retention.py``). These read-only queries open their own read-only
+connection, so the web handlers run them in a worker thread, off the event loop. Plain
+data out.
 """
 
 from __future__ import annotations
