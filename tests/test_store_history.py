@@ -146,7 +146,8 @@ def _row(conn, name, last_seen, status="completed", blob=b"x" * 1000):
 
 
 class TestPrune:
-    KW = dict(retention_s=30 * 86400, max_runs=10, max_bytes=1024 ** 3, ended_after_s=600, idle_after_s=86400)
+    KW = dict(retention_s=30 * 86400, max_runs=10, max_bytes=1024 ** 3, ended_after_s=600, idle_after_s=86400,
+              max_pass_s=math.inf)
 
     def _db(self, tmp_path):
         conn, lock = open_db(str(tmp_path / "p.db"))
@@ -174,6 +175,14 @@ class TestPrune:
         assert first.capped and len(first.runs) == retention.MAX_PER_PASS and first.runs[0] == "r0000"
         assert not second.capped and len(second.runs) == 50
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 10
+
+    def test_a_pass_past_its_time_stops_after_ten_and_says_more_is_left(self, tmp_path):
+        conn, now = self._db(tmp_path), 1e6
+        for i in range(40):
+            _row(conn, f"r{i:04}", now - 10_000 + i)
+        res = retention.prune(conn, now, **dict(self.KW, max_pass_s=0.0))
+        assert res.capped and res.runs == [f"r{i:04}" for i in range(10)] and res.count == 10
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 30
 
     def test_runs_past_retention_go_and_alerts_a_delivery_needs_stay(self, tmp_path):
         conn, now = self._db(tmp_path), 1e8

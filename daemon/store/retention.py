@@ -12,8 +12,9 @@ those, ``prune`` deletes, oldest ``last_seen`` first:
 
 A run goes with its history and its alerts, except alerts with a delivery still pending
 or dead (the outbox and ``wtwind alerts`` keep those). At most ``MAX_PER_PASS`` runs a
-pass, so the writer thread (alerts' commits included) is never held long; the caller
-runs another pass soon when that cap was hit. Runs on the writer thread: plain SQL, no loop.
+pass, and deleting stops once the pass has taken ``MAX_PASS_S``, so the writer thread
+(alerts' commits included) is never held long; the caller runs another pass soon when
+either cap was hit. Runs on the writer thread: plain SQL, no loop.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 
-MAX_PER_PASS = 100   # ~0.1-0.2 s of the writer thread a pass (docs/BENCHMARKS.md)
+MAX_PER_PASS = 100   # runs chosen a pass
+MAX_PASS_S = 0.05    # ... deleted 10 at a time until the pass has held the writer this long
 KEEP_STATES = ("pending", "dead")   # deliveries whose alert rows stay
 
 _EXPIRED = ("SELECT run, last_seen FROM runs WHERE (status != 'running' AND last_seen < ?) "
@@ -51,7 +53,7 @@ def used_bytes(conn: sqlite3.Connection) -> int:
 
 
 def prune(conn: sqlite3.Connection, now: float, *, retention_s: float, max_runs: int, max_bytes: int,
-          ended_after_s: float, idle_after_s: float) -> Pruned:
+          ended_after_s: float, idle_after_s: float, max_pass_s: float = MAX_PASS_S) -> Pruned:
     out, t0 = Pruned(), time.perf_counter()
     cands = conn.execute(_EXPIRED, (now - ended_after_s, now - idle_after_s)).fetchall()
     total = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -76,9 +78,15 @@ def prune(conn: sqlite3.Connection, now: float, *, retention_s: float, max_runs:
             i += 1
         out.size = len(out.runs) - out.age - out.count
     out.capped = len(out.runs) >= MAX_PER_PASS
+    for k in range(0, len(out.runs), 10):
+        delete(conn, out.runs[k:k + 10])
+        if time.perf_counter() - t0 > max_pass_s and k + 10 < len(out.runs):
+            out.runs, sizes, out.capped = out.runs[:k + 10], sizes[:k + 10], True
+            out.age = min(out.age, k + 10)
+            out.count = min(out.count, k + 10 - out.age)
+            out.size = len(out.runs) - out.age - out.count
+            break
     out.bytes = sum(sizes)
-    for k in range(0, len(out.runs), 500):
-        delete(conn, out.runs[k:k + 500])
     out.used_bytes = used_bytes(conn)
     out.elapsed_s = time.perf_counter() - t0
     return out

@@ -51,16 +51,18 @@ def feed(series: RunSeries, t: int) -> None:
 
 
 def hot_path_us(n: int) -> tuple[float, float]:
-    out = []
-    for keep in (False, True):
-        s = RunSeries(keep=keep)
-        t0 = time.perf_counter()
-        for t in range(1, n + 1):
-            feed(s, t)
-            if keep and t % 1000 == 0:
-                s.take_history()
-        out.append((time.perf_counter() - t0) / n * 1e6)
-    return out[0], out[1]
+    """Best of 3, interleaved, with and without the envelopes (taken every 1,000 events)."""
+    best = {False: float("inf"), True: float("inf")}
+    for _ in range(3):
+        for keep in (False, True):
+            s = RunSeries(keep=keep)
+            t0 = time.perf_counter()
+            for t in range(1, n + 1):
+                feed(s, t)
+                if keep and t % 1000 == 0:
+                    s.take_history()
+            best[keep] = min(best[keep], (time.perf_counter() - t0) / n * 1e6)
+    return best[False], best[True]
 
 
 def build_run(conn, steps: int, every: int) -> tuple[float, RunState]:
@@ -153,7 +155,7 @@ def main() -> None:
     while True:
         conn.execute("BEGIN")      # as on the writer thread: one transaction a pass
         res = retention.prune(conn, now, retention_s=30 * 86400, max_runs=a.runs, max_bytes=2**40,
-                              ended_after_s=600, idle_after_s=86400)
+                              ended_after_s=600, idle_after_s=86400)     # the daemon's 50 ms a pass
         conn.execute("COMMIT")
         passes, gone, longest = passes + 1, gone + len(res.runs), max(longest, res.elapsed_s)
         if not res.capped:
