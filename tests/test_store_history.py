@@ -65,6 +65,16 @@ class TestEnvelope:
         check_contract(envelope.decode(envelope.encode(blk)), rows)
         assert blk[:, 5].max() == 50.0 and blk[:, 4].min() == -40.0
 
+    def test_rows_waiting_for_a_lagging_snapshot_are_bucketed_and_bounded(self):
+        rows = raw(20_000)
+        env = envelope.Envelope(("a", "b", "c"), floor=100)
+        for i in range(0, len(rows), 64):
+            env.add(rows[i:i + 64])
+            assert env._nraw < env.MAX_RAW and (env._squashed is None or len(env._squashed) <= 2 * env.floor)
+        blk = env.take().buckets()
+        assert 100 <= len(blk) <= 200
+        check_contract(blk, rows)
+
     def test_columns_draw_each_bucket_as_its_two_extremes_in_order(self):
         env = envelope.Envelope(("v",), floor=1)
         env.add(np.array([[0, 1.0], [1, 9.0], [2, 0.0], [3, 5.0], [4, 2.0], [5, 2.0], [6, 7.0], [7, 3.0]]))

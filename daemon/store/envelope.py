@@ -117,13 +117,16 @@ class Chunk:
     """What one write adds to a run's stored history (``series_rows.write``)."""
     kind: str
     width: float
-    blocks: list             # buckets (``points`` of raw rows, or squashed), in step order
-    compact: bool            # the width doubled: the stored buckets are rebinned
-    truncate: float | None   # the run resumed from this step: drop what is at or after
+    squashed: np.ndarray | None   # buckets made on the loop (snapshots lagged), then
+    raw: list                     # blocks of rows, in step order
+    compact: bool                 # the width doubled: the stored buckets are rebinned
+    truncate: float | None        # the run resumed from this step: drop what is at or after
 
     def buckets(self) -> np.ndarray | None:
         """The chunk's rows as buckets of ``width`` (on the writer thread)."""
-        return rebin(np.concatenate(self.blocks), self.width) if self.blocks else None
+        parts = ([self.squashed] if self.squashed is not None else []) + (
+            [points(np.concatenate(self.raw))] if self.raw else [])
+        return rebin(np.concatenate(parts), self.width) if parts else None
 
 
 class Envelope:
@@ -179,11 +182,10 @@ class Envelope:
 
     def take(self) -> Chunk | None:
         """The chunk to write now (None when nothing changed), and forget it."""
-        blocks = ([self._squashed] if self._squashed is not None else []) + (
-            [points(np.concatenate(self._raw))] if self._nraw else [])
-        if not blocks and not self._compact and self._truncate is None:
+        raw = [r for r in self._raw if len(r)]
+        if self._squashed is None and not raw and not self._compact and self._truncate is None:
             return None
-        out = Chunk(self.kind, self.width, blocks, self._compact, self._truncate)
+        out = Chunk(self.kind, self.width, self._squashed, raw, self._compact, self._truncate)
         self._raw, self._nraw, self._squashed = [], 0, None
         self._compact, self._truncate = False, None
         return out
