@@ -28,7 +28,7 @@ MAX_PASS_S = 0.05    # ... deleted 10 at a time until the pass has held the writ
 KEEP_STATES = ("pending", "dead")   # deliveries whose alert rows stay
 
 _EXPIRED = ("SELECT run, last_seen FROM runs WHERE (status != 'running' AND last_seen < ?) "
-            "OR last_seen < ? ORDER BY last_seen, run")
+            "OR last_seen < ? ORDER BY last_seen LIMIT ?")
 _SIZE = ("SELECT COALESCE(length(snapshot), 0) + length(config) + COALESCE((SELECT SUM(length(data)) "
          "FROM series s WHERE s.run = r.run), 0) + COALESCE((SELECT SUM(length(body)) FROM alerts a "
          "WHERE a.run = r.run), 0) FROM runs r WHERE run = ?")
@@ -55,7 +55,7 @@ def used_bytes(conn: sqlite3.Connection) -> int:
 def prune(conn: sqlite3.Connection, now: float, *, retention_s: float, max_runs: int, max_bytes: int,
           ended_after_s: float, idle_after_s: float, max_pass_s: float = MAX_PASS_S) -> Pruned:
     out, t0 = Pruned(), time.perf_counter()
-    cands = conn.execute(_EXPIRED, (now - ended_after_s, now - idle_after_s)).fetchall()
+    cands = conn.execute(_EXPIRED, (now - ended_after_s, now - idle_after_s, MAX_PER_PASS)).fetchall()
     total = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     i = 0
     while i < len(cands) and cands[i][1] < now - retention_s and len(out.runs) < MAX_PER_PASS:
