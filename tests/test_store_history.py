@@ -9,6 +9,7 @@ import math
 import sqlite3
 import time
 
+import msgpack
 import numpy as np
 import pytest
 
@@ -145,6 +146,34 @@ class TestStoredRows:
         _feed(run, range(3000, 3500), 1000, conn)
         s = history.run_record(path, "r")["series"]
         assert s["step"][-1] == 3499 and max(s["loss"]) < 7.0
+        lock.release()
+
+
+class TestMigration:
+    def test_a_schema_2_store_gains_the_series_table_and_its_runs_keep_their_sparkline(self, tmp_path):
+        from wtwin.daemon.store.db import MIGRATIONS
+        from wtwin.daemon.web import views
+
+        path = str(tmp_path / "old.db")
+        conn = sqlite3.connect(path)
+        for script in MIGRATIONS[:2]:
+            conn.executescript(script)
+        r = RunState("old", preset="pretraining", cooldown_s=60, now=1.0)
+        for t in range(1, 201):
+            r.observe_loss(t, 1.0 / t, 3e-4, None, None, 1.0)
+        row = list(codec.encode(r))
+        snap = codec.decode_head(row[7])
+        del snap["history"]                       # as a schema-2 daemon wrote it
+        row[7] = msgpack.packb(snap, use_bin_type=True)
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)", (*row, 1.0))
+        conn.execute("PRAGMA user_version = 2")
+        conn.commit()
+        conn.close()
+        conn, lock = open_db(path)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        rec = history.run_record(path, "old")
+        page = views.stored_detail(rec)
+        assert rec["series"] is None and 2 <= len(page["series"]["step"]) <= 64
         lock.release()
 
 

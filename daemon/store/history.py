@@ -92,9 +92,8 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
                               "DESC LIMIT ?", (name, MAX_MARKERS)).fetchall()
         fired = _fired_one(conn, name)
         snap = _snapshot(row[6])
-        hist = snap.get("history") or {}
-        train = _series(conn, name, "train", TRAIN_FIELDS, hist)
-        evals = _series(conn, name, "eval", EVAL_FIELDS, hist)
+        train = _series(conn, name, "train", TRAIN_FIELDS)
+        evals = _series(conn, name, "eval", EVAL_FIELDS)
     finally:
         conn.close()
     out = _summary(row[:7], fired)
@@ -105,11 +104,12 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
     return out
 
 
-def _series(conn, name: str, kind: str, fields: tuple[str, ...], hist: dict) -> dict[str, list] | None:
-    """The run's stored envelope as page columns (None: stored before history was kept)."""
+def _series(conn, name: str, kind: str, fields: tuple[str, ...]) -> dict[str, list] | None:
+    """The run's stored envelope as page columns (None: none stored, as for a run stored
+    before history was kept: the page falls back to its sparkline)."""
     blk = series_rows.read(conn, name, kind)
     if not len(blk):
-        return None if not hist else {f: [] for f in fields}
+        return None
     cols = envelope.columns(blk, fields[1:])
     return {f: cols[f].tolist() if f == "step" else _short(cols[f]) for f in fields}
 
