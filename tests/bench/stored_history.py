@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import platform
 import statistics
@@ -81,10 +82,11 @@ def build_run(conn, steps: int, every: int) -> tuple[float, RunState]:
     return time.perf_counter() - t0, r
 
 
-def size_of(conn, run: str) -> tuple[int, int, int]:
-    series, rows = conn.execute("SELECT SUM(length(data)), COUNT(*) FROM series WHERE run = ?", (run,)).fetchone()
+def size_of(conn, run: str) -> tuple[int, int, int, int]:
+    series, rows, nb = conn.execute("SELECT SUM(length(data)), COUNT(*), SUM(n) FROM series WHERE run = ? "
+                                    "AND kind = 'train'", (run,)).fetchone()
     snap = conn.execute("SELECT length(snapshot) + length(config) FROM runs WHERE run = ?", (run,)).fetchone()[0]
-    return series, rows, snap
+    return series, rows, snap, nb
 
 
 def copies(conn, n: int, prefix: str, last_seen: float) -> None:
@@ -122,6 +124,11 @@ def page_load(db: str, loads: int) -> None:
                     ms, wire, raw = fetch(d.url + path)
                     times.append(ms)
                     sizes = (wire, raw)
+            if path is not None:
+                with urllib.request.urlopen(d.url + path, timeout=60) as resp:
+                    page = json.loads(resp.read())
+                print(f"  the page: {len(page['series']['step'])} rows a train series, "
+                      f"{sum(v is not None for v in page['series']['lr'])} lr points")
             print(f"  {what}: median {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
                   f"({loads} loads; {sizes[0] / 1024:.0f} KiB on the wire, {sizes[1] / 1024:.0f} KiB JSON/raw)")
 
@@ -141,10 +148,10 @@ def main() -> None:
     db = os.path.join(tempfile.mkdtemp(prefix="wtwin-bench-"), "wtwind.db")
     conn, lock = open_db(db)
     secs, r = build_run(conn, a.steps, a.flush_every)
-    series, rows, snap = size_of(conn, "long")
+    series, rows, snap, nb = size_of(conn, "long")
     print(f"one run of {a.steps} steps ({secs:.0f} s to build, written every {a.flush_every} steps): "
-          f"history {series / 1024:.1f} KiB in {rows} rows, snapshot + config {snap / 1024:.1f} KiB, "
-          f"train envelope width {r.series.envelopes['train'].width:.0f} steps")
+          f"train history {series / 1024:.1f} KiB in {rows} rows, {nb} buckets of "
+          f"{r.series.envelopes['train'].width:.0f} steps; snapshot + config {snap / 1024:.1f} KiB")
     now = time.time()
     copies(conn, a.runs - 1, "r", now - 3 * 86400)
     print(f"{a.runs} such runs: file {os.path.getsize(db) / 2**20:.0f} MiB, "
