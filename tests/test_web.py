@@ -484,6 +484,8 @@ class TestBrowser:
         px = page.evaluate(PIXELS, [".chart-compare canvas", ["#1f4e9c", "#d62728", "#2ca02c"]])
         assert px["colors"][0] > 100 and px["colors"][1] > 100 and px["colors"][2] > 20, px  # 100 steps of 3000
         assert "peaks kept" in page.locator("#notes").inner_text()
+        legend = page.locator(".chart-compare .u-legend th").all_inner_texts()
+        assert any(t.strip() == "healthy" for t in legend), legend          # not upper-cased
         page.select_option("#x", "tokens")               # finished sent no tokens: by step
         assert "finished sent no tokens" in page.locator("#notes").inner_text()
         page.goto(fed.url + "/compare?runs=healthy&runs=spiky&x=tokens")
