@@ -33,9 +33,11 @@ NO_LR = object()  # a loss event without ``lr`` (``RunState.observe_loss``)
 
 class RunState:
     def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float,
-                 new_watch: Callable[[], "SpectralWatch"] | None = None) -> None:
+                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True) -> None:
         """``new_watch`` builds the run's spectral watch when its first checkpoint result
-        comes (``spectral_watch``), configured from ``[jobs]``."""
+        comes (``spectral_watch``), configured from ``[jobs]``; ``keep_history``: its
+        series gather the whole history for the store (false without a store: nothing
+        would take it)."""
         self.run = run
         self.preset = preset
         self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
@@ -60,6 +62,8 @@ class RunState:
         self._monitor: RunMonitor | None = None   # built on first use: see ``monitor``
         self.frozen = None             # a stored detector snapshot not yet restored (store/)
         self._series: RunSeries | None = None
+        self.history: dict | None = None   # the stored history's envelopes (store/codec.py)
+        self.keep_history = keep_history
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
         self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
@@ -136,7 +140,7 @@ class RunState:
     def series(self) -> RunSeries:
         """Bounded, decimated plot series for the run page (built on first use)."""
         if self._series is None:
-            self._series = RunSeries()
+            self._series = RunSeries(history=self.history, keep=self.keep_history)
         return self._series
 
     def observe(self, ev: dict, now: float) -> list[Alert]:
@@ -270,8 +274,9 @@ _HANDLERS = {
 
 class RunTable:
     def __init__(self, *, preset: str, cooldown_s: float, max_runs: int,
-                 new_watch: Callable[[], "SpectralWatch"] | None = None) -> None:
+                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True) -> None:
         self.preset = preset
+        self.keep_history = keep_history
         self.cooldown_s = cooldown_s
         self.max_runs = max_runs
         self.new_watch = new_watch
@@ -294,7 +299,8 @@ class RunTable:
                 self.refused += 1
                 return None
             state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
-                                               now=now, new_watch=self.new_watch)
+                                               now=now, new_watch=self.new_watch,
+                                               keep_history=self.keep_history)
         return state
 
     def forget(self, run: str) -> RunState | None:

@@ -15,6 +15,10 @@ A step that goes backwards (a resume or restart) truncates everything at or afte
 the plotted curve stays ordered and shows the resumed run. Values are float64 with NaN for
 "missing"; `columns()` turns NaN and infinities into ``None`` for JSON.
 
+The whole run, at a bounded resolution that keeps peaks, is the store's: each staged
+block of 64 points is also handed to the series' ``history`` (``store/envelope.py``),
+and ``RunSeries.take_history`` gives what it gathered to the run's next snapshot.
+
     >>> s = Decimated(("step", "loss"), recent=100, past=16, per_decade=4)
     >>> for t in range(1, 100_001):
     ...     s.append(t, 1.0 / t)
@@ -42,7 +46,8 @@ class Decimated:
     """One aligned multi-field series; field 0 is the step (x axis)."""
 
     def __init__(self, fields: tuple[str, ...], *, recent: int = 1024, past: int = 512,
-                 per_decade: int = 96, mean: tuple[str, ...] = ("loss", "val_loss")) -> None:
+                 per_decade: int = 96, mean: tuple[str, ...] = ("loss", "val_loss"),
+                 history: Any = None) -> None:
         if recent < 1 or past < 2 or per_decade < 1:
             raise ValueError("recent must be >= 1, past >= 2 and per_decade >= 1")
         self.fields = tuple(fields)
@@ -63,6 +68,7 @@ class Decimated:
         self._shift = 0           # pairwise merges so far: bin index >> shift
         self._stage: list[tuple] = []   # newest points, not yet in the ring
         self.last_step: float | None = None
+        self.history = history    # an `Envelope` fed every staged block (store/envelope.py)
 
     def __len__(self) -> int:
         return self._n + self._np + len(self._stage)
@@ -90,7 +96,12 @@ class Decimated:
         k = len(self.fields)
         if set(map(len, stage)) != {k}:  # short rows (``append`` with fewer values): padded
             stage = [r + (None,) * (k - len(r)) for r in stage]
-        while stage:
+        if not stage:
+            return
+        stage = np.array(stage, dtype=float)  # None -> NaN
+        if self.history is not None:
+            self.history.add(stage)
+        while len(stage):
             cap = len(self._ring)
             if self._n == cap:
                 if cap < self.recent + _BLOCK:
@@ -158,6 +169,8 @@ class Decimated:
     def truncate(self, step: float) -> None:
         """Forget every point at or after ``step`` (the run resumed from an earlier one)."""
         self._flush()
+        if self.history is not None:
+            self.history.truncate(step)
         ring = self._ordered_ring()
         keep = ring[ring[:, 0] < step]
         self._ring[:] = np.nan
@@ -269,12 +282,32 @@ def _mean2(a: float, b: float) -> float:
 
 
 class RunSeries:
-    """What one run keeps for its page: train series, eval series and alert markers."""
+    """What one run keeps for its page: train series, eval series and alert markers; and
+    the envelopes of its whole history, written with its snapshots (``take_history``)."""
 
-    def __init__(self, *, recent: int = 1024, past: int = 512, markers: int = 256) -> None:
-        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past)
-        self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256))
+    def __init__(self, *, recent: int = 1024, past: int = 512, markers: int = 256,
+                 history: dict[str, Any] | None = None, keep: bool = True) -> None:
+        """``history``: the envelopes' stored state to resume from; ``keep=False``: no
+        envelopes (a log analysed once, never stored)."""
+        from .store.envelope import Envelope   # numpy only: no store import at module level
+
+        h = history or {}
+        self.envelopes = {"train": Envelope(TRAIN_FIELDS[1:], kind="train"),
+                          "eval": Envelope(EVAL_FIELDS[1:], kind="eval")} if keep else {}
+        for kind, env in self.envelopes.items():
+            if h.get(kind):
+                env.restore(h[kind])
+        self.train = Decimated(TRAIN_FIELDS, recent=recent, past=past, history=self.envelopes.get("train"))
+        self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256),
+                              history=self.envelopes.get("eval"))
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
+
+    def take_history(self) -> tuple[dict[str, Any], list]:
+        """The envelopes' state (for the snapshot) and the chunks to write with it."""
+        self.train._flush()
+        self.eval._flush()
+        chunks = [c for c in (e.take() for e in self.envelopes.values()) if c is not None]
+        return {k: e.snapshot() for k, e in self.envelopes.items()}, chunks
 
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
                  grad_norm: float | None = None, tokens: float | None = None) -> None:

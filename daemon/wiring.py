@@ -59,8 +59,11 @@ class Parts:
 
 def build(config: DaemonConfig) -> Parts:
     stats = Stats()
+    store = Store(config.state, idle_after_s=config.runs.idle_ttl_s,
+                  ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s))
     table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
-                     max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs))
+                     max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs),
+                     keep_history=store.wanted)
     curve = None
     if config.curve.enabled:  # zmq.auth only when it is used; a ConfigError early
         from .zmq_auth import CurveGuard
@@ -68,7 +71,6 @@ def build(config: DaemonConfig) -> Parts:
         curve = CurveGuard(config.curve)
     receiver = Receiver(config.listen, user_ids=curve is not None)  # with CURVE, the key is the principal
     send = receiver.send
-    store = Store(config.state)
     link = EmitterLink(stats, send)
     snapshots = Snapshots(config.state, store, link, table, stats, Quarantine(stats, send))
     restores = Restores(store, table, stats)

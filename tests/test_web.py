@@ -109,8 +109,8 @@ def fed(tmp_path_factory):
                 diverging.loss(t, curve(t) if t < 2400 else float("nan"))
             if t <= 50:
                 odd.loss(t, curve(t))
-            if t <= 100:
-                done.loss(t, curve(t))
+            if t <= 100:                         # an LR x100 step at 60: kept once stored
+                done.loss(t, curve(t), lr=3e-4 * (100 if t == 60 else 1), grad_norm=1.0 + t / 100)
             if t % 10 == 0 and t <= 230:         # an HF run with logging_steps=10: 23 points
                 few.loss(t, curve(t), lr=5e-5, grad_norm=1.5 + 0.01 * t)
         done.close("completed")
@@ -505,7 +505,9 @@ class TestBrowser:
         page.wait_for_function("() => document.querySelectorAll('#members tr.run-row').length === 3")
         px = page.evaluate(PIXELS, [".chart-compare canvas", ["#1f4e9c", "#d62728", "#2ca02c"]])
         assert px["colors"][0] > 100 and px["colors"][1] > 100 and px["colors"][2] > 20, px  # 100 steps of 3000
-        assert "the whole run in 64 points" in page.locator("#notes").inner_text()
+        assert "peaks kept" in page.locator("#notes").inner_text()
+        legend = page.locator(".chart-compare .u-legend th").all_inner_texts()
+        assert any(t.strip() == "healthy" for t in legend), legend          # not upper-cased
         page.select_option("#x", "tokens")               # finished sent no tokens: by step
         assert "finished sent no tokens" in page.locator("#notes").inner_text()
         page.goto(fed.url + "/compare?runs=healthy&runs=spiky&x=tokens")
@@ -551,6 +553,12 @@ class TestBrowser:
         assert page.locator("#stored").is_visible()
         px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE]])
         assert px["colors"][0] > 50, px
+        # the stored page draws lr and grad norm too (issue 23), its LR x100 step at full height
+        page.wait_for_selector(".chart-opt canvas")
+        px = page.evaluate(PIXELS, [".chart-opt canvas", ["#555555", "#e07b00"]])
+        assert px["colors"][0] > 20 and px["colors"][1] > 20, px
+        lr = api(fed, "/api/runs/finished")[1]["series"]["lr"]
+        assert max(lr) == pytest.approx(3e-2)
 
     def test_run_page_draws_the_chart_and_the_alert_marker(self, fed, page):
         """The loss canvas has the loss line and a critical marker where the NaN began."""

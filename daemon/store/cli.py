@@ -92,14 +92,17 @@ def _state(args, path: str) -> int:
 def _forget(path: str, run: str) -> int:
     conn, lock = _owned(path)
     try:
+        conn.execute("BEGIN")
         n = conn.execute("DELETE FROM runs WHERE run = ?", (run,)).rowcount
+        conn.execute("DELETE FROM series WHERE run = ?", (run,))
+        conn.execute("COMMIT")
     finally:
         conn.close()
         lock.release()
     if not n:
         print(f"wtwind state: no run {run!r} in {path}", file=sys.stderr)
         return 1
-    print(f"forgot run {run!r} (its alert history is kept)")
+    print(f"forgot run {run!r} and its series (its alert history is kept)")
     return 0
 
 

@@ -71,11 +71,25 @@ def snapshot(run) -> dict[str, Any]:
     return d
 
 
-def encode(run) -> tuple:
-    """The row for ``runs``: (run, status, preset, config, first, last, step, blob)."""
-    blob = _pack(snapshot(run))
-    return (run.run, run.status, run.preset, run.config_json,
-            run.first_seen, run.last_seen, run.step, blob)
+class Row(tuple):
+    """A ``runs`` row; ``chunks``: the history to append with it (``series_rows.write``)."""
+
+    chunks: list = []
+
+
+def encode(run) -> Row:
+    """The row for ``runs``: (run, status, preset, config, first, last, step, blob), with
+    the history closed since the run's last snapshot as ``row.chunks``."""
+    d = snapshot(run)
+    chunks = []
+    if run._series is not None:   # else the stored envelopes' state goes back unchanged
+        run.history, chunks = run._series.take_history()
+    if run.history:
+        d["history"] = run.history
+    row = Row((run.run, run.status, run.preset, run.config_json,
+               run.first_seen, run.last_seen, run.step, _pack(d)))
+    row.chunks = chunks
+    return row
 
 
 def decode_head(blob: bytes) -> dict[str, Any]:
@@ -107,6 +121,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     if d.get("spark"):
         run.spark = Spark.restore(d["spark"])
     run.owner = d.get("owner")
+    run.history = d.get("history")    # the envelopes' state: the series resume from it
     spectral = d.get("spectral") or {}
     if spectral.get("watch") is not None:
         run.spectral_watch().restore(spectral["watch"])

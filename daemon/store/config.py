@@ -36,6 +36,10 @@ class StateConfig:
     flush_share: float = 0.1
     synchronous: str = "normal"
     busy_timeout_s: float = 2.0
+    retention_days: float = 30.0
+    max_runs: int = 10_000
+    max_bytes: int = 2 * 1024 ** 3
+    prune_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         require(0.01 <= self.flush_interval_s <= 60, "flush_interval_s: must be in [0.01, 60] seconds")
@@ -43,6 +47,10 @@ class StateConfig:
         require(0 < self.flush_share <= 1, "flush_share: must be in (0, 1] (a fraction of the loop's time)")
         require(self.synchronous in SYNC_MODES, f"synchronous: {self.synchronous!r} is not one of {SYNC_MODES}")
         require(self.busy_timeout_s >= 0, "busy_timeout_s: must be >= 0")
+        require(self.retention_days > 0, "retention_days: must be > 0 days")
+        require(self.max_runs >= 1, "max_runs: must be >= 1 stored run")
+        require(self.max_bytes >= 1024 ** 2, "max_bytes: must be >= 1 MiB")
+        require(1 <= self.prune_interval_s <= 86_400, "prune_interval_s: must be in [1, 86400] seconds")
 
 
 def default_state_path(environ: Mapping[str, str]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # index i migrates user_version i -> i + 1; never edit a shipped entry, append one.
 MIGRATIONS: tuple[str, ...] = (
@@ -64,6 +64,18 @@ MIGRATIONS: tuple[str, ...] = (
     """
     DROP INDEX alerts_unrouted;
     ALTER TABLE alerts DROP COLUMN routed;
+    """,
+    # 3: a run's whole history as min/max buckets, kept with the run (issue 23; series_rows.py)
+    """
+    CREATE TABLE series (
+        id INTEGER PRIMARY KEY,
+        run TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        lo REAL NOT NULL,
+        n INTEGER NOT NULL,
+        data BLOB NOT NULL
+    );
+    CREATE INDEX series_run ON series(run, kind, lo);
     """,
 )
 

@@ -2,9 +2,11 @@
 
 The run table keeps a run in memory until ``runs.ended_ttl_s`` after it ended (or
 ``idle_ttl_s`` after it went silent); the store keeps its last snapshot (status, step,
-loss, config, its 64-point sparkline, its rewinds) and every alert it raised, until
-``wtwind state forget``. These read-only queries open their own read-only connection, so
-the web handlers run them in a worker thread, off the event loop. Plain data out.
+loss, config, its 64-point sparkline, its rewinds), its whole history as min/max buckets
+(``envelope.py``, ``series_rows.py``) and every alert it raised, until ``wtwind state
+forget`` or pruning (``retention.py``). These read-only queries open their own read-only
+connection, so the web handlers run them in a worker thread, off the event loop. Plain
+data out.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+import numpy as np
+
+from ..series import EVAL_FIELDS, TRAIN_FIELDS
+from . import envelope, series_rows
 from .codec import decode_head
 from .db import connect
 
@@ -85,14 +91,39 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
         bodies = conn.execute("SELECT body FROM alerts WHERE run = ? ORDER BY created_at DESC, rowid "
                               "DESC LIMIT ?", (name, MAX_MARKERS)).fetchall()
         fired = _fired_one(conn, name)
+        snap = _snapshot(row[6])
+        train = _series(conn, name, "train", TRAIN_FIELDS)
+        evals = _series(conn, name, "eval", EVAL_FIELDS)
     finally:
         conn.close()
     out = _summary(row[:7], fired)
-    snap = _snapshot(row[6])
     out["config"] = _json(row[7])
+    out["series"], out["eval"] = train, evals
     out["last_eval"] = snap.get("last_eval") or {}
     out["markers"] = [m for m in (_marker(b[0]) for b in reversed(bodies)) if m]
     return out
+
+
+def _series(conn, name: str, kind: str, fields: tuple[str, ...]) -> dict[str, list] | None:
+    """The run's stored envelope as page columns (None: none stored, as for a run stored
+    before history was kept: the page falls back to its sparkline)."""
+    blk = series_rows.read(conn, name, kind)
+    if not len(blk):
+        return None
+    cols = envelope.columns(blk, fields[1:])
+    return {f: cols[f].tolist() if f == "step" else _short(cols[f]) for f in fields}
+
+
+def _short(col: np.ndarray) -> list:
+    """JSON-ready: 7 significant digits (what float32 holds; short in JSON: the page of a
+    long run is a few thousand rows of 9 fields), None where missing."""
+    out = col.copy()
+    fin = np.isfinite(col) & (col != 0)
+    x = col[fin]
+    dec = 6 - np.floor(np.log10(np.abs(x)))
+    scale = np.power(10.0, np.abs(dec))
+    out[fin] = np.where(dec >= 0, np.round(x * scale) / scale, np.round(x / scale) * scale)
+    return np.where(np.isfinite(out), out, None).tolist()
 
 
 def _fired_one(conn, name: str) -> dict[str, int]:

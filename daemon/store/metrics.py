@@ -48,5 +48,15 @@ def _families(store, snaps, restores):
                             value=len(snaps.quarantine))
     yield GaugeMetricFamily("wtwind_store_failing", "1 while persistence is failing (/readyz is red)",
                             value=1.0 if store.failing else 0.0)
+    pruned = CounterMetricFamily("wtwind_store_pruned_runs",
+                                 "Stored runs deleted, oldest first ([state] retention_days, max_runs, max_bytes)",
+                                 labels=["reason"])
+    for reason, key in (("retention", "age"), ("max_runs", "count"), ("max_bytes", "size")):
+        pruned.add_metric([reason], store.pruned[key])
+    yield pruned
+    yield CounterMetricFamily("wtwind_store_pruned_bytes", "Bytes the pruned runs held (estimate)",
+                              value=store.pruned_bytes)
+    yield GaugeMetricFamily("wtwind_store_used_bytes", "Bytes in the database's used pages, at the last prune",
+                            value=store.used_bytes)
     yield GaugeMetricFamily("wtwind_store_restored_runs", "Runs restored from the store at startup",
                             value=restores.restored)

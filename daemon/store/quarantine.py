@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from . import series_rows
+
 UPSERT_RUN = """INSERT INTO runs(run, status, preset, config, first_seen, last_seen, step,
     snapshot, updated_at) VALUES (?,?,?,?,?,?,?,?,?)
     ON CONFLICT(run) DO UPDATE SET status=excluded.status, preset=excluded.preset,
@@ -25,24 +27,33 @@ POISON = (OverflowError, ValueError, TypeError, sqlite3.InterfaceError, sqlite3.
 
 
 def write_runs(conn, rows) -> dict[str, str]:
-    """Upsert the rows; returns ``{run: error}`` for rows that could not be written."""
+    """Upsert the rows, and append each row's history chunks (``codec.Row.chunks``);
+    returns ``{run: error}`` for rows that could not be written."""
     now = time.time()
     params = [(*row, now) for row in rows]
     conn.execute("SAVEPOINT runs")
     try:
         conn.executemany(UPSERT_RUN, params)
+        for row in rows:
+            _history(conn, row)
         conn.execute("RELEASE runs")
         return {}
     except POISON:  # one row is poisoned: find it, write the others
         conn.execute("ROLLBACK TO runs")
         conn.execute("RELEASE runs")
     failed = {}
-    for p in params:
+    for row, p in zip(rows, params):
         conn.execute("SAVEPOINT one")
         try:
             conn.execute(UPSERT_RUN, p)
+            _history(conn, row)
         except POISON as exc:
             conn.execute("ROLLBACK TO one")
             failed[p[0]] = f"{type(exc).__name__}: {exc}"
         conn.execute("RELEASE one")
     return failed
+
+
+def _history(conn, row) -> None:
+    for chunk in getattr(row, "chunks", ()):
+        series_rows.write(conn, row[0], chunk)

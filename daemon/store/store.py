@@ -25,6 +25,7 @@ from .config import StateConfig
 from .db import connect, open_db
 from .outbox import SqliteOutbox
 from .quarantine import write_runs
+from .retention import Pruned, prune
 from .writer import Writer
 
 log = structlog.get_logger("wtwind.store")
@@ -39,8 +40,16 @@ _LIVE = ("SELECT run, config, snapshot FROM runs WHERE snapshot IS NOT NULL AND 
 
 
 class Store:
-    def __init__(self, cfg: StateConfig) -> None:
+    def __init__(self, cfg: StateConfig, *, ended_after_s: float = 900.0,
+                 idle_after_s: float = 24 * 3600.0) -> None:
+        """``ended_after_s``/``idle_after_s``: when a stored run has left the run table
+        (its TTLs): only those are pruned (``retention.py``)."""
         self.cfg = cfg
+        self.ended_after_s, self.idle_after_s = ended_after_s, idle_after_s
+        self.pruned = {"age": 0, "count": 0, "size": 0}   # runs deleted, by reason
+        self.pruned_bytes = 0
+        self.used_bytes = 0
+        self._prune_timer: asyncio.TimerHandle | None = None
         self.path = cfg.path
         # DaemonConfig() built by hand has no path: memory only (config.load() always sets one)
         self.wanted = cfg.enabled and bool(cfg.path)
@@ -71,9 +80,42 @@ class Store:
         self.writer = Writer(self._conn, loop, synchronous=self.cfg.synchronous)
         self.outbox.attach(self._reader)
         log.info("store_opened", path=self.path)
+        self._prune_timer = loop.call_later(min(5.0, self.cfg.prune_interval_s), self.prune)
+
+    def prune(self) -> None:
+        """One pruning pass on the writer thread (no fsync of its own: the configured
+        mode); the next in ``prune_interval_s``, or in 0.5 s when this one was capped."""
+        cfg = self.cfg
+
+        def op(conn):
+            return prune(conn, time.time(), retention_s=cfg.retention_days * 86400, max_runs=cfg.max_runs,
+                         max_bytes=cfg.max_bytes, ended_after_s=self.ended_after_s,
+                         idle_after_s=self.idle_after_s)
+
+        if self.writer is not None:
+            self.writer.submit(op, done=self._pruned)
+
+    def _pruned(self, res: Pruned | None, err: BaseException | None) -> None:
+        loop = self.writer.loop
+        again = 0.5 if res is not None and res.capped else self.cfg.prune_interval_s
+        self._prune_timer = loop.call_later(again, self.prune) if not loop.is_closed() else None
+        if err is not None or res is None:
+            return                      # the writer logged it; the next pass tries again
+        self.used_bytes = res.used_bytes
+        if not res.runs:
+            return
+        self.runs.difference_update(res.runs)
+        for k in self.pruned:
+            self.pruned[k] += getattr(res, k)
+        self.pruned_bytes += res.bytes
+        log.info("store_pruned", runs=len(res.runs), by_age=res.age, past_max_runs=res.count,
+                 past_max_bytes=res.size, bytes=res.bytes, used_bytes=res.used_bytes,
+                 oldest=res.runs[0], more=res.capped, elapsed_s=round(res.elapsed_s, 3))
 
     async def close(self) -> None:
         """Finish what is queued and stop the writer thread (after the last snapshots)."""
+        if self._prune_timer is not None:
+            self._prune_timer.cancel()
         if self.writer is not None:
             done = await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
             if not done:

@@ -65,7 +65,7 @@ def analyze_file(path: str, name: str, preset: str | None, default: str = "pretr
 
 
 def replay(tlog, name: str, preset: str) -> dict[str, Any]:
-    series = RunSeries(recent=4096, past=1024, markers=MAX_TRANSITIONS)
+    series = RunSeries(recent=4096, past=1024, markers=MAX_TRANSITIONS, keep=False)
     transitions: list[dict[str, Any]] = []
     dropped = 0
     session = Session(name, preset)

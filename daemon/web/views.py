@@ -86,15 +86,18 @@ def stored_summary(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
-    """A stored run's page: what the store keeps (the 64-point sparkline for a chart)."""
+    """A stored run's page: its whole history as the store keeps it (min/max buckets,
+    ``store/envelope.py``); a run stored before that has its 64-point sparkline."""
     out = stored_summary(d)
-    pts = d["spark"]
-    steps, losses = [num(p[0]) for p in pts], [num(p[1]) for p in pts]
-    series = {f: [None] * len(pts) for f in TRAIN_FIELDS}
-    series.update(step=steps, loss=losses)
+    series = d.get("series")
+    if series is None:
+        pts = d["spark"]
+        series = {f: [None] * len(pts) for f in TRAIN_FIELDS}
+        series.update(step=[num(p[0]) for p in pts], loss=[num(p[1]) for p in pts])
+    evals = d.get("eval") or {"step": [], "val_loss": []}
     out.update(preset=d["preset"], config=safe_config(d["config"]), state=None,
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
-               forecast_wait=None, series=series, eval={"step": [], "val_loss": []},
+               forecast_wait=None, series=series, eval=evals,
                markers=[dict(m, message=scrub(m["message"])) for m in d["markers"]],
                spectral=None, rewinds=rewinds_view(d["rewinds"]))
     return out

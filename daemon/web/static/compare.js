@@ -25,7 +25,7 @@
       notes.push(`By step: ${without.join(", ")} sent no tokens (the loss event's optional "tokens" field).`);
     }
     const stored = runs.filter(r => r.stored).map(r => r.run);
-    if (stored.length) notes.push(`${stored.join(", ")}: from the store, the whole run in 64 points.`);
+    if (stored.length) notes.push(`${stored.join(", ")}: from the store: the whole run as the lowest and highest loss of each stretch of steps (peaks kept).`);
     document.getElementById("notes").replaceChildren(...notes.map(t => el("p", { class: "notice", text: t })));
     const data = uPlot.join(runs.map(r => table(x, r)));
     const log = userLog ? logy.checked : runs.some(r => spansDecade(r.series.loss));
