@@ -139,8 +139,9 @@ class TestUnreachableDaemon:
 
     def test_a_daemon_that_acks_gets_no_warning(self, daemon, caplog):
         caplog.set_level(logging.WARNING, logger="wtwin.emitters")
-        with Emitter(daemon.tcp, run="fine", warn_unacked_s=1.5) as emit:
-            end, step = time.monotonic() + 3.0, 0  # twice the warning period, acks flowing
+        # a warning period a loaded machine's daemon answers within, twice over
+        with Emitter(daemon.tcp, run="fine", warn_unacked_s=3.0) as emit:
+            end, step = time.monotonic() + 6.0, 0  # twice the warning period, acks flowing
             while time.monotonic() < end:
                 step += 1
                 emit.loss(step, 2.0)
