@@ -223,7 +223,8 @@ class TestCompiledCore:
         tmp = tmp_path_factory.mktemp("nocc")
         src = tmp / "src"
         shutil.copytree(REPO, src, ignore=COPY_IGNORE)
-        res = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+        # isolated, as pip builds: the venv's own setuptools may be older than the build's
+        res = _run([sys.executable, "-m", "build", "--wheel", "--outdir",
                     str(tmp / "dist"), str(src)], env=dict(os.environ, CC="false", WTWIN_COMPILE="1"))
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         assert "installing the pure-Python build" in res.stdout + res.stderr
