@@ -39,6 +39,7 @@ class TestDelivery:
         assert received(daemon, "eval") == 1
         assert m.get(("wtwind_events_received_total", (("type", "run_start"),))) == 1
 
+    @pytest.mark.slow  # 15 s on 2 busy cores (make test-all, CI)
     def test_many_emitters_at_once(self, daemon):
         emitters = [connect(daemon.tcp, run=f"many-{i}") for i in range(16)]
         for step in range(1, 301):

@@ -120,6 +120,7 @@ class TestJobRunner:
         assert by_run["slow"].outcome == "timeout"
         assert by_run["fast"].ok
 
+    @pytest.mark.slow  # 35 s on 2 busy cores (make test-all, CI)
     def test_bystanders_of_a_timeout_kill_are_requeued(self, tmp_path):
         """With two workers, the job sharing the pool with a timed-out one runs again and succeeds."""
         results = []
@@ -139,6 +140,7 @@ class TestJobRunner:
         assert sorted((r.run, r.outcome) for r in results) == [("bystander", "ok"), ("slow", "timeout")]
         assert (tmp_path / "bystander.started").exists() and stats.counts["crashed"] == 0
 
+    @pytest.mark.slow  # 16 s on 2 busy cores (make test-all, CI)
     def test_crashed_worker_is_reported_not_retried(self, tmp_path):
         """A job that kills its worker comes back 'crashed' once; the next job gets a fresh pool."""
         results = []
