@@ -11,7 +11,13 @@ GPT_STAMP := $(VENV)/.installed-gpt
 TORCH_INDEX_URL ?=
 TORCH := torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 
-.PHONY: demo demo-gpt test screenshots bench bench-detection install build clean
+# The daemon installs compile the detector core (WTWIN_COMPILE=1, setup.py: C without
+# debug info); a plain `pip install .` is the pure wheel the trainer side gets.
+COMPILE := WTWIN_COMPILE=1
+# `make test` leaves out the tests marked slow (minutes each); `make test-all` (CI) runs them too
+PYTEST_ARGS ?=
+
+.PHONY: demo demo-gpt test test-all screenshots bench bench-detection install build clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,20 +26,21 @@ $(BIN)/python:
 # torch 2.13.0 first, always, so that no later install picks a torch build of its own.
 $(STAMP): pyproject.toml setup.py detect/build.py | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[daemon,spectral,dask,hf,lightning,wandb,plot,tensorboard,dev]'
+	$(COMPILE) $(BIN)/pip install -q -e '.[daemon,spectral,dask,hf,lightning,wandb,plot,tensorboard,dev]'
 	touch $(STAMP)
 
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[daemon]'
+$(DEMO_STAMP): pyproject.toml setup.py detect/build.py | $(BIN)/python
+	$(COMPILE) $(BIN)/pip install -q -e '.[daemon]'
 	touch $(DEMO_STAMP)
 
-$(GPT_STAMP): pyproject.toml | $(BIN)/python
+$(GPT_STAMP): pyproject.toml setup.py detect/build.py | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[daemon]'
+	$(COMPILE) $(BIN)/pip install -q -e '.[daemon]'
 	touch $(GPT_STAMP)
 
-# The editable install compiles the detector core (setup.py); `build` recompiles what
-# changed in detect/ since (until then `wtwin.detect` loads the .py files: BUILD says so).
+# The editable install compiles the detector core (WTWIN_COMPILE=1, setup.py); `build`
+# recompiles what changed in detect/ since (until then `wtwin.detect` loads the .py files:
+# BUILD says so).
 install: $(STAMP) build
 
 build: $(STAMP)
@@ -47,7 +54,10 @@ demo-gpt: $(GPT_STAMP)
 	$(BIN)/python examples/tiny_gpt.py --with-daemon --blowup-at 300
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 screenshots: $(STAMP)  # rewrite docs/screenshots/ from the run pages (headless Chromium)
 	WTWIN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest "tests/test_web.py::TestBrowser"

@@ -1,11 +1,20 @@
-"""Builds the compiled detector core: the modules of ``detect/build.py``'s ``MODULES``,
-cythonized from their ``.py`` files (pure-Python mode) into C extensions beside them.
+"""Builds the compiled detector core, on request: the modules of ``detect/build.py``'s
+``MODULES``, cythonized from their ``.py`` files (pure-Python mode) into C extensions
+beside them, without debug info.
 
-Everything else is in pyproject.toml. Without Cython or a C compiler, or when a module
-fails to compile, the install goes on with the pure-Python build and says so here (and
-``wtwin.detect.BUILD`` / the daemon's ``detector_build`` log event say which one runs).
-``WTWIN_NO_COMPILE=1`` skips the compiled build on purpose; ``WTWIN_ANNOTATE=1`` also
-writes ``detect/<module>.html`` (``cython -a``: the lines that still call into Python).
+Everything else is in pyproject.toml. The compiled build is opt-in (docs/INSTALL.md):
+
+- ``WTWIN_COMPILE=1`` in the environment (``make demo``/``make install`` and cibuildwheel
+  set it), or a direct ``python setup.py build_ext`` (``make build``): compiled. Through
+  pip or ``python -m build``, Cython is then asked for as a build requirement.
+- otherwise (``pip install /path/to/wtwin``: the trainer side): a pure wheel
+  (``py3-none-any``), nothing compiled, no Cython fetched.
+
+Without Cython or a C compiler, or when a module fails to compile, a requested compiled
+build goes on as the pure-Python build and says so here (and ``wtwin.detect.BUILD`` /
+the daemon's ``detector_build`` log event say which one runs). ``WTWIN_NO_COMPILE=1``
+wins over both; ``WTWIN_ANNOTATE=1`` also writes ``detect/<module>.html`` (``cython
+-a``: the lines that still call into Python).
 """
 
 from __future__ import annotations
@@ -25,6 +34,20 @@ def _say(msg: str) -> None:
     print(f"wtwin: {msg}", file=sys.stderr)
 
 
+def _on(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+# `setup.py build_ext` run by hand (`make build`); under pip or `python -m build` the
+# command is bdist_wheel, editable_wheel, sdist or egg_info
+BY_HAND = "build_ext" in sys.argv[1:]
+COMPILE = not _on("WTWIN_NO_COMPILE") and (_on("WTWIN_COMPILE") or BY_HAND)
+# no debug info (the trainer never loads it; -g made the .so files 5.3x bigger and 1.4x slower
+# to build); stripped at link where the linker takes -s
+CFLAGS = ["-g0"]
+LDFLAGS = ["-g0", "-s"] if sys.platform.startswith("linux") else ["-g0"]
+
+
 class OptionalBuildExt(build_ext):
     """All the modules compile, or none is installed (a compiled module imports the C
     types of the others): any failure leaves the pure-Python build."""
@@ -35,8 +58,7 @@ class OptionalBuildExt(build_ext):
             self.parallel = os.cpu_count() or 1
 
     def run(self) -> None:
-        if os.environ.get("WTWIN_NO_COMPILE", "") not in ("", "0"):
-            _say("WTWIN_NO_COMPILE is set: pure-Python build")
+        if not self.extensions:
             return
         try:
             from Cython.Build import cythonize
@@ -46,8 +68,8 @@ class OptionalBuildExt(build_ext):
         try:
             c_files = {ext.name: ext.sources for ext in cythonize(
                 self.extensions, compiler_directives=BUILD["DIRECTIVES"],
-                include_path=[self._include_dir()], quiet=True,
-                annotate=os.environ.get("WTWIN_ANNOTATE", "") not in ("", "0"))}
+                include_path=[self._include_dir()], quiet=True, nthreads=int(self.parallel),
+                annotate=_on("WTWIN_ANNOTATE"))}
             for ext in self.extensions:     # the same objects: setuptools has annotated them
                 ext.sources = c_files[ext.name]
             super().run()
@@ -63,7 +85,8 @@ class OptionalBuildExt(build_ext):
         # instead of twice and breaks the compiled build's bit-identity with Python.
         if self.compiler.compiler_type == "unix":
             for ext in self.extensions:
-                ext.extra_compile_args = [*ext.extra_compile_args, "-ffp-contract=off"]
+                ext.extra_compile_args = [*ext.extra_compile_args, "-ffp-contract=off", *CFLAGS]
+                ext.extra_link_args = [*ext.extra_link_args, *LDFLAGS]
         super().build_extensions()
 
     def _include_dir(self) -> str:
@@ -87,8 +110,16 @@ class OptionalBuildExt(build_ext):
              "installing the pure-Python build")
 
 
+if not COMPILE and not _on("WTWIN_NO_COMPILE") and {"bdist_wheel", "editable_wheel"} & set(sys.argv):
+    _say("pure-Python build (WTWIN_COMPILE=1 compiles the detector core: docs/INSTALL.md)")
+elif _on("WTWIN_NO_COMPILE"):
+    _say("WTWIN_NO_COMPILE is set: pure-Python build")
+
 setup(
     ext_modules=[Extension(f"wtwin.detect.{m}", [os.path.join("detect", f"{m}.py")])
-                 for m in BUILD["MODULES"]],
+                 for m in BUILD["MODULES"]] if COMPILE else [],
+    # through pip or `python -m build` (PEP 517), setuptools hands this to the frontend as
+    # a build requirement of this build only; by hand, Cython is the caller's (`[dev]`)
+    setup_requires=["Cython>=3.1"] if COMPILE and not BY_HAND else [],
     cmdclass={"build_ext": OptionalBuildExt},
 )

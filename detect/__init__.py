@@ -30,7 +30,8 @@ def _choose() -> tuple[bool, str]:
              if any(os.path.exists(os.path.join(here, m + s))
                     for s in importlib.machinery.EXTENSION_SUFFIXES)]
     if not built:
-        return False, "pure Python (not compiled: installed without Cython or a C compiler)"
+        return False, ("pure Python (not compiled: a plain install is pure; WTWIN_COMPILE=1 at "
+                       "install compiles the core where there is a C compiler: docs/INSTALL.md)")
     if len(built) < len(_build.MODULES):
         missing = sorted(set(_build.MODULES) - set(built))
         return False, f"pure Python (compiled build incomplete, missing {', '.join(missing)})"

@@ -88,8 +88,9 @@ class Recorder:
             await asyncio.sleep(reply.delay_s)
         return web.Response(status=reply.status, text=reply.body, headers=dict(reply.headers))
 
-    async def wait_for(self, n: int, timeout: float = 5.0) -> list[Request]:
-        """Wait until ``n`` requests arrived; raises TimeoutError with what did arrive."""
+    async def wait_for(self, n: int, timeout: float = 60.0) -> list[Request]:
+        """Wait until ``n`` requests arrived; raises TimeoutError with what did arrive (the
+        timeout guards a hang: a loaded machine may take seconds)."""
         deadline = time.monotonic() + timeout
         while len(self.requests) < n:
             left = deadline - time.monotonic()

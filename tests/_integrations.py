@@ -33,7 +33,9 @@ def free_port() -> int:
 
 
 def wait_for(pred, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
-    """Poll ``pred()`` until it returns something truthy; fail after ``timeout`` s."""
+    """Poll ``pred()`` until it returns something truthy; fail after ``timeout`` s (60 at
+    least: the timeout guards a hang, not the machine's speed, as helpers.HANG_S)."""
+    timeout = max(timeout, 60.0)
     deadline = time.monotonic() + timeout
     while True:
         value = pred()

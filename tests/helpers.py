@@ -34,8 +34,15 @@ def _polled(pred: Callable[[], object], deadline: float, timeout: float, what: s
     return val
 
 
+# A wait's timeout guards a hang, never the machine's speed: a condition that holds in
+# 0.1 s on a quiet machine may take seconds on a loaded one (8 test runs on 2 cores), so
+# no wait gives up before HANG_S; a condition that never comes fails after it.
+HANG_S = 60.0
+
+
 def wait_for(pred: Callable[[], object], timeout: float = 10.0, interval: float = 0.02,
              what: str = "condition"):
+    timeout = max(timeout, HANG_S)
     deadline = time.monotonic() + timeout
     while not (val := _polled(pred, deadline, timeout, what)):
         time.sleep(interval)
@@ -47,6 +54,7 @@ async def until(pred: Callable[[], object], timeout: float = 15.0, interval: flo
     """``wait_for`` inside a running event loop: the loop keeps turning while it polls."""
     import asyncio
 
+    timeout = max(timeout, HANG_S)
     deadline = time.monotonic() + timeout
     while not (val := _polled(pred, deadline, timeout, what)):
         await asyncio.sleep(interval)

@@ -90,6 +90,7 @@ class TestWorkerSide:
         project_checkpoint(sd, str(src), "torch", {})  # its own file: replaced
         assert not [p for p in os.listdir(tmp_path) if p.startswith(".wwpgd-")]
 
+    @pytest.mark.slow  # 30 s on 2 busy cores (make test-all, CI)
     def test_worker_memory_is_limited(self):
         code = ("from wtwin.daemon.jobs import worker\n"
                 "worker.init_pool_worker('fast', 1, 2 << 30)\n"
@@ -99,6 +100,7 @@ class TestWorkerSide:
 
 
 class TestBombOverSockets:
+    @pytest.mark.slow  # 21 s on 2 busy cores (make test-all, CI)
     def test_a_bomb_fails_fast_and_the_next_checkpoint_is_analysed(self, daemon, tmp_path):
         """Attack 7 end to end: the 2 KB stride-0 file fails with bad_tensor in the worker
         (no 117 s of CPU), and a legitimate checkpoint after it is analysed."""

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 
+import pytest
 import zmq
 import zmq.auth
 
@@ -61,6 +62,7 @@ class TestKeys:
 
 
 class TestCurveDaemon:
+    @pytest.mark.slow  # 22 s on 2 busy cores (make test-all, CI)
     def test_allowed_client_gets_in_unknown_and_plain_ones_are_refused(self, tmp_path):
         """Only allow-listed public keys are served; refusals are counted."""
         env, srv_pub, secret = curve_keys(tmp_path, ("good",), ("stranger",))

@@ -201,6 +201,8 @@ class TestImage:
         copied = " ".join(rest for op, rest in build if op == "COPY")
         assert "setup.py" in copied.split()
         assert any(op == "RUN" and re.search(r"apt-get install .*\bgcc\b", rest) for op, rest in build)
+        # compiling is opt-in (setup.py): without WTWIN_COMPILE=1 the wheel would be pure
+        assert any(op == "RUN" and re.search(r"WTWIN_COMPILE=1 pip wheel\b", rest) for op, rest in build)
         assert any(op == "RUN" and "COMPILED" in rest for op, rest in final)
         assert not any(op == "RUN" and "gcc" in rest for op, rest in final)  # no compiler shipped
 

@@ -69,6 +69,7 @@ class TestConformance:
         with pytest.raises(Exception):
             s.step = 2
 
+    @pytest.mark.slow  # 205 s on 2 busy cores (make test-all, CI)
     def test_bounded_memory_after_1e6_updates(self, name):
         """The snapshot after 10^6 updates is no bigger than after 10^5 (plus a margin)."""
         det = REGISTRY[name]()

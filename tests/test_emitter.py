@@ -39,6 +39,7 @@ class TestDelivery:
         assert received(daemon, "eval") == 1
         assert m.get(("wtwind_events_received_total", (("type", "run_start"),))) == 1
 
+    @pytest.mark.slow  # 15 s on 2 busy cores (make test-all, CI)
     def test_many_emitters_at_once(self, daemon):
         emitters = [connect(daemon.tcp, run=f"many-{i}") for i in range(16)]
         for step in range(1, 301):
@@ -72,24 +73,34 @@ class TestDaemonDown:
         port = free_port()
         endpoint = f"tcp://127.0.0.1:{port}"
         emit = Emitter(endpoint, run="late", queue_size=200, config={"model": "tiny"})
-        worst = 0.0
+        took = []
         for step in range(1, 3001):
             t0 = time.perf_counter()
             emit.loss(step, 1.0)
-            worst = max(worst, time.perf_counter() - t0)
-        assert worst < 0.05, f"emit.loss blocked for {worst * 1e3:.1f} ms with the daemon down"
+            took.append(time.perf_counter() - t0)
+        # A call that waited on the absent daemon would wait on every call past the queue's
+        # 200 (forever, on a DEALER with no peer): the median says so whatever the machine's
+        # load, where one call's worst case is the scheduler's (a preempted call on a busy
+        # machine); the worst case guards only a hang.
+        took.sort()
+        assert took[len(took) // 2] < 0.005, f"emit.loss took {took[len(took) // 2] * 1e3:.1f} ms (median)"
+        assert took[-1] < 5.0, f"emit.loss blocked for {took[-1]:.1f} s with the daemon down"
         d = Daemon(tmpdir=str(tmp_path))
         d.tcp = endpoint
         d.env["WTWIND_LISTEN__ENDPOINTS"] = f"{d.ipc},{endpoint}"
         with d:
-            emit.close(timeout=10)
+            # the emitter finds the daemon that came up on its own (acks), before close();
+            # close() then returns once its thread has sent and heard its acks: the
+            # timeouts guard a hang only
+            wait_for(lambda: emit.stats["acked"] > 0, 120, what="acks from the daemon that came up")
+            emit.close(timeout=120)
             total = 3000 + 2  # the loss events, run_start and run_end
 
             def accounted():
                 got = sum(received(d, kind) for kind in ("loss", "run_start", "run_end"))
                 return got + emit.stats["dropped"] == total
 
-            wait_for(accounted, timeout=15, what="every event either delivered or counted as dropped")
+            wait_for(accounted, timeout=120, what="every event either delivered or counted as dropped")
             assert received(d) > 0
             assert received(d, "run_start") == 1  # never the one dropped: the config survives
             status, body = http_get(d.url + "/api/runs/late")
@@ -129,8 +140,9 @@ class TestUnreachableDaemon:
 
     def test_a_daemon_that_acks_gets_no_warning(self, daemon, caplog):
         caplog.set_level(logging.WARNING, logger="wtwin.emitters")
-        with Emitter(daemon.tcp, run="fine", warn_unacked_s=1.5) as emit:
-            end, step = time.monotonic() + 3.0, 0  # twice the warning period, acks flowing
+        # a warning period a loaded machine's daemon answers within, twice over
+        with Emitter(daemon.tcp, run="fine", warn_unacked_s=3.0) as emit:
+            end, step = time.monotonic() + 6.0, 0  # twice the warning period, acks flowing
             while time.monotonic() < end:
                 step += 1
                 emit.loss(step, 2.0)

@@ -128,6 +128,7 @@ class TestTracker:
                 "started_at"} <= set(a)
 
 
+@pytest.mark.slow  # 140 s on 2 busy cores (make test-all, CI)
 class TestExample:
     def test_tiny_gpt_example_stops_on_the_daemon_alert(self, tmp_path):
         """examples/tiny_gpt.py with an LR blow-up: the daemon alerts, the example saves and stops."""

@@ -20,6 +20,7 @@ import os
 import random
 
 import msgpack
+import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,6 +160,7 @@ class Harness:
         assert len(srv.snapshots.quarantine) == 0 and srv.store.writer.failed_ops == 0
 
 
+@pytest.mark.slow  # 27 s on 2 busy cores (make test-all, CI)
 def test_router_survives_and_counts_105k_random_and_mutated_frames(tmp_path):
     asyncio.run(_fuzz(tmp_path))  # inside a running loop, as in the daemon
 

@@ -115,13 +115,12 @@ class TestJobRunner:
             await _until(lambda: len(results) == 2, timeout=90)
             await runner.aclose()
 
-        t0 = time.monotonic()
-        asyncio.run(main())
+        asyncio.run(main())  # the slow job sleeps 120 s: both results within 90 s, it was killed
         by_run = {r.run: r for r in results}
         assert by_run["slow"].outcome == "timeout"
         assert by_run["fast"].ok
-        assert time.monotonic() - t0 < 60
 
+    @pytest.mark.slow  # 35 s on 2 busy cores (make test-all, CI)
     def test_bystanders_of_a_timeout_kill_are_requeued(self, tmp_path):
         """With two workers, the job sharing the pool with a timed-out one runs again and succeeds."""
         results = []
@@ -141,6 +140,7 @@ class TestJobRunner:
         assert sorted((r.run, r.outcome) for r in results) == [("bystander", "ok"), ("slow", "timeout")]
         assert (tmp_path / "bystander.started").exists() and stats.counts["crashed"] == 0
 
+    @pytest.mark.slow  # 16 s on 2 busy cores (make test-all, CI)
     def test_crashed_worker_is_reported_not_retried(self, tmp_path):
         """A job that kills its worker comes back 'crashed' once; the next job gets a fresh pool."""
         results = []
@@ -180,7 +180,7 @@ class TestJobRunner:
             return time.monotonic() - t0, procs, gone, runner.submit("late", _event(3, path))
 
         elapsed, procs, gone, late = asyncio.run(main())
-        assert elapsed < 15
+        assert elapsed < 60  # against the running job's 120 s: it was not waited for
         assert sorted((r.run, r.outcome) for r in results) == [("queued", "cancelled"), ("slow", "cancelled")]
         assert procs and sorted(gone) == sorted(p.sentinel for p in procs)
         assert late == "closed"

@@ -29,6 +29,7 @@ async def _until(pred, timeout=90.0):
 
 
 class TestDaskExecutor:
+    @pytest.mark.slow  # 23 s on 2 busy cores (make test-all, CI)
     def test_analysis_runs_on_the_cluster(self, cluster, tmp_path):
         """Two runs' checkpoints are analysed by the cluster's worker, bad input fails clearly."""
         g = torch.Generator().manual_seed(1)

@@ -20,6 +20,7 @@ def _checkpoint(path, seed):
 
 
 class TestSpectralInTheDaemon:
+    @pytest.mark.slow  # 16 s on 2 busy cores (make test-all, CI)
     def test_checkpoints_become_metrics_alerts_and_projections(self, tmp_path):
         """analyze -> per-run alpha gauges and job metrics; two out-of-band checkpoints -> a spectral
         alert back at the trainer; project -> <name>.wwpgd.pt written and projection_ready received."""
@@ -81,6 +82,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the workers")
 class TestWorkersDoNotOutliveTheDaemon:
+    @pytest.mark.slow  # 22 s on 2 busy cores (make test-all, CI)
     def test_sigkilled_daemon_leaves_no_worker_behind(self, tmp_path):
         """A SIGKILLed daemon cannot shut its pool down: its workers notice and exit."""
         d = Daemon(extra_env={"WTWIND_JOBS__WORKERS": "2"}, tmpdir=str(tmp_path)).start()

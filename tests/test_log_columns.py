@@ -147,6 +147,7 @@ class TestBadInputIsOneSentence:
             read_log(p)
 
 
+@pytest.mark.slow  # 17 s on 2 busy cores (make test-all, CI)
 @needs_data
 def test_every_real_log_reads_the_same_both_ways():
     files = [p for d in ("real-logs", "real-logs-lr") for p in (DATA / d).glob("*.csv")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import zmq
 import zmq.auth
 
@@ -110,6 +111,7 @@ class TestRunsBelongToTheirTrainer:
         owner.close()
         raw.close()
 
+    @pytest.mark.slow  # 25 s on 2 busy cores (make test-all, CI)
     def test_secret_from_the_environment_and_shared_runs(self, tmp_path):
         env = {"WTWIND_RUNS__SHARED": "team-*"}
         with Daemon(env, tmpdir=str(tmp_path)) as d:
@@ -120,6 +122,7 @@ class TestRunsBelongToTheirTrainer:
             wait_for(lambda: step_of(d, "team-a") == 60, what="both wrote team-a")
             assert step_of(d, "envrun") == 50
 
+    @pytest.mark.slow  # 25 s on 2 busy cores (make test-all, CI)
     def test_owner_survives_a_daemon_restart(self, tmp_path):
         with Daemon(tmpdir=str(tmp_path)) as d:
             assert trainer(d.ipc, "kept", 1, 20, WTWIN_RUN_SECRET="mine") == 0
@@ -130,6 +133,7 @@ class TestRunsBelongToTheirTrainer:
             assert b"mine" not in db and b"yours" not in db  # only a hash is stored
 
 
+    @pytest.mark.slow  # 25 s on 2 busy cores (make test-all, CI)
     def test_a_run_read_back_from_the_store_keeps_its_owner(self, tmp_path):
         """The run left memory (TTL); the intruder's event is what brings it back from the
         store (read off the loop, then admitted): refused, and the owner goes on."""

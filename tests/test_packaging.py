@@ -1,12 +1,15 @@
 """The distribution as users get it: ``python -m build``, then the wheel's base install.
 
-The base install is the trainer side only (pyzmq, msgpack): a fresh venv with the built
-wheel (``--no-deps``) plus those two imports ``wtwin.emitters`` and streams a run to a
-real wtwind; the console scripts there name the extra to install instead of a traceback.
+The base install is the trainer side only (pyzmq, msgpack): ``python -m build --wheel``
+(what ``pip install /path/to/wtwin`` runs) gives a pure wheel, nothing compiled; a fresh
+venv with it (``--no-deps``) plus those two imports ``wtwin.emitters`` and streams a run
+to a real wtwind; the console scripts there name the extra to install instead of a
+traceback.
 
-The wheel carries the compiled detector core where the build had a C compiler; a build
-without one succeeds with the pure-Python core, and the pure core runs in a venv that has
-no Cython (docs/COMPILED.md).
+``WTWIN_COMPILE=1`` (the daemon installs, cibuildwheel) gives the binary wheel: the
+compiled detector core without debug info, which installs offline (``pip install
+--no-index``) and loads compiled in a venv without Cython; a build without a C compiler
+succeeds with the pure-Python core (docs/COMPILED.md, docs/INSTALL.md).
 """
 
 from __future__ import annotations
@@ -49,19 +52,31 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def _build_wheel(tmp: Path, **env) -> Path:
     """``python -m build --wheel`` of a copy of the checkout (the checkout stays clean)."""
-    tmp = tmp_path_factory.mktemp("build")
     src = tmp / "src"
     shutil.copytree(REPO, src, ignore=COPY_IGNORE)
-    res = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp / "dist"), str(src)])
+    env = {k: v for k, v in os.environ.items() if k not in ("WTWIN_COMPILE", "WTWIN_NO_COMPILE")} | env
+    res = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp / "dist"), str(src)],
+               env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = res.stdout + res.stderr
     for word in ("Deprecat", "BuildBackendWarning", "SetuptoolsWarning"):
         assert word not in out, f"setuptools warns ({word}):\n{out[-4000:]}"
     (whl,) = (tmp / "dist").glob("wtwin-*.whl")
     return whl
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel ``pip install /path/to/wtwin`` builds: no environment variable set."""
+    return _build_wheel(tmp_path_factory.mktemp("build"))
+
+
+@pytest.fixture(scope="module")
+def compiled_wheel(tmp_path_factory) -> Path:
+    """The binary wheel: ``WTWIN_COMPILE=1``, as cibuildwheel and the Makefile set it."""
+    return _build_wheel(tmp_path_factory.mktemp("build-compiled"), WTWIN_COMPILE="1")
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +92,17 @@ def base_venv(wheel, tmp_path_factory) -> Path:
 
 
 class TestWheel:
+    def test_the_base_wheel_is_pure_and_small(self, wheel):
+        """Nothing compiled (py3-none-any, no extension), at most 1 MB of our own code."""
+        import zipfile
+
+        assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+        with zipfile.ZipFile(wheel) as z:
+            infos = z.infolist()
+        assert not [i.filename for i in infos if i.filename.endswith((".so", ".pyd", ".c"))]
+        ours = sum(i.file_size for i in infos if not i.filename.startswith("wtwin-"))
+        assert ours <= 1_000_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
+
     def test_metadata_base_is_the_emitter_only(self, wheel):
         """The wheel requires pyzmq and msgpack and nothing else outside an extra."""
         import zipfile
@@ -137,10 +163,12 @@ def _compiler() -> bool:
 
 
 def _detect_venv(wheel: Path, venv: Path) -> Path:
-    """A fresh venv with the wheel and what `wtwin.detect` imports (msgpack, numpy): no Cython."""
+    """A fresh venv with what `wtwin.detect` imports (msgpack, numpy) and the base
+    install's pyzmq, then the wheel offline (``--no-index``: nothing to build or fetch):
+    no Cython."""
     assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    for args in ([*pip, "--no-deps", str(wheel)], [*pip, "msgpack", "numpy"]):
+    for args in ([*pip, "msgpack", "numpy", "pyzmq"], [*pip, "--no-index", str(wheel)]):
         res = _run(args)
         assert res.returncode == 0, res.stderr[-3000:]
     return venv
@@ -154,9 +182,10 @@ def _replay(venv: Path, **env) -> dict:
 
 
 class TestCompiledCore:
-    def test_wheel_holds_the_compiled_core(self, wheel):
+    def test_wheel_holds_the_compiled_core(self, compiled_wheel):
         """Built with a compiler: every module of `build.MODULES` is an extension in the
-        wheel, beside its .py, with the digest of the sources it was built from."""
+        wheel, beside its .py, with the digest of the sources it was built from, and no
+        debug info."""
         import importlib.machinery
         import zipfile
 
@@ -164,20 +193,22 @@ class TestCompiledCore:
 
         if not _compiler():
             pytest.skip("no C compiler here: the wheel is the pure build")
-        with zipfile.ZipFile(wheel) as z:
+        with zipfile.ZipFile(compiled_wheel) as z:
             names = set(z.namelist())
-        suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-        for m in MODULES:
-            assert any(n.startswith(f"wtwin/detect/{m}.") and n.endswith(suffixes) for n in names), m
-            assert f"wtwin/detect/{m}.py" in names
+            suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+            for m in MODULES:
+                (ext,) = [n for n in names if n.startswith(f"wtwin/detect/{m}.") and n.endswith(suffixes)]
+                assert f"wtwin/detect/{m}.py" in names
+                assert b".debug_info" not in z.read(ext), f"{ext} carries debug info"
         assert f"wtwin/detect/{STAMP}" in names and "wtwin/detect/base.pxd" in names
         assert not any(n.endswith(".c") for n in names)
+        assert not compiled_wheel.name.endswith("-none-any.whl"), compiled_wheel.name
 
     def test_compiled_and_pure_wheel_builds_give_the_same_alerts_without_cython(
-            self, wheel, tmp_path_factory):
-        """In a venv without Cython the wheel runs compiled, and with WTWIN_PURE_PYTHON=1
-        the pure build runs on the shim: the same alerts."""
-        venv = _detect_venv(wheel, tmp_path_factory.mktemp("detect") / "v")
+            self, compiled_wheel, tmp_path_factory):
+        """Installed offline in a venv without Cython the wheel runs compiled, and with
+        WTWIN_PURE_PYTHON=1 the pure build runs on the shim: the same alerts."""
+        venv = _detect_venv(compiled_wheel, tmp_path_factory.mktemp("detect") / "v")
         compiled, pure = _replay(venv), _replay(venv, WTWIN_PURE_PYTHON="1")
         assert compiled["cython"] is False and pure["cython"] is False
         assert compiled["compiled"] is _compiler(), compiled["build"]
@@ -185,15 +216,16 @@ class TestCompiledCore:
         assert compiled["alerts"] == pure["alerts"] == ALERTS
 
     def test_without_a_compiler_the_install_is_the_pure_build(self, tmp_path_factory):
-        """``CC=false``: the compiled build fails, the wheel still builds, with no
+        """``WTWIN_COMPILE=1 CC=false``: the compiled build fails, the wheel still builds, with no
         extension in it, and installs as the pure build that says why."""
         import zipfile
 
         tmp = tmp_path_factory.mktemp("nocc")
         src = tmp / "src"
         shutil.copytree(REPO, src, ignore=COPY_IGNORE)
-        res = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
-                    str(tmp / "dist"), str(src)], env=dict(os.environ, CC="false"))
+        # isolated, as pip builds: the venv's own setuptools may be older than the build's
+        res = _run([sys.executable, "-m", "build", "--wheel", "--outdir",
+                    str(tmp / "dist"), str(src)], env=dict(os.environ, CC="false", WTWIN_COMPILE="1"))
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         assert "installing the pure-Python build" in res.stdout + res.stderr
         (whl,) = (tmp / "dist").glob("wtwin-*.whl")

@@ -36,6 +36,7 @@ def _events(e):
     return list(read_log(e.path).events())
 
 
+@pytest.mark.slow  # 143 s over its parameters on 2 busy cores (make test-all, CI)
 @pytest.mark.parametrize("e", QUIET, ids=[e.name for e in QUIET])
 def test_clean_log_stays_silent_under_every_transform(e):
     events = _events(e)

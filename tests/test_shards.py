@@ -22,6 +22,8 @@ from wtwin.daemon import config as config_mod
 from wtwin.daemon.errors import ConfigError
 from wtwin.emitters import Emitter, connect, shards
 
+from helpers import wait_for
+
 EPS3 = tuple(f"tcp://wtwind-{i}.wtwind:5557" for i in range(3))
 DOWN = ("tcp://127.0.0.1:9", "tcp://127.0.0.1:7")  # nothing listens: the emitters only pick
 
@@ -149,9 +151,7 @@ class TestEmitter:
         e = Emitter(DOWN, run="lonely", warn_unacked_s=0.05, linger_ms=0)
         try:
             e.loss(1, 2.0)
-            deadline = time.monotonic() + 10
-            while not e.stats["unreachable"] and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for(lambda: e.stats["unreachable"], what="the emitter to call the shard unreachable")
         finally:
             e.close(timeout=0.3)
         text = caplog.text

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from helpers import Daemon, http_get, wait_for
 from wtwin.emitters import connect
 from wtwin.sinks.testing import Reply, ThreadedRecorder
@@ -27,6 +29,7 @@ def over_http(daemon, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=30, env=daemon.env)
 
 
+@pytest.mark.slow  # 25 s on 2 busy cores (make test-all, CI)
 def test_dead_letter_listed_then_replayed(tmp_path):
     """A 400 dead-letters the alert; after the receiver is fixed, replay delivers it (same webhook-id)."""
     recv = ThreadedRecorder(default=Reply(400, "bad"))

@@ -26,7 +26,7 @@ def alert(run="gpt-7b", kind="drift", status="firing", **kw) -> Alert:
     return Alert(**base)
 
 
-async def until(pred, timeout=5.0):
+async def until(pred, timeout=60.0):  # guards a hang: never the machine's speed
     """Poll a condition with a deadline (state owned by the same loop)."""
     deadline = time.monotonic() + timeout
     while not pred():

@@ -43,7 +43,7 @@ def verifier(secret=SECRET):
     return check
 
 
-async def until(pred, timeout=5.0):
+async def until(pred, timeout=60.0):  # guards a hang: never the machine's speed
     deadline = time.monotonic() + timeout
     while not pred():
         assert time.monotonic() < deadline, "condition not reached in time"

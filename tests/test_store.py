@@ -412,6 +412,7 @@ def cli(db, *args) -> subprocess.CompletedProcess:
 
 
 class TestOperatorCommands:
+    @pytest.mark.slow  # 31 s on 2 busy cores (make test-all, CI)
     def test_state_and_alerts_commands_on_a_stopped_daemon_store(self, tmp_path):
         """ls/show read; forget, replay and purge write; each says what it did."""
         import json
@@ -445,6 +446,7 @@ class TestOperatorCommands:
         assert cli(db, "state", "forget", "r1").returncode == 0
         assert cli(db, "state", "show", "r1").returncode == 1
 
+    @pytest.mark.slow  # 23 s on 2 busy cores (make test-all, CI)
     def test_writing_commands_refuse_while_a_daemon_owns_the_store(self, tmp_path):
         """forget needs the owner lock: a clear refusal, nothing changed."""
         db = tmp_path / "s.db"

@@ -56,6 +56,7 @@ def pages(doc):
 
 
 class TestDigitsMLP:
+    @pytest.mark.slow  # 82 s over its parameters on 2 busy cores (make test-all, CI)
     @pytest.mark.parametrize("seed", range(6))
     def test_healthy_run_pages_nothing(self, daemon, seed):
         got = []

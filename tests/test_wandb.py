@@ -103,6 +103,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class TestWandbLogger:
+    @pytest.mark.slow  # 26 s on 2 busy cores (make test-all, CI)
     def test_embedded_scores_and_alerts_land_in_the_run(self, offline_run, tmp_path):
         """W, D, Q, forecast per step on the wtwin/step axis; the blow-up's alert as wtwin/alert/<kind>."""
         torch.manual_seed(0)

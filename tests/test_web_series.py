@@ -78,11 +78,12 @@ class TestDecimated:
             Decimated(("step",), recent=0)
 
     def test_append_is_cheap(self):
-        """Appending stays in the microseconds (it is on the daemon's hot path)."""
+        """Appending stays in the microseconds (it is on the daemon's hot path). CPU time
+        of this thread, not wall time: the neighbours' load does not count."""
         s = Decimated(TRAIN_FIELDS)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         feed(s, 50_000)
-        per = (time.perf_counter() - t0) / 50_000
+        per = (time.thread_time() - t0) / 50_000
         assert per < 50e-6, f"{per * 1e6:.1f} us per append"
 
 
