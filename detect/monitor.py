@@ -88,8 +88,13 @@ def _plateau_msg(pl, fc) -> str:
         return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the "
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
     if pl.rule == "slowdown":
-        return (f"loss stopped improving at {pl.level:.4g}: its decline per log-step fell below "
-                f"half its earlier pace ({pl.z:.1f} standard errors)")
+        if pl.observed < 0:
+            return (f"loss level {pl.level:.4g} rose by {-pl.observed:.3g} in the "
+                    f"{pl.step - pl.onset} steps since step {pl.onset}, where its own earlier "
+                    f"pace would have taken it {pl.expected:.3g} lower")
+        return (f"loss stopped improving at {pl.level:.4g}: it fell {pl.observed:.3g} in the "
+                f"{pl.step - pl.onset} steps since step {pl.onset}, where its own earlier pace "
+                f"would have taken it {pl.expected:.3g} lower")
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 
 
@@ -232,6 +237,21 @@ class RunMonitor:
             self.peak_scores[kind] = score
         return score > (ef.jump_gate if jump else ef.gate)
 
+    @cython.locals(ratio=cython.double)
+    def _stalled(self, pl) -> bool:
+        """Did a slowdown stop the run learning earlier than it should? The decline its
+        earlier pace promised since the onset (``expected``) is material (over ``gate``
+        units) and ``stall_gate`` times what the level did fall (``observed``): a run that
+        only slowed down keeps a good part of its decline. Keeps the ratio's peak while
+        the promise is material (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
+        ef = self._ef
+        if not ef.score(pl.expected) > ef.gate:
+            return False
+        ratio = pl.expected / pl.observed if pl.observed > pl.expected * 1e-6 else 1e6
+        if ratio > self.peak_scores.get("stall", -math.inf):
+            self.peak_scores["stall"] = ratio
+        return ratio > ef.stall_gate
+
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
         progress = self._progress()
@@ -270,6 +290,7 @@ class RunMonitor:
 
     @cython.locals(dv_active=cython.bint, sp_active=cython.bint, up=cython.double,
                    dv_page=cython.bint, stagnation=cython.bint, drift=cython.bint,
+                   slowdown=cython.bint, pl_up=cython.bint, stalled=cython.bint,
                    plateau=cython.bint, effect=cython.double)
     def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
                    explained: bool) -> None:
@@ -303,18 +324,25 @@ class RunMonitor:
                            "not recovered" + self._size(sp.height)
                            if sp_active and not dv_page else "")
         stagnation = pl_active and pl.rule == "stagnation"
-        drift = (fc_alert or rising) and not (stagnation or dv_page or sp_active)
-        plateau = pl_active and not (pl.rule == "slowdown" and (drift or dv_page))
+        slowdown = pl_active and pl.rule == "slowdown"
+        # a slowdown whose level has since risen by a material amount is a rise: a drift
+        pl_up = slowdown and self._ef.score(-pl.observed) > self._ef.gate
+        drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
+        plateau = pl_active and not (slowdown and (drift or dv_page))
         if plateau or "plateau" in emitted:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
-            if plateau and pl.rule not in _NO_LEARNING and not self._big("plateau", effect):
+            stalled = not (plateau and slowdown) or self._stalled(pl)
+            if plateau and pl.rule not in _NO_LEARNING and not (
+                    self._big("plateau", effect) and stalled):
                 sev = "info"
             if self._due("plateau", plateau, sev):
                 self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
         if drift or "drift" in emitted:
             effect = self._rise(fc.l_pred if fc_alert else None)
+            if pl_up and not (fc_alert or rising):
+                effect = max(effect, pl.shortfall)
             sev = "warning" if not drift or self._big("drift", effect) else "info"
             if self._due("drift", drift, sev):
                 self._push("drift", drift, sev, step, (
@@ -322,7 +350,8 @@ class RunMonitor:
                     f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
                     if fc_alert or explained else f"smoothed loss {ri.level:.4g} rose above its "
                     f"best {ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; "
-                    "noise units)") + self._size(effect) if drift else "")
+                    "noise units)" if rising else _plateau_msg(pl, fc))
+                    + self._size(effect) if drift else "")
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
         val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
@@ -339,8 +368,10 @@ class RunMonitor:
         ov.observe(step, val)
         if self._due("overfit", ov.active, "warning"):
             self._push("overfit", ov.active, "warning", step,
-                       f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "
-                       "while the training loss still falls" if ov.active else "")
+                       f"validation loss {ov.val_mean:.4g} (mean of its last {ov.span} evals) "
+                       f"has stood above its best {ov.best_val:.4g} by more than {ov.margin:.3g} "
+                       f"for {ov.above} evals in a row while the training loss still falls"
+                       if ov.active else "")
         return MonitorState(step=step, l_obs=val, alert=self._alert, findings=tuple(out))
 
     def snapshot(self, copy: bool = True) -> dict:
