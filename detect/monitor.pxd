@@ -20,7 +20,7 @@ cdef class RunMonitor:
     cdef str _main
     cdef bint _alert
     cdef readonly RewindPoints _points
-    cdef double _next_at
+    cdef double _next_at, _dv_at
     cdef public dict peak_scores
     cdef list _out
     cdef ResumeDetector _rj

@@ -47,6 +47,9 @@ NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 # a critical divergence has run away by at least this fraction of the run's progress
 DIVERGENCE_OF_PROGRESS = 0.1
+# a divergence that a sustained jump explains is a level shift (warning) until the level
+# has grown this much again since it became active (then it runs away: critical)
+SHIFT_GROWTH = 1.5
 
 JUMPS = ("spike", "resume_jump")   # one point's jump, judged against `effect.jump_gate`
 _RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -77,10 +80,9 @@ def _build(preset: str, overrides: dict) -> dict:
     return dets
 
 
-def _plateau_msg(pl, fc) -> str:
-    """The page of a plateau, from the plateau and forecast detectors' last ``observe()``
-    (the slowdown statistic is the detector's ``z``, the state's ``slow_z``: ``slow_z`` is
-    a constructor argument there)."""
+def _plateau_msg(pl, fc, rose: bool = False) -> str:
+    """The page of a plateau, from the plateau and forecast detectors' last ``observe()``;
+    ``rose``: a slowdown whose level has since risen, paged as a drift."""
     if pl.rule == "frozen":
         return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
                 "loss stopped updating (often a NaN the logger hides)")
@@ -88,13 +90,13 @@ def _plateau_msg(pl, fc) -> str:
         return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the "
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
     if pl.rule == "slowdown":
-        if pl.observed < 0:
-            return (f"loss level {pl.level:.4g} rose by {-pl.observed:.3g} in the "
-                    f"{pl.step - pl.onset} steps since step {pl.onset}, where its own earlier "
-                    f"pace would have taken it {pl.expected:.3g} lower")
-        return (f"loss stopped improving at {pl.level:.4g}: it fell {pl.observed:.3g} in the "
-                f"{pl.step - pl.onset} steps since step {pl.onset}, where its own earlier pace "
-                f"would have taken it {pl.expected:.3g} lower")
+        since = (f"in the {pl.step - pl.onset} steps since step {pl.onset}, where its own "
+                 f"earlier pace would have taken it {pl.expected:.3g} lower")
+        if rose:
+            return f"loss level {pl.level:.4g} rose by {-pl.observed:.3g} {since}"
+        fell = (f"it fell {pl.observed:.3g}" if pl.observed >= 0 else
+                f"it did not fall ({-pl.observed:+.2g})")
+        return f"loss stopped improving at {pl.level:.4g}: {fell} {since}"
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 
 
@@ -109,6 +111,7 @@ class RunMonitor:
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
         self._next_at = self._points.next_at
         self.peak_scores = {}      # diagnostics, not state: see ``_big``
+        self._dv_at = math.nan     # divergence's excursion when a shift explained it (not state)
 
     def _setup(self, d: dict) -> None:
         """Hold the detectors, and a typed reference to each one the per-event path calls."""
@@ -290,7 +293,7 @@ class RunMonitor:
 
     @cython.locals(dv_active=cython.bint, sp_active=cython.bint, up=cython.double,
                    dv_page=cython.bint, stagnation=cython.bint, drift=cython.bint,
-                   slowdown=cython.bint, pl_up=cython.bint, stalled=cython.bint,
+                   shift=cython.bint, slowdown=cython.bint, pl_up=cython.bint, stalled=cython.bint,
                    plateau=cython.bint, effect=cython.double)
     def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
                    explained: bool) -> None:
@@ -306,10 +309,24 @@ class RunMonitor:
         if dv_active and not (self._big("divergence", up) and
                               up > DIVERGENCE_OF_PROGRESS * self._progress()):
             dv_sev = "info"     # a small run-away is at most a drift
+        shift = False
+        if dv_active:
+            # a sustained jump explains the excursion: a level shift (the spike's page),
+            # critical only once the level has grown by half again since (a run-away)
+            if (self._dv_at != self._dv_at and sp_active and sp.severity == "warning"
+                    and emitted.get("divergence") != [True, "critical"]):
+                self._dv_at = up
+            shift = up < SHIFT_GROWTH * self._dv_at     # False while _dv_at is NaN
+            if shift:
+                dv_sev = "info"
+        else:
+            self._dv_at = math.nan
         if (dv_active or "divergence" in emitted) and self._due("divergence", dv_active, dv_sev):
-            self._push("divergence", dv_active, dv_sev, step,
-                       f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}"
-                       + self._size(up) if dv_active else "")
+            self._push("divergence", dv_active, dv_sev, step, (
+                f"loss level {dv.level:.4g} shifted up from its best {dv.best:.4g} and holds "
+                "there (not growing)" if shift else
+                f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
+                + self._size(up) if dv_active else "")
         dv_page = dv_active and dv_sev == "critical"
         sev: str
         if sp.severity == "info":
@@ -320,13 +337,15 @@ class RunMonitor:
             sev = "warning" if not sp_active or self._big("spike", sp.height) else "info"
             if self._due("spike", sp_active and not dv_page, sev):
                 self._push("spike", sp_active and not dv_page, sev, step,
-                           f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, "
-                           "not recovered" + self._size(sp.height)
+                           f"loss shifted up by {sp.height:.3g} at step {sp.spike_step} and has "
+                           "not come back" + self._size(sp.height)
                            if sp_active and not dv_page else "")
         stagnation = pl_active and pl.rule == "stagnation"
         slowdown = pl_active and pl.rule == "slowdown"
-        # a slowdown whose level has since risen by a material amount is a rise: a drift
-        pl_up = slowdown and self._ef.score(-pl.observed) > self._ef.gate
+        # a slowdown whose level has since risen (by more than its wobble) and now stands
+        # a material amount above where its earlier pace would be is a rise: a drift
+        pl_up = (slowdown and self._ef.score(-pl.observed) > 1.0
+                 and self._big("plateau", pl.shortfall))
         drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
         plateau = pl_active and not (slowdown and (drift or dv_page))
         if plateau or "plateau" in emitted:
@@ -350,7 +369,7 @@ class RunMonitor:
                     f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
                     if fc_alert or explained else f"smoothed loss {ri.level:.4g} rose above its "
                     f"best {ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; "
-                    "noise units)" if rising else _plateau_msg(pl, fc))
+                    "noise units)" if rising else _plateau_msg(pl, fc, True))
                     + self._size(effect) if drift else "")
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
