@@ -29,8 +29,8 @@ jump: a sustained spike, a resume's jump), with
 progress *and* several times its own low-frequency wobble. Both are differences of
 losses, so an offset changes nothing and a scale changes both sides alike; a loss that
 fell from 1 to 1e-4 has a progress of ~1, so a change of 1e-4 is never a page.
-A stall (``plateau`` slowdown) pages only when the decline its earlier pace promised
-since the onset is material (over ``gate`` units) *and* ``stall_gate`` times what the
+A stall (``plateau`` slowdown) pages only when its shortfall passes ``gate`` *and* the
+decline its earlier pace promised since the onset is over ``stall_gate`` times what the
 level did fall: a run that merely slowed down keeps a good part of its decline.
 ``gate``, ``jump_gate`` and ``stall_gate`` are chosen by a written procedure from clean
 real runs of other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). One

@@ -19,6 +19,7 @@ cdef class RunMonitor:
     cdef dict _d, _emitted
     cdef str _main
     cdef bint _alert
+    cdef int _pl_mode
     cdef readonly RewindPoints _points
     cdef double _next_at, _dv_at
     cdef public dict peak_scores

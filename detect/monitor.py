@@ -112,6 +112,7 @@ class RunMonitor:
         self._next_at = self._points.next_at
         self.peak_scores = {}      # diagnostics, not state: see ``_big``
         self._dv_at = math.nan     # divergence's excursion when a shift explained it (not state)
+        self._pl_mode = 0          # the slowdown episode paged as: 1 plateau, 2 drift (not state)
 
     def _setup(self, d: dict) -> None:
         """Hold the detectors, and a typed reference to each one the per-event path calls."""
@@ -242,14 +243,13 @@ class RunMonitor:
 
     @cython.locals(ratio=cython.double)
     def _stalled(self, pl) -> bool:
-        """Did a slowdown stop the run learning earlier than it should? The decline its
-        earlier pace promised since the onset (``expected``) is material (over ``gate``
-        units) and ``stall_gate`` times what the level did fall (``observed``): a run that
-        only slowed down keeps a good part of its decline. Keeps the ratio's peak while
-        the promise is material (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
+        """Did a slowdown whose shortfall is material stop the run learning earlier than it
+        should? The decline its earlier pace promised since the onset (``expected``) is
+        over ``stall_gate`` times what the level did fall (``observed``): a run that only
+        slowed down keeps a good part of it. (With ``observed >= 0`` the shortfall is at
+        most ``expected``: the promise is material too.) Keeps the ratio's peak
+        (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
         ef = self._ef
-        if not ef.score(pl.expected) > ef.gate:
-            return False
         ratio = pl.expected / pl.observed if pl.observed > pl.expected * 1e-6 else 1e6
         if ratio > self.peak_scores.get("stall", -math.inf):
             self.peak_scores["stall"] = ratio
@@ -293,7 +293,7 @@ class RunMonitor:
 
     @cython.locals(dv_active=cython.bint, sp_active=cython.bint, up=cython.double,
                    dv_page=cython.bint, stagnation=cython.bint, drift=cython.bint,
-                   shift=cython.bint, slowdown=cython.bint, pl_up=cython.bint, stalled=cython.bint,
+                   shift=cython.bint, slowdown=cython.bint, pl_up=cython.bint,
                    plateau=cython.bint, effect=cython.double)
     def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
                    explained: bool) -> None:
@@ -342,19 +342,26 @@ class RunMonitor:
                            if sp_active and not dv_page else "")
         stagnation = pl_active and pl.rule == "stagnation"
         slowdown = pl_active and pl.rule == "slowdown"
-        # a slowdown whose level has since risen (by more than its wobble) and now stands
-        # a material amount above where its earlier pace would be is a rise: a drift
-        pl_up = (slowdown and self._ef.score(-pl.observed) > 1.0
-                 and self._big("plateau", pl.shortfall))
+        # a slowdown whose level has risen (by more than one unit) and stands a material
+        # amount above where its earlier pace would be, before it paged as a plateau, is a
+        # rise: a drift. The name holds for the slowdown's episode (no flapping between
+        # the two while the level hovers around where the slowdown began).
+        if not slowdown:
+            self._pl_mode = 0
+        elif (self._pl_mode == 0 and pl.observed < 0 and self._ef.score(-pl.observed) > 1.0
+                and self._big("plateau", pl.shortfall)):
+            self._pl_mode = 2
+        pl_up = slowdown and self._pl_mode == 2
         drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
         plateau = pl_active and not (slowdown and (drift or dv_page))
         if plateau or "plateau" in emitted:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
-            stalled = not (plateau and slowdown) or self._stalled(pl)
             if plateau and pl.rule not in _NO_LEARNING and not (
-                    self._big("plateau", effect) and stalled):
+                    self._big("plateau", effect) and (not slowdown or self._stalled(pl))):
                 sev = "info"
+            elif plateau and slowdown and self._pl_mode == 0:
+                self._pl_mode = 1          # paged as a plateau: so named for the episode
             if self._due("plateau", plateau, sev):
                 self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
