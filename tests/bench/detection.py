@@ -310,8 +310,9 @@ def report(es, stats, thr, shipped, real, recs, robust, secs, a):
     st = {g: {k: max([r["stats"][k] for r in stats if r["group"] == g], default=0.0)
               for k in calibrate.GATES} for g in groups}
     print("## Leave-one-source-out: clean and unknown logs, per held-out group\n")
-    print("| group | logs | loss points | pages | per 100k | gate (margin) | jump_gate (margin) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| group | logs | loss points | pages | per 100k | "
+          + " | ".join(f"{k} (margin)" for k in calibrate.GATES) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(calibrate.GATES))
     rates = []
     for g in groups:
         rs = [r for r in quiet if r["group"] == g]
