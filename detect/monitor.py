@@ -312,11 +312,13 @@ class RunMonitor:
         shift = False
         if dv_active:
             # a sustained jump explains the excursion: a level shift (the spike's page),
-            # critical only once the level has grown by half again since (a run-away)
+            # critical once the level has grown by half again since (a run-away) or stands
+            # above where the run started (all its progress lost: an MLPerf BERT's eval
+            # loss jumped from 7.97 to 14.3, above its first 8.0, and held)
             if (self._dv_at != self._dv_at and sp_active and sp.severity == "warning"
                     and emitted.get("divergence") != [True, "critical"]):
                 self._dv_at = up
-            shift = up < SHIFT_GROWTH * self._dv_at     # False while _dv_at is NaN
+            shift = up < SHIFT_GROWTH * self._dv_at and dv.level < self._ef._start
             if shift:
                 dv_sev = "info"
         else:

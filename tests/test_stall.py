@@ -119,3 +119,9 @@ class TestShiftIsNoDivergence:
                   lambda t: 0.6 + 0.6 * (1.003 ** (t - 5000) - 1)):   # a jump, then growth
             got = pages(shifted(f))
             assert any(k == "divergence" and s == "critical" for _, k, s, _ in got), got
+
+    def test_a_jump_above_where_the_run_started_is_critical(self):
+        """All progress lost (an MLPerf BERT's eval loss jumped from 7.97 to 14.3, above
+        its first 8.0, and held): critical, whether or not the level still grows."""
+        got = pages(shifted(lambda t: 10.0))
+        assert any(k == "divergence" and s == "critical" for _, k, s, _ in got), got
