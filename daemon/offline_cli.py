@@ -58,10 +58,11 @@ def _human(res: dict, path: str) -> str:
         first = min(pages, key=lambda a: a["step"])
         kinds = ", ".join(sorted({a["kind"] for a in pages}))
         lines.append(f"verdict: {len(pages)} alert(s) ({kinds}); first at step {first['step']} "
-                     f"({first['kind']}, {first['severity']}) over {res['steps']} steps of {path}")
+                     f"({first['kind']}, {first['severity']}) over {res['steps']} loss points "
+                     f"of {path}")
     else:
-        lines.append(f"verdict: no warning or critical alerts over {res['steps']} steps of {path} "
-                     f"(preset {res['preset']})")
+        lines.append(f"verdict: no warning or critical alerts over {res['steps']} loss points "
+                     f"of {path} (preset {res['preset']})")
     return "\n".join(lines)
 
 

@@ -29,8 +29,11 @@ jump: a sustained spike, a resume's jump), with
 progress *and* several times its own low-frequency wobble. Both are differences of
 losses, so an offset changes nothing and a scale changes both sides alike; a loss that
 fell from 1 to 1e-4 has a progress of ~1, so a change of 1e-4 is never a page.
-``gate`` and ``jump_gate`` are chosen by a written procedure from clean real runs of
-other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). One
+A stall (``plateau`` slowdown) pages only when its shortfall passes ``gate`` *and* the
+decline its earlier pace promised since the onset is over ``stall_gate`` times what the
+level did fall: a run that merely slowed down keeps a good part of its decline.
+``gate``, ``jump_gate`` and ``stall_gate`` are chosen by a written procedure from clean
+real runs of other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). One
 point's jump is also judged against one point's scatter (``noise``, from the absolute
 one-step changes), and so is everything until the wobble has been measured (two second
 differences of the level): a young run's level is judged as conservatively as a point.
@@ -81,19 +84,24 @@ class EffectDetector(Detector):
     ``forecast_rise`` read what it needs without building a state."""
 
     name = "effect"
-    ARGS = ("gate", "jump_gate", "rho", "halflife", "min_points", "wobble_samples",
-            "start_points", "clip")
+    ARGS = ("gate", "jump_gate", "stall_gate", "rho", "halflife", "min_points",
+            "wobble_samples", "start_points", "clip")
     STATE = ("_n", "_first", "_last", "_dt", "_noise", "_prev", "_level", "_fast", "_start",
              "_best", "_lags", "_next", "_k", "_kw", "_pred_best", "_lr_peak", "_lr_low",
              "_devs", "_wob")
     OPTIONAL = ("_first", "_last", "_prev")    # None until the first point
 
-    def __init__(self, *, gate: float = 4.0, jump_gate: float = 4.0, rho: float = 0.0025,
+    def __init__(self, *, gate: float = 4.0, jump_gate: float = 4.0, stall_gate: float = 4.0,
+                 rho: float = 0.0025,
                  halflife: float = 100.0,
                  min_points: int = 8, wobble_samples: int = 16, start_points: int = 10,
                  clip: float = 4.0) -> None:
         for n in ("gate", "jump_gate", "rho", "halflife", "clip"):
             positive(n, locals()[n])
+        check(isinstance(stall_gate, (int, float)) and not isinstance(stall_gate, bool)
+              and stall_gate >= 1.0, "stall_gate", stall_gate,
+              "a float >= 1 (expected decline over observed)")
+        self.stall_gate = stall_gate
         for n in ("min_points", "wobble_samples", "start_points"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1")
         self.gate, self.jump_gate, self.rho = gate, jump_gate, rho

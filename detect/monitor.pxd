@@ -19,8 +19,9 @@ cdef class RunMonitor:
     cdef dict _d, _emitted
     cdef str _main
     cdef bint _alert
+    cdef int _pl_mode
     cdef readonly RewindPoints _points
-    cdef double _next_at
+    cdef double _next_at, _dv_at
     cdef public dict peak_scores
     cdef list _out
     cdef ResumeDetector _rj
@@ -38,6 +39,7 @@ cdef class RunMonitor:
     cdef bint _due(self, str kind, bint active, str severity) except -1
     cdef void _push(self, str kind, bint active, str severity, object step, str text) except *
     cdef bint _big(self, str kind, double effect) except -1
+    cdef bint _stalled(self, PlateauDetector pl) except -1
     cdef str _size(self, double effect)
     cdef double _rise(self, object l_pred) except? -1.0
     cdef object _rewind(self, long long step)

@@ -47,6 +47,9 @@ NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 # a critical divergence has run away by at least this fraction of the run's progress
 DIVERGENCE_OF_PROGRESS = 0.1
+# a divergence that a sustained jump explains is a level shift (warning) until the level
+# has grown this much again since it became active (then it runs away: critical)
+SHIFT_GROWTH = 1.5
 
 JUMPS = ("spike", "resume_jump")   # one point's jump, judged against `effect.jump_gate`
 _RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -77,10 +80,9 @@ def _build(preset: str, overrides: dict) -> dict:
     return dets
 
 
-def _plateau_msg(pl, fc) -> str:
-    """The page of a plateau, from the plateau and forecast detectors' last ``observe()``
-    (the slowdown statistic is the detector's ``z``, the state's ``slow_z``: ``slow_z`` is
-    a constructor argument there)."""
+def _plateau_msg(pl, fc, rose: bool = False) -> str:
+    """The page of a plateau, from the plateau and forecast detectors' last ``observe()``;
+    ``rose``: a slowdown whose level has since risen, paged as a drift."""
     if pl.rule == "frozen":
         return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
                 "loss stopped updating (often a NaN the logger hides)")
@@ -88,8 +90,13 @@ def _plateau_msg(pl, fc) -> str:
         return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the "
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
     if pl.rule == "slowdown":
-        return (f"loss stopped improving at {pl.level:.4g}: its decline per log-step fell below "
-                f"half its earlier pace ({pl.z:.1f} standard errors)")
+        since = (f"in the {pl.step - pl.onset} steps since step {pl.onset}, where its own "
+                 f"earlier pace would have taken it {pl.expected:.3g} lower")
+        if rose:
+            return f"loss level {pl.level:.4g} rose by {-pl.observed:.3g} {since}"
+        fell = (f"it fell {pl.observed:.3g}" if pl.observed >= 0 else
+                f"it did not fall ({-pl.observed:+.2g})")
+        return f"loss stopped improving at {pl.level:.4g}: {fell} {since}"
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 
 
@@ -104,6 +111,8 @@ class RunMonitor:
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
         self._next_at = self._points.next_at
         self.peak_scores = {}      # diagnostics, not state: see ``_big``
+        self._dv_at = math.nan     # divergence's excursion when a shift explained it (not state)
+        self._pl_mode = 0          # the slowdown episode paged as: 1 plateau, 2 drift (not state)
 
     def _setup(self, d: dict) -> None:
         """Hold the detectors, and a typed reference to each one the per-event path calls."""
@@ -232,6 +241,20 @@ class RunMonitor:
             self.peak_scores[kind] = score
         return score > (ef.jump_gate if jump else ef.gate)
 
+    @cython.locals(ratio=cython.double)
+    def _stalled(self, pl) -> bool:
+        """Did a slowdown whose shortfall is material stop the run learning earlier than it
+        should? The decline its earlier pace promised since the onset (``expected``) is
+        over ``stall_gate`` times what the level did fall (``observed``): a run that only
+        slowed down keeps a good part of it. (With ``observed >= 0`` the shortfall is at
+        most ``expected``: the promise is material too.) Keeps the ratio's peak
+        (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
+        ef = self._ef
+        ratio = pl.expected / pl.observed if pl.observed > pl.expected * 1e-6 else 1e6
+        if ratio > self.peak_scores.get("stall", -math.inf):
+            self.peak_scores["stall"] = ratio
+        return ratio > ef.stall_gate
+
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
         progress = self._progress()
@@ -270,6 +293,7 @@ class RunMonitor:
 
     @cython.locals(dv_active=cython.bint, sp_active=cython.bint, up=cython.double,
                    dv_page=cython.bint, stagnation=cython.bint, drift=cython.bint,
+                   shift=cython.bint, slowdown=cython.bint, pl_up=cython.bint,
                    plateau=cython.bint, effect=cython.double)
     def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
                    explained: bool) -> None:
@@ -285,10 +309,26 @@ class RunMonitor:
         if dv_active and not (self._big("divergence", up) and
                               up > DIVERGENCE_OF_PROGRESS * self._progress()):
             dv_sev = "info"     # a small run-away is at most a drift
+        shift = False
+        if dv_active:
+            # a sustained jump explains the excursion: a level shift (the spike's page),
+            # critical once the level has grown by half again since (a run-away) or stands
+            # above where the run started (all its progress lost: an MLPerf BERT's eval
+            # loss jumped from 7.97 to 14.3, above its first 8.0, and held)
+            if (self._dv_at != self._dv_at and sp_active and sp.severity == "warning"
+                    and emitted.get("divergence") != [True, "critical"]):
+                self._dv_at = up
+            shift = up < SHIFT_GROWTH * self._dv_at and dv.level < self._ef._start
+            if shift:
+                dv_sev = "info"
+        else:
+            self._dv_at = math.nan
         if (dv_active or "divergence" in emitted) and self._due("divergence", dv_active, dv_sev):
-            self._push("divergence", dv_active, dv_sev, step,
-                       f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}"
-                       + self._size(up) if dv_active else "")
+            self._push("divergence", dv_active, dv_sev, step, (
+                f"loss level {dv.level:.4g} shifted up from its best {dv.best:.4g} and holds "
+                "there (not growing)" if shift else
+                f"loss level {dv.level:.4g} ran away from its best {dv.best:.4g}")
+                + self._size(up) if dv_active else "")
         dv_page = dv_active and dv_sev == "critical"
         sev: str
         if sp.severity == "info":
@@ -299,22 +339,38 @@ class RunMonitor:
             sev = "warning" if not sp_active or self._big("spike", sp.height) else "info"
             if self._due("spike", sp_active and not dv_page, sev):
                 self._push("spike", sp_active and not dv_page, sev, step,
-                           f"loss {sp.height:+.3g} above its level since step {sp.spike_step}, "
-                           "not recovered" + self._size(sp.height)
+                           f"loss shifted up by {sp.height:.3g} at step {sp.spike_step} and has "
+                           "not come back" + self._size(sp.height)
                            if sp_active and not dv_page else "")
         stagnation = pl_active and pl.rule == "stagnation"
-        drift = (fc_alert or rising) and not (stagnation or dv_page or sp_active)
-        plateau = pl_active and not (pl.rule == "slowdown" and (drift or dv_page))
+        slowdown = pl_active and pl.rule == "slowdown"
+        # a slowdown whose level has risen (by more than one unit) and stands a material
+        # amount above where its earlier pace would be, before it paged as a plateau, is a
+        # rise: a drift. The name holds for the slowdown's episode (no flapping between
+        # the two while the level hovers around where the slowdown began).
+        if not slowdown:
+            self._pl_mode = 0
+        elif (self._pl_mode == 0 and pl.observed < 0 and self._ef.score(-pl.observed) > 1.0
+                and self._big("plateau", pl.shortfall)):
+            self._pl_mode = 2
+        pl_up = slowdown and self._pl_mode == 2
+        drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
+        plateau = pl_active and not (slowdown and (drift or dv_page))
         if plateau or "plateau" in emitted:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
-            if plateau and pl.rule not in _NO_LEARNING and not self._big("plateau", effect):
+            if plateau and pl.rule not in _NO_LEARNING and not (
+                    self._big("plateau", effect) and (not slowdown or self._stalled(pl))):
                 sev = "info"
+            elif plateau and slowdown and self._pl_mode == 0:
+                self._pl_mode = 1          # paged as a plateau: so named for the episode
             if self._due("plateau", plateau, sev):
                 self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
         if drift or "drift" in emitted:
             effect = self._rise(fc.l_pred if fc_alert else None)
+            if pl_up and not (fc_alert or rising):
+                effect = max(effect, pl.shortfall)
             sev = "warning" if not drift or self._big("drift", effect) else "info"
             if self._due("drift", drift, sev):
                 self._push("drift", drift, sev, step, (
@@ -322,7 +378,8 @@ class RunMonitor:
                     f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
                     if fc_alert or explained else f"smoothed loss {ri.level:.4g} rose above its "
                     f"best {ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; "
-                    "noise units)") + self._size(effect) if drift else "")
+                    "noise units)" if rising else _plateau_msg(pl, fc, True))
+                    + self._size(effect) if drift else "")
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
         val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
@@ -339,8 +396,10 @@ class RunMonitor:
         ov.observe(step, val)
         if self._due("overfit", ov.active, "warning"):
             self._push("overfit", ov.active, "warning", step,
-                       f"validation loss {val:.4g} is above its best {ov.best_val:.4g} "
-                       "while the training loss still falls" if ov.active else "")
+                       f"validation loss {ov.val_mean:.4g} (mean of its last {ov.span} evals) "
+                       f"has stood above its best {ov.best_val:.4g} by more than {ov.margin:.3g} "
+                       f"for {ov.above} evals in a row while the training loss still falls"
+                       if ov.active else "")
         return MonitorState(step=step, l_obs=val, alert=self._alert, findings=tuple(out))
 
     def snapshot(self, copy: bool = True) -> dict:

@@ -5,7 +5,7 @@ from .base cimport Detector, decay
 
 
 cdef class OverfitDetector(Detector):
-    cdef readonly object rise, train_drop, patience, min_evals, halflife, noise_z   # as given
+    cdef readonly object rise, train_drop, patience, min_evals, halflife, noise_z, span  # as given
     cdef double _c_halflife, _c_train
     # learned state (STATE)
     cdef public double _vfirst, _vnoise, _tfirst, _train, _best, _train_at_best
@@ -14,7 +14,8 @@ cdef class OverfitDetector(Detector):
     # the last observe() (OverfitState's fields; ``train`` NaN for None)
     cdef readonly long long step
     cdef readonly bint active
-    cdef readonly double val, best_val, train
+    cdef readonly double val, best_val, train, val_mean, margin
+    cdef readonly long long above
 
     cpdef void update_train(self, long long step, double loss) except *
     cpdef bint observe(self, long long step, double val) except -1

@@ -1,15 +1,19 @@
 """`overfit`: validation loss rising while the training loss still falls.
 
 ``update_train`` keeps ``train``, an EWMA of the training loss (half-life ``halflife``
-steps). ``update`` takes each validation loss: once ``min_evals`` evals are in, the
-finding is active when the last ``patience`` evals are all above the best validation
-loss by more than a margin, while ``train`` has fallen since that best eval by more
-than ``train_drop`` of the training loss's own progress. The margin is the larger of
-``rise`` x the validation loss's progress (first eval minus best) and ``noise_z`` x its
-own eval-to-eval scatter (an EWMA of absolute second differences, so that a steady
-trend is not counted as scatter, as a standard deviation): differences of losses only, so
-an offset or a scale of the loss changes nothing, and an eval loss that only wobbles
-(a Whisper fine-tune's 0.21-0.27 with no trend) is no overfit.
+steps). ``update`` takes each validation loss. The validation loss is judged as the mean
+of its last ``span`` evals (``val_mean``), against the lowest such mean so far
+(``best_val``): one lucky eval does not set the bar, and one unlucky eval does not
+clear it. Once ``min_evals`` evals are in, the finding is active when that mean has
+stood above its best by more than a margin for the last ``patience`` evals in a row,
+while ``train`` has fallen since that best by more than ``train_drop`` of the training
+loss's own progress. The margin is the larger of ``rise`` x the validation loss's
+progress (first eval minus best) and ``noise_z`` x its own eval-to-eval scatter (an
+EWMA of absolute second differences, so that a steady trend is not counted as scatter,
+as a standard deviation of one eval): differences of losses only, so an offset or a
+scale of the loss changes nothing. An eval loss that only wobbles (a Whisper
+fine-tune's 0.21-0.27 with no trend; a 7B fine-tune's 1.576 against its best 1.552, a
+1.5% rise inside its own scatter) is no overfit.
 
 >>> det = OverfitDetector()
 >>> hit = None
@@ -18,7 +22,7 @@ an offset or a scale of the loss changes nothing, and an eval loss that only wob
 ...     if s % 500 == 0 and det.update(s, 2.5 + abs(s - 10000) / 10000).active:
 ...         hit = hit or s
 >>> hit
-11000
+13000
 """
 
 from __future__ import annotations
@@ -47,8 +51,11 @@ class OverfitState(NamedTuple):
     step: int
     active: bool
     val: float
-    best_val: float
+    best_val: float        # the lowest mean of ``span`` evals so far
     train: float | None
+    val_mean: float = math.nan    # the mean of the last ``span`` evals
+    margin: float = 0.0           # how far above best_val the mean must stand
+    above: int = 0                # evals in a row it has
 
 
 @cython.cclass
@@ -58,26 +65,27 @@ class OverfitDetector(Detector):
     where the state has None)."""
 
     name = "overfit"
-    ARGS = ("rise", "train_drop", "patience", "min_evals", "halflife", "noise_z")
+    ARGS = ("rise", "train_drop", "patience", "min_evals", "halflife", "noise_z", "span")
     STATE = ("_vfirst", "_vprev", "_vnoise", "_tfirst", "_train", "_tstep", "_best",
              "_train_at_best", "_evals", "_above")
     OPTIONAL = ("_vfirst", "_tfirst", "_train", "_tstep", "_train_at_best")
 
-    def __init__(self, *, rise: float = 0.05, train_drop: float = 0.005, patience: int = 2,
-                 min_evals: int = 3, halflife: float = 50.0, noise_z: float = 3.0) -> None:
+    def __init__(self, *, rise: float = 0.05, train_drop: float = 0.005, patience: int = 3,
+                 min_evals: int = 3, halflife: float = 50.0, noise_z: float = 4.0,
+                 span: int = 4) -> None:
         fraction("rise", rise)
         fraction("train_drop", train_drop)
         positive("noise_z", noise_z)
         self.noise_z = noise_z
         self._vfirst = NAN       # the first validation loss
-        self._vprev = []         # the last two validation losses
+        self._vprev = []         # the last max(span, 2) validation losses
         self._vnoise = 0.0       # EWMA of |second difference| between evals
         self._tfirst = NAN       # the first training level
-        for n in ("patience", "min_evals"):
+        for n in ("patience", "min_evals", "span"):
             check(isinstance(locals()[n], int) and locals()[n] >= 1, n, locals()[n], "an int >= 1 (evals)")
         positive("halflife", halflife)
         self.rise, self.train_drop, self.patience = rise, train_drop, patience
-        self.min_evals, self.halflife = min_evals, halflife
+        self.min_evals, self.halflife, self.span = min_evals, halflife, span
         self._c_halflife = halflife                      # the same, typed
         self._c_train = 0.5 ** (1.0 / halflife)          # per-step EWMA weight (a constant)
         self._train = NAN
@@ -87,6 +95,7 @@ class OverfitDetector(Detector):
         self._evals = 0
         self._above = 0
         self.step, self.active, self.val, self.best_val, self.train = 0, False, NAN, INF, NAN
+        self.val_mean, self.margin, self.above = NAN, 0.0, 0
 
     @cython.locals(dt=cython.longlong, g=cython.double)
     def update_train(self, step: int, loss: float) -> None:
@@ -106,10 +115,13 @@ class OverfitDetector(Detector):
     def state(self) -> OverfitState:
         """The last `observe` as a state (what `update` returns)."""
         return _new(OverfitState, (self.step, self.active, self.val, self.best_val,
-                                   None if self.train != self.train else self.train))
+                                   None if self.train != self.train else self.train,
+                                   self.val_mean, self.margin, self.above))
 
     @cython.locals(d=cython.double, margin=cython.double, t0=cython.double, t=cython.double,
-                   tf=cython.double, falling=cython.bint)
+                   tf=cython.double, falling=cython.bint, mean=cython.double, n=cython.Py_ssize_t,
+                   k=cython.longlong,
+                   prev=list)
     def observe(self, step: int, val: float) -> bool:
         """`update` without building a state: returns ``active``."""
         self.step, self.val = step, val
@@ -119,14 +131,23 @@ class OverfitDetector(Detector):
         self._evals += 1
         if self._vfirst != self._vfirst:
             self._vfirst = val
-        if len(self._vprev) == 2:
-            d = abs(val - 2 * self._vprev[1] + self._vprev[0]) * 0.5117   # -> sd (1.2533/sqrt 6)
-            self._vnoise = d if self._vnoise == 0.0 else self._vnoise + 0.3 * (d - self._vnoise)
-        self._vprev = self._vprev[-1:] + [val]
+        prev = self._vprev
+        if len(prev) >= 2:
+            d = abs(val - 2 * prev[-1] + prev[-2]) * 0.5117   # -> sd (1.2533/sqrt 6)
+            k = self._evals - 2       # second differences so far: a mean, then an EWMA
+            self._vnoise += (1.0 / k if k < 30 else 0.033) * (d - self._vnoise)
+        prev.append(val)
+        n = max(self.span, 2)
+        if len(prev) > n:
+            del prev[0]
+        n = min(len(prev), self.span)
+        mean = sum(prev[-n:]) / n
         margin = max(self.rise * max(self._vfirst - self._best, 0.0), self.noise_z * self._vnoise)
-        if val < self._best:
-            self._best, self._train_at_best, self._above = val, self._train, 0
-        elif val > self._best + margin:
+        if n < self.span or mean < self._best:
+            if mean < self._best:
+                self._best, self._train_at_best = mean, self._train
+            self._above = 0
+        elif mean > self._best + margin:
             self._above += 1
         else:
             self._above = 0
@@ -137,6 +158,7 @@ class OverfitDetector(Detector):
                    and t0 - t > self.train_drop * max(tf - t0, 0.0) and t < t0)
         self.active = self._evals >= self.min_evals and self._above >= self.patience and falling
         self.best_val, self.train = self._best, t
+        self.val_mean, self.margin, self.above = mean, margin, self._above
         return self.active
 
 

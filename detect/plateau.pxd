@@ -1,5 +1,5 @@
 # The C side of plateau.py (docs/COMPILED.md).
-from libc.math cimport isfinite, log, sqrt
+from libc.math cimport exp, isfinite, log, sqrt
 
 from .base cimport _GAP, Detector, decay
 
@@ -27,10 +27,10 @@ cdef class PlateauDetector(Detector):
     cdef double _ring0_level, _ring0_pred
     cdef bint _ring0_nopred
     # the last observe() (PlateauState's fields; ``z`` is ``slow_z``)
-    cdef readonly long long step, repeats
+    cdef readonly long long step, repeats, onset
     cdef readonly bint active
     cdef readonly object rule
-    cdef readonly double progress, level, z, shortfall, progress_z
+    cdef readonly double progress, level, z, shortfall, progress_z, expected, observed
 
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
     cdef void _reset_slope(self)

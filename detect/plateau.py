@@ -65,7 +65,7 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
     from . import _cython_shim as cython
 
 if not cython.compiled:       # compiled: libc's and base's C values, cimported in plateau.pxd
-    from math import isfinite, log, sqrt
+    from math import exp, isfinite, log, sqrt
 
     from .base import _GAP
 
@@ -89,6 +89,9 @@ class PlateauState(NamedTuple):
     shortfall: float = 0.0  # loss units: the level above where its earlier pace would be
     repeats: int = 0        # "frozen": points in a row at one exact value
     progress_z: float = 0.0  # the progress in units of the level's point-to-point scatter
+    expected: float = 0.0   # "slowdown": loss units its earlier pace would have fallen since
+    observed: float = 0.0   # the onset (``onset``), and what the level did fall
+    onset: int = 0          # "slowdown": the step the slope collapsed at
 
 
 @cython.cclass
@@ -158,6 +161,8 @@ class PlateauDetector(Detector):
         self._dt = 1.0         # EWMA of the gap between points in the line (steps)
         self.step, self.active, self.rule, self.progress, self.level = 0, False, None, 0.0, 0.0
         self.z, self.shortfall, self.repeats, self.progress_z = 0.0, 0.0, 0, 0.0
+        self.expected = self.observed = 0.0
+        self.onset = 0
         self._reset_slope()
 
     def _reset_slope(self) -> None:
@@ -242,13 +247,13 @@ class PlateauDetector(Detector):
     def update(self, step: int, loss: float, l_pred: float | None = None,
                deviating: bool = False) -> PlateauState:
         self.observe(step, loss, l_pred, deviating)
-        return _new(PlateauState, (self.step, self.active, self.rule, self.progress, self.level,
-                                   self.z, self.shortfall, self.repeats, self.progress_z))
+        return self.state()
 
     def state(self) -> PlateauState:
         """The last `observe` as a state (what `update` returns): for a message, not per event."""
         return _new(PlateauState, (self.step, self.active, self.rule, self.progress, self.level,
-                                   self.z, self.shortfall, self.repeats, self.progress_z))
+                                   self.z, self.shortfall, self.repeats, self.progress_z,
+                                   self.expected, self.observed, self.onset))
 
     @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
                    level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
@@ -259,8 +264,8 @@ class PlateauDetector(Detector):
         """`update` without building a state: returns ``active``; the other fields are
         attributes (``z`` for ``slow_z``)."""
         self.step = step
-        self.shortfall = self.progress_z = 0.0
-        self.repeats = 0
+        self.shortfall = self.progress_z = self.expected = self.observed = 0.0
+        self.repeats = self.onset = 0
         if not isfinite(loss):
             self.active, self.rule, self.progress, self.z = False, None, 0.0, 0.0
             self.level = self._level if self._level == self._level and self._level != 0.0 else 0.0
@@ -314,6 +319,10 @@ class PlateauDetector(Detector):
             self._on_u = self._on_level = self._on_slope = self._on_r = NAN
         if self._slow:
             self.active, self.rule, self.shortfall = True, "slowdown", short
+            if self._on_u == self._on_u:
+                self.observed = self._on_level - level
+                self.expected = short + self.observed
+                self.onset = int(exp(self._on_u) - 0.5)
             return True
         if self._stagnant(step, l_pred) and deviating:
             self.active, self.rule = True, "stagnation"

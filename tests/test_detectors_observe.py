@@ -113,7 +113,7 @@ class TestObserve:
             st = a.update(t, loss, lp, lp is not None)
             active = b.observe(t, loss, lp, lp is not None)
             got = (b.step, b.active, b.rule, b.progress, b.level, b.z, b.shortfall, b.repeats,
-                   b.progress_z)
+                   b.progress_z, b.expected, b.observed, b.onset)
             assert active == st.active and got == tuple(st) and b.state() == st
             actives += active
         assert actives > 0 and b.slow_z == 3.0     # the argument keeps its name

@@ -6,11 +6,13 @@ judged on:
 1. for each clean (or "unknown") log, the statistic the threshold is compared with: its
    largest value over the run (for our gates: the largest effect score seen while a
    detector was active, `RunMonitor.peak_scores`; for a baseline: its statistic after
-   its own warm-up);
+   its own warm-up; for ``stall_gate``: the largest ratio of the decline a slowdown's
+   earlier pace promised to the one the level made, while that promise was material);
 2. per group (source): the largest value over the group's logs, so that a large group
    counts once;
 3. the threshold is ``SAFETY`` x the ``QUANTILE`` of those group values (numpy's
-   "higher" method: an observed value), and never below ``FLOOR`` for our gates.
+   "higher" method: an observed value), and never below ``FLOOR`` for our gates
+   (``FLOORS`` where a gate has its own).
 
 Leave-one-source-out: the held-out group's threshold comes from the other groups; the
 shipped defaults (detect/presets.py) come from all groups. The false-alarm target this
@@ -29,7 +31,11 @@ import numpy as np
 QUANTILE = 0.9
 SAFETY = 1.5
 FLOOR = 3.0       # our gates: never below 3 units of max(rho x progress, wobble)
-GATES = {"gate": ("drift", "plateau", "divergence"), "jump_gate": ("spike", "resume_jump")}
+GATES = {"gate": ("drift", "plateau", "divergence"), "jump_gate": ("spike", "resume_jump"),
+         "stall_gate": ("stall",)}
+# stall_gate is a ratio (the decline a slowdown's earlier pace promised over the one seen,
+# while the promise is material): never below 4, "a quarter of what it should have fallen"
+FLOORS = {"stall_gate": 4.0}
 
 
 def log_stats(peaks: dict[str, float]) -> dict[str, float]:
@@ -62,7 +68,7 @@ def main() -> int:
     stats = calibration_pass()
     for g in GATES:
         groups = by_group([(r["group"], r["stats"][g]) for r in stats])
-        print(f"{g}: {choose(groups, floor=FLOOR):.3g} (from {len(groups)} groups; "
+        print(f"{g}: {choose(groups, floor=FLOORS.get(g, FLOOR)):.3g} (from {len(groups)} groups; "
               f"largest group values: {sorted(groups.values())[-4:]})")
     return 0
 

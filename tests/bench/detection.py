@@ -116,7 +116,7 @@ def thresholds(stats: list[dict], exclude: str | None) -> dict:
     out = {}
     for g in calibrate.GATES:
         groups = calibrate.by_group([(r["group"], r["stats"][g]) for r in stats])
-        out[g] = calibrate.choose(groups, exclude, calibrate.FLOOR)
+        out[g] = calibrate.choose(groups, exclude, calibrate.FLOORS.get(g, calibrate.FLOOR))
     for b in BASELINES:
         groups = calibrate.by_group([(r["group"], r["base"][b]) for r in stats])
         out[b] = calibrate.choose(groups, exclude) * 1.0001 + 1e-12
@@ -310,8 +310,9 @@ def report(es, stats, thr, shipped, real, recs, robust, secs, a):
     st = {g: {k: max([r["stats"][k] for r in stats if r["group"] == g], default=0.0)
               for k in calibrate.GATES} for g in groups}
     print("## Leave-one-source-out: clean and unknown logs, per held-out group\n")
-    print("| group | logs | loss points | pages | per 100k | gate (margin) | jump_gate (margin) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| group | logs | loss points | pages | per 100k | "
+          + " | ".join(f"{k} (margin)" for k in calibrate.GATES) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(calibrate.GATES))
     rates = []
     for g in groups:
         rs = [r for r in quiet if r["group"] == g]
