@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from wtwin.detect import laws
+from wtwin.detect import forecast, laws
 
 CASES = {
     "power": ([2.5, 2.2, 0.4, 1.3], (1500.0, 0.0)),
@@ -136,11 +136,16 @@ def test_forecast_per_update_law_is_predict_to_the_bit(law):
                 x = (x[0] - 1.0, x[1])
             pred, var = laws.predict(law, x, p, cov)
             dv = None if prev is None else laws.value(law, x, prev) - pred
+        reach = forecast.REACH * (b["_hi"] - b["_lo"])      # the run's range bounds it
+        rlo, rhi = b["_lo"] - reach, b["_hi"] + reach
+        over = rlo - pred if pred < rlo else (pred - rhi if pred > rhi else 0.0)
+        pred, var = min(max(pred, rlo), rhi), var + over * over
         sw = 1.2533 * b["_noise"] + 1e-12
         mis2 = b["_misfit"] * b["_misfit"]
         u2 = var + mis2 + (dv * dv if dv is not None else 0.0)
         bz = det.band_z * math.sqrt(sw * sw + u2)
-        assert (st.l_pred, st.band_lo, st.band_hi) == (pred, pred - bz, pred + bz)
+        lo = max(pred - bz, rlo, -math.inf if det._neg else 0.0)
+        assert (st.l_pred, st.band_lo, st.band_hi) == (pred, lo, min(pred + bz, rhi))
         assert st.Q == (sw * sw) / (sw * sw + var + mis2 + 1e-300)
         checked += 1
     assert checked > 1000
