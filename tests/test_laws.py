@@ -149,3 +149,23 @@ def test_forecast_per_update_law_is_predict_to_the_bit(law):
         assert st.Q == (sw * sw) / (sw * sw + var + mis2 + 1e-300)
         checked += 1
     assert checked > 1000
+
+
+def test_a_forecast_snapshot_from_before_the_range_restores():
+    """A snapshot written before ``_lo``/``_hi``/``_neg`` existed (a store from main)
+    restores: the range comes from its bins, and the forecast goes on as the live one."""
+    from wtwin.detect.forecast import ForecastDetector
+
+    det = ForecastDetector()
+    rng = np.random.default_rng(3)
+    pts = [(t, 2.6 + 9.0 * t ** -0.35 + float(rng.normal(0, 0.03))) for t in range(1, 4001)]
+    for t, v in pts[:3000]:
+        det.update(t, v)
+    old = {k: v for k, v in det.snapshot().items() if k not in ("_lo", "_hi", "_neg")}
+    back = det.clone()
+    back.restore(old)
+    means = [b[4] / b[1] for b in det._bins]
+    assert (back._lo, back._hi, back._neg) == (min(means), max(means), False)
+    for t, v in pts[3000:]:
+        a, b = det.update(t, v), back.update(t, v)
+        assert b.l_pred == pytest.approx(a.l_pred, rel=1e-3) and b.alert == a.alert
