@@ -10,6 +10,12 @@ are frozen while a deviation builds. The forecast's variance (parameter covarian
 added to the residual noise (EWMA of absolute residuals), so far-out extrapolation widens
 the band. The decision is a one-sided CUSUM of standardized residuals.
 
+The fit runs in the run's units (`laws.fit`'s ``ref``: the loss less the lowest loss
+seen, over the range seen, ``_lo``/``_hi``), so a loss logged x100 or +1000 gets the
+same forecast up to the transform; the forecast and its band are held within ``REACH`` x
+that range of it, the distance cut off joining the forecast's variance, and the band's
+lower edge stays >= 0 while no loss has been negative (docs/DETECTION.md).
+
 When ``lr`` is passed, the law is Tissue et al.'s ``L0 + A S1^-alpha - C S2`` over the
 learning-rate area (``law="schedule"``), or Luo et al.'s multi-power law over a bounded
 summary of the LR changes (``law="mpl"``, see `mpl`): warm-downs, restarts and
