@@ -5,7 +5,7 @@ from libc.math cimport exp, isfinite, log, sqrt
 from .base cimport Detector, gap_decay
 
 cdef long long _PEND_MAX
-cdef double _PEND_TOL, _INF
+cdef double _PEND_TOL, _INF, _REACH
 
 cdef double _exp(double x) except? -1.0
 cdef double _log(double x) except? -1.0
@@ -26,6 +26,8 @@ cdef class ForecastDetector(Detector):
     cdef public list _bk
     cdef public bint _warm, _restart, _shaped, _alarm
     cdef public long long _fits
+    cdef public double _lo, _hi
+    cdef public bint _neg
     # the summary's bins (`_bins`): the closed ones, and the open one typed
     cdef list _closed
     cdef bint _has_open

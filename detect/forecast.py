@@ -10,6 +10,12 @@ are frozen while a deviation builds. The forecast's variance (parameter covarian
 added to the residual noise (EWMA of absolute residuals), so far-out extrapolation widens
 the band. The decision is a one-sided CUSUM of standardized residuals.
 
+The fit runs in the run's units (`laws.fit`'s ``ref``: the loss less the lowest loss
+seen, over the range seen, ``_lo``/``_hi``), so a loss logged x100 or +1000 gets the
+same forecast up to the transform; the forecast and its band are held within ``REACH`` x
+that range of it, the distance cut off joining the forecast's variance, and the band's
+lower edge stays >= 0 while no loss has been negative (docs/DETECTION.md).
+
 When ``lr`` is passed, the law is Tissue et al.'s ``L0 + A S1^-alpha - C S2`` over the
 learning-rate area (``law="schedule"``), or Luo et al.'s multi-power law over a bounded
 summary of the LR changes (``law="mpl"``, see `mpl`): warm-downs, restarts and
@@ -86,6 +92,9 @@ _new = tuple.__new__     # a NamedTuple from its fields, without its Python-leve
 _PEND_MAX = cython.declare(cython.longlong, mpl.PEND_MAX)
 _PEND_TOL = cython.declare(cython.double, mpl.PEND_TOL)
 _INF = cython.declare(cython.double, math.inf)
+# the forecast and its band stay within REACH x the loss's range of what the run has shown
+REACH = 0.5
+_REACH = cython.declare(cython.double, REACH)
 
 
 @cython.locals(r=cython.double)
@@ -143,7 +152,7 @@ class ForecastDetector(Detector):
         "_lb", "_bins", "_edge", "_last", "_dt", "_s1", "_s2", "_mom", "_lr", "_warm",
         "_lrmax", "_lrlow", "_restart", "_bk", "_pend", "_mc", "_shaped", "_law", "_p",
         "_cov", "_prev", "_misfit", "_noise", "_level", "_next", "_S", "_D", "_since",
-        "_alarm", "_fits")
+        "_alarm", "_fits", "_lo", "_hi", "_neg")
 
     def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
                  fit_from: float = 0.3, bin_ratio: float = 1.02, refit_ratio: float = 1.15,
@@ -219,6 +228,9 @@ class ForecastDetector(Detector):
         self._since = None         # step at which the current deviation started building
         self._alarm = False
         self._fits = 0
+        self._lo = math.inf        # lowest loss seen, and highest (winsorized once fitted):
+        self._hi = -math.inf       # the fit's units and the forecast's reach
+        self._neg = False          # a negative loss seen (else the band stays >= 0)
         self.step = self.l_obs = self.l_pred = self.band_lo = self.band_hi = None
         self.D = self.Q = self.T = self.W = None
         self.S, self.alert = 0.0, False
@@ -373,8 +385,9 @@ class ForecastDetector(Detector):
         if law == "exp":
             X = X - np.array([1.0, 0.0])
         f = fit_rows
+        unit = self._hi - self._lo             # the fit's units: the run's range, from its lowest
         scale = self._noise * 1.2533 if self._p is not None else float(
-            np.median(np.abs(np.diff(y[f]))) + 1e-9) * math.sqrt(float(np.median(n[f])))
+            np.median(np.abs(np.diff(y[f]))) + 1e-9 * unit) * math.sqrt(float(np.median(n[f])))
         freeze = ()
         if law == "mpl" and self._bk:
             # the drop's shape (C, beta, gamma) is fitted once the fitted bins have seen a
@@ -386,7 +399,8 @@ class ForecastDetector(Detector):
         warm = self._p if law == self._law else None
         if law == "mpl" and self._bk and not freeze and not self._shaped:
             warm = None                        # the first fit of the drop's shape: cold
-        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None)
+        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None,
+                       ref=(self._lo, unit))
         if out is None:
             return
         p, cov, misfit, resid_sd = out
@@ -419,7 +433,8 @@ class ForecastDetector(Detector):
                    y=cython.double, W=cython.double, bz=cython.double, lo=cython.double,
                    hi=cython.double, hold=cython.double, building=cython.bint,
                    alarm=cython.bint, has_dv=cython.bint, nxt=cython.double,
-                   has_last=cython.bint, x=cython.double)
+                   has_last=cython.bint, x=cython.double, rlo=cython.double,
+                   rhi=cython.double, over=cython.double)
     def observe(self, step: int, loss: float, lr: float | None = None) -> None:
         """One loss point. The call's values are left in the attributes named like
         `ForecastState`'s fields, with the same values (None before the first fit), so a
@@ -432,6 +447,8 @@ class ForecastDetector(Detector):
             self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
             self.S = self._S
             return
+        if x < 0.0:
+            self._neg = True
         st, last = step, 0
         has_last = self._last is not None
         if has_last:
@@ -451,6 +468,10 @@ class ForecastDetector(Detector):
             x0, x1 = self._s1 + 1e-12, self._s2
         if self._p is None:
             self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
+            if x < self._lo:
+                self._lo = x
+            if x > self._hi:
+                self._hi = x
             self._add(st, x0, x1, x)
             nxt = self._next
             if st >= nxt:
@@ -463,6 +484,17 @@ class ForecastDetector(Detector):
         else:
             pred = self._law_at(x0, x1)
         vpred, dv, has_dv = self._vpred, self._dv, self._has_dv
+        # never beyond REACH x the range of what the run has shown: a law extrapolated
+        # past it is that far from anything known, so the distance joins its uncertainty
+        rlo, rhi = self._lo, self._hi
+        over = _REACH * (rhi - rlo)
+        rlo, rhi = rlo - over, rhi + over
+        over = 0.0
+        if pred < rlo:
+            over, pred = rlo - pred, rlo
+        elif pred > rhi:
+            over, pred = pred - rhi, rhi
+        vpred += over * over
         sw = 1.2533 * self._noise + 1e-12
         mis2 = self._misfit * self._misfit
         u2 = vpred + mis2                     # forecast uncertainty: a bias shared by all steps
@@ -486,6 +518,12 @@ class ForecastDetector(Detector):
             self._since = step
         lo, hi = pred - c * sd, pred + c * sd
         y = lo if x < lo else (hi if x > hi else x)
+        if x < self._lo:                      # the range: the lowest point, and the highest
+            self._lo = x                      # winsorized (a spike does not stretch it);
+        if y < x and y > self._hi:            # never a value no point has shown
+            self._hi = y
+        elif x > self._hi and x <= y:
+            self._hi = x
         if st + 1.0 < self._edge:             # the common case: the point joins the open bin
             self._on += 1
             self._ox0 += x0
@@ -509,7 +547,14 @@ class ForecastDetector(Detector):
                     self._S = self._D = 0.0  # judge afresh against the new forecast
                     self._since = None
         bz = self._c_band_z * sd
-        self.l_pred, self.band_lo, self.band_hi = pred, pred - bz, pred + bz
+        lo, hi = pred - bz, pred + bz
+        if lo < rlo:
+            lo = rlo
+        if hi > rhi:
+            hi = rhi
+        if lo < 0.0 and not self._neg:         # a loss never seen below 0 (cross-entropy)
+            lo = 0.0
+        self.l_pred, self.band_lo, self.band_hi = pred, lo, hi
         self.D, self.Q = D, (sw * sw) / (sw * sw + vpred + mis2 + 1e-300)
         self.T, self.W, self.S, self.alert = self.threshold, W, S, alarm
 
@@ -595,6 +640,14 @@ class ForecastDetector(Detector):
             q1, q1s, q2 = q[0], q[1], q[2]
             self._dv = q1 + _exp(q1s - q2 * ls1) - e - p0 - dprev
         return p0 + e - ld
+
+    def restore(self, snap: dict) -> None:
+        """`Detector.restore`; a snapshot from before ``_lo``/``_hi`` takes them from its bins."""
+        Detector.restore(self, snap)
+        if "_lo" not in snap and self._has_open:
+            means = [b[4] / b[1] for b in self._bins]
+            self._lo, self._hi = min(means), max(means)
+            self._neg = self._lo < 0.0
 
     def _resume(self, step: int) -> None:
         """Steps went back: forget the summary past ``step`` and the building evidence."""

@@ -12,6 +12,13 @@ Three laws, each a function of a per-point regressor tuple ``x`` and a parameter
   changes ``(D_j, ln eta_j, s_j)`` of `mpl` (passed as ``aux``), params
   ``[L0, ln A, alpha, B, ln C, beta, gamma]``. Its per-step prediction is cached (`mpl.anchor`).
 
+The fit is affine-invariant in the loss: `fit` maps the losses to ``(y - level) / scale``
+(``ref``: the forecast passes the lowest and the range of what the run has shown), fits
+there, and maps the parameters and their covariance back (`to_raw`), so a loss logged
+x100 or +1000 gets the same fit up to the transform. The floor of the law (``c``,
+``Linf``, ``L0``) is bounded below by ``FLOOR`` x that range under the lowest bin,
+not by zero (zero is not invariant under an offset).
+
 Only the fit allocates arrays, and it runs on a bounded summary (~60 bins) with numpy
 alone: a few hundred microseconds, where scipy's general ``least_squares`` took several
 milliseconds and its import most of a second. `predict` is scalar math.
@@ -35,6 +42,41 @@ COLD, WARM = (60, 1.0), (8, 1e-3)
 MPL_COLD, MPL_WARM = 100, 40
 # mpl: sd of the weak prior on the drop's shape [ln C, beta, gamma], centred on the start
 PRIOR_SD = np.array([4.0, 0.5, 0.5])
+# the covariance's pseudo-inverse: directions below this x the largest eigenvalue (of the
+# equilibrated J^T J) are the fit's null space
+RCOND = 1e-10
+# the floor parameter's lower bound: this x the loss's range (``ref``) under the lowest bin
+FLOOR = 1.0
+# parameters that scale with the loss (besides the floor, shifted and scaled, and ln A, shifted)
+_SCALED = {"power": (), "exp": (), "schedule": (3,), "mpl": (3,)}
+
+
+def to_raw(law: str, p: list, level: float, scale: float) -> list:
+    """Parameters fitted to ``(y - level) / scale``, as parameters of ``y``."""
+    q = list(p)
+    q[0] = level + scale * q[0]
+    q[1] += math.log(scale)
+    for i in _SCALED[law]:
+        q[i] *= scale
+    return q
+
+
+def to_unit(law: str, p: list, level: float, scale: float) -> list:
+    """`to_raw`'s inverse: parameters of ``y`` as parameters of ``(y - level) / scale``."""
+    q = list(p)
+    q[0] = (q[0] - level) / scale
+    q[1] -= math.log(scale)
+    for i in _SCALED[law]:
+        q[i] /= scale
+    return q
+
+
+def _cov_to_raw(law: str, cov: np.ndarray, scale: float) -> np.ndarray:
+    d = np.ones(len(cov))
+    d[0] = scale
+    for i in _SCALED[law]:
+        d[i] = scale
+    return cov * np.outer(d, d)
 
 
 def value(law: str, x: tuple, p: list) -> float:
@@ -183,8 +225,9 @@ def evaluate(law: str, X: np.ndarray, p, aux=None) -> np.ndarray:
 
 
 def _start(law: str, X: np.ndarray, y: np.ndarray, aux=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The start and the box, for losses in units of the run's range (`fit`'s ``ref``)."""
     lo_y, span = float(y.min()), float(np.ptp(y)) + 1e-9
-    floor = 0.0 if lo_y > 0 else lo_y - 3 * span     # positive losses: the floor is >= 0
+    floor = lo_y - FLOOR                 # FLOOR x the run's range under the lowest bin
     c0 = max(lo_y - 0.2 * span, floor + 0.5 * (lo_y - floor))
     if law == "exp":
         k0 = 3.0 / max(float(X[-1, 0] - X[0, 0]), 1.0)
@@ -229,8 +272,12 @@ def start_point(law: str, X: np.ndarray, y: np.ndarray, p_prev: list | None = No
 
 def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
         p_prev: list | None = None, aux=None, freeze: tuple = (),
-        lr_peak: float | None = None) -> tuple[list, list, float, float] | None:
+        lr_peak: float | None = None, ref: tuple | None = None) -> tuple[list, list, float, float] | None:
     """Robust weighted fit of bin means ``y`` (counts ``n``) at regressors ``X``.
+
+    ``ref = (level, range)``: the fit runs on ``(y - level) / range`` and answers in the
+    units of ``y`` (`to_raw`); the forecast passes the lowest loss the run has shown and
+    its range. Without it, the lowest of ``y`` and its spread.
 
     Returns ``(params, covariance, misfit_sd, resid_sd)`` or None when it cannot fit.
     ``misfit_sd`` is the spread of bin means around the law beyond what point noise
@@ -242,6 +289,21 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
     k = NPARAMS[law]
     if len(y) < k + 3:
         return None
+    level, unit = ref if ref is not None else (float(y.min()), float(np.ptp(y)))
+    if not (unit > 0.0 and math.isfinite(unit) and math.isfinite(level)):
+        level, unit = 0.0, 1.0           # a flat or degenerate run: no map
+    out = _fit(law, X, (y - level) / unit, n, scale / unit,
+               None if p_prev is None else to_unit(law, p_prev, level, unit), aux, freeze, lr_peak)
+    if out is None:
+        return None
+    p, cov, misfit, resid_sd = out
+    return (to_raw(law, p.tolist(), level, unit), _cov_to_raw(law, cov, unit).tolist(),
+            misfit * unit, resid_sd * unit)
+
+
+def _fit(law, X, y, n, scale, p_prev, aux, freeze, lr_peak):
+    """`fit` in the run's units (losses mapped by ``ref``)."""
+    k = NPARAMS[law]
     w = np.sqrt(n)
     p0, lb, ub = start_point(law, X, y, p_prev, aux)
     budget = WARM if p_prev is not None else COLD
@@ -264,8 +326,8 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
         else:                             # weak prior on the shape: one bin's worth each
             aux[5], aux[6] = start, max(scale, 1e-12) / PRIOR_SD
             yf, wf = np.concatenate([y, np.zeros(3)]), np.concatenate([w, np.ones(3)])
-    if law == "mpl" and lr_peak:
-        ub[3] = max(float(np.abs(y).max()), 1e-12) / lr_peak
+    if law == "mpl" and lr_peak:          # no deeper than the floor: B lr_peak <= max y - floor
+        ub[3] = max(float(y.max()) - lb[0], 1e-12) / lr_peak
         p0[3] = min(p0[3], ub[3])
     if frozen:                            # held at the start (the last fit's values)
         lb[frozen] = ub[frozen] = p0[frozen]
@@ -280,17 +342,39 @@ def fit(law: str, X: np.ndarray, y: np.ndarray, n: np.ndarray, scale: float,
     r, f = rf[:ny], f[:ny]
     resid_sd = 1.4826 * _median(np.abs(r - _median(r))) + 1e-12
     try:
-        JtJ = J.T @ J
-        try:   # frozen parameters leave zero columns: singular by construction
-            inv = np.linalg.pinv(JtJ) if frozen else np.linalg.inv(JtJ)
-        except np.linalg.LinAlgError:
-            inv = np.linalg.pinv(JtJ)
-        cov = inv * resid_sd ** 2 * len(y) / max(len(y) - k, 1)
+        cov = _pinv(J.T @ J) * resid_sd ** 2 * len(y) / max(len(y) - k, 1)
     except np.linalg.LinAlgError:
         return None
     raw = r / w
     mis = _median(raw ** 2) / 0.4549 - scale ** 2 * _median(1.0 / n)
-    return p.tolist(), cov.tolist(), math.sqrt(max(mis, 0.0)), resid_sd
+    return p, cov, math.sqrt(max(mis, 0.0)), resid_sd
+
+
+def _pinv(A: np.ndarray) -> np.ndarray:
+    """Pseudo-inverse of the symmetric ``J^T J``, equilibrated to a unit diagonal first and
+    cut at ``RCOND`` of its largest eigenvalue: a degenerate fit (parameters traded
+    against each other, frozen ones as zero columns) gets no variance along its null
+    directions, where a plain inverse returned round-off of either sign (1e13, BLAS
+    dependent). A well-conditioned one (``1 / trace(E^-1)``, under its smallest
+    eigenvalue, above ``RCOND`` x ``n``, over its largest) is inverted directly: the same
+    result, a fifth of the cost."""
+    d = A.diagonal()
+    full = float(d.min()) > 0.0
+    r = 1.0 / np.sqrt(d) if full else np.where(d > 0.0, 1.0 / np.sqrt(np.where(d > 0.0, d, 1.0)), 0.0)
+    rr = r[:, None] * r
+    E = A * rr
+    if full:
+        try:
+            inv = np.linalg.inv(E)
+            di = inv.diagonal()
+            if di.min() > 0.0 and 1.0 / float(di.sum()) > RCOND * len(d):
+                return inv * rr
+        except np.linalg.LinAlgError:
+            pass
+    w, V = np.linalg.eigh(E)
+    keep = w > RCOND * w[-1]
+    Vk = V[:, keep]
+    return ((Vk / w[keep]) @ Vk.T) * rr
 
 
 def _median(a: np.ndarray) -> float:

@@ -2,8 +2,12 @@
 Levenberg-Marquardt) against scipy's `least_squares` on the refits the forecast asks for,
 in CI (`make test`; scipy is a dev dependency only, imported by tests/bench/fit_vs_scipy.py,
 not skipped: a CI without it fails here). The agreement: its soft-L1 cost must be as low
-as scipy's (median ratio <= 1.01, 90th percentile <= 1.1; on these 97 refits 1.0044 and
-1.051; the full benchmark, tests/bench/fit_vs_scipy.py, 260 refits: 1.0009 and 1.018). The multi-power law and fits
+as scipy's (median ratio <= 1.02, 90th percentile <= 1.1; on these 97 refits 1.0121 and
+1.074; the full benchmark, tests/bench/fit_vs_scipy.py, 260 refits: 1.0006 and 1.019). The
+median was <= 1.01 (1.0044) before the fit moved to the run's units (issue 22): the
+detector then asks for other refits, harder ones, and main's solver scores 1.0122 on
+these new ones too, so the bound was the problem set's, not the solver's. Both solvers
+see the same map of the losses (`laws.fit`'s ``ref``). The multi-power law and fits
 with frozen parameters have no scipy reference (scipy never did them) and are not compared."""
 
 import random
@@ -29,4 +33,4 @@ def test_the_numpy_fit_reaches_scipys_cost():
         if ours is not None and ref is not None:
             ratios.append(cost_ratio(a, ours[0], ref))
     assert len(ratios) >= 40
-    assert np.median(ratios) <= 1.01 and np.percentile(ratios, 90) <= 1.1, sorted(ratios)[-5:]
+    assert np.median(ratios) <= 1.02 and np.percentile(ratios, 90) <= 1.1, sorted(ratios)[-5:]

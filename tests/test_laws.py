@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from wtwin.detect import laws
+from wtwin.detect import forecast, laws
 
 CASES = {
     "power": ([2.5, 2.2, 0.4, 1.3], (1500.0, 0.0)),
@@ -136,11 +136,36 @@ def test_forecast_per_update_law_is_predict_to_the_bit(law):
                 x = (x[0] - 1.0, x[1])
             pred, var = laws.predict(law, x, p, cov)
             dv = None if prev is None else laws.value(law, x, prev) - pred
+        reach = forecast.REACH * (b["_hi"] - b["_lo"])      # the run's range bounds it
+        rlo, rhi = b["_lo"] - reach, b["_hi"] + reach
+        over = rlo - pred if pred < rlo else (pred - rhi if pred > rhi else 0.0)
+        pred, var = min(max(pred, rlo), rhi), var + over * over
         sw = 1.2533 * b["_noise"] + 1e-12
         mis2 = b["_misfit"] * b["_misfit"]
         u2 = var + mis2 + (dv * dv if dv is not None else 0.0)
         bz = det.band_z * math.sqrt(sw * sw + u2)
-        assert (st.l_pred, st.band_lo, st.band_hi) == (pred, pred - bz, pred + bz)
+        lo = max(pred - bz, rlo, -math.inf if det._neg else 0.0)
+        assert (st.l_pred, st.band_lo, st.band_hi) == (pred, lo, min(pred + bz, rhi))
         assert st.Q == (sw * sw) / (sw * sw + var + mis2 + 1e-300)
         checked += 1
     assert checked > 1000
+
+
+def test_a_forecast_snapshot_from_before_the_range_restores():
+    """A snapshot written before ``_lo``/``_hi``/``_neg`` existed (a store from main)
+    restores: the range comes from its bins, and the forecast goes on as the live one."""
+    from wtwin.detect.forecast import ForecastDetector
+
+    det = ForecastDetector()
+    rng = np.random.default_rng(3)
+    pts = [(t, 2.6 + 9.0 * t ** -0.35 + float(rng.normal(0, 0.03))) for t in range(1, 4001)]
+    for t, v in pts[:3000]:
+        det.update(t, v)
+    old = {k: v for k, v in det.snapshot().items() if k not in ("_lo", "_hi", "_neg")}
+    back = det.clone()
+    back.restore(old)
+    means = [b[4] / b[1] for b in det._bins]
+    assert (back._lo, back._hi, back._neg) == (min(means), max(means), False)
+    for t, v in pts[3000:]:
+        a, b = det.update(t, v), back.update(t, v)
+        assert b.l_pred == pytest.approx(a.l_pred, rel=1e-3) and b.alert == a.alert

@@ -113,11 +113,11 @@ class TestLowerBand:
         return reg.get_sample_value("wtwind_run_forecast_lower_loss", {"run": "r"}), table.get("r")
 
     def test_never_negative_while_every_loss_is_non_negative(self):
-        """A cross-entropy-like loss near 0 with noise: the band's raw lower edge is
-        below 0, the exported one is clamped at 0."""
+        """A cross-entropy-like loss near 0 with noise: the band's lower edge stops at 0
+        (the forecast's own, issue 22; it was below 0), and so does the exported one."""
         vals = [0.5 * 0.995 ** t + 0.02 * ((t * 7919) % 13 - 6) / 6 + 0.03 for t in range(3000)]
         lo, run = self._band(vals)
-        assert run.last_state.band_lo < 0  # what was exported before
+        assert run.last_state.band_lo == 0.0
         assert lo == 0.0
 
     def test_a_loss_that_goes_negative_keeps_its_band(self):

@@ -22,12 +22,16 @@ from scipy.optimize import least_squares
 from wtwin.detect import forecast, laws
 
 
-def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=None):
+def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=None, ref=None):
     """The previous `laws.fit`, solver for solver: the reference (None for the fits it
-    never did: the multi-power law's buckets, frozen parameters)."""
+    never did: the multi-power law's buckets, frozen parameters), on the same map of the
+    losses (``ref``, see `laws.fit`)."""
     k = laws.NPARAMS[law]
     if len(y) < k + 3 or aux is not None or freeze:
         return None
+    level, unit = ref if ref is not None else (float(y.min()), float(np.ptp(y)))
+    y, scale = (y - level) / unit, scale / unit
+    p_prev = None if p_prev is None else laws.to_unit(law, p_prev, level, unit)
     w = np.sqrt(n)
     p0, lb, ub = laws.start_point(law, X, y, p_prev)
     res = least_squares(lambda p: w * (laws.evaluate(law, X, p) - y), p0,
@@ -35,7 +39,7 @@ def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=Non
                         bounds=(lb, ub), loss="soft_l1", f_scale=max(scale, 1e-12),
                         max_nfev=15 if p_prev is not None else 60, x_scale="jac",
                         ftol=1e-6, xtol=1e-6, gtol=1e-6)
-    return res.x
+    return np.array(laws.to_raw(law, res.x.tolist(), level, unit))
 
 
 def drive(rng: random.Random, powers, taus, n_power: int, n_finetune: int, n_cosine: int) -> None:
@@ -83,11 +87,11 @@ def cost_ratio(args: tuple, ours, ref) -> float:
 
 
 def problems() -> list:
-    def scipy_ref(fit, law, X, y, n, scale, p_prev=None, *rest):   # the detector runs on the reference
-        p = scipy_fit(law, X, y, n, scale, p_prev, *rest)
+    def scipy_ref(fit, law, X, y, n, scale, p_prev=None, *rest, **k):   # the detector runs on the reference
+        p = scipy_fit(law, X, y, n, scale, p_prev, *rest, **k)
         if p is None:
-            return fit(law, X, y, n, scale, p_prev, *rest)
-        return fit(law, X, y, n, scale, p.tolist())   # covariance etc. around that optimum
+            return fit(law, X, y, n, scale, p_prev, *rest, **k)
+        return fit(law, X, y, n, scale, p.tolist(), **k)   # covariance etc. around that optimum
 
     powers = [(2.6, 9, 0.35, 0.05), (3.0, 8, 0.4, 0.03), (1.0, 5, 0.6, 0.1), (0.1, 2, 0.2, 0.01), (2.0, 3, 0.5, 0.2)]
     return captured_refits(lambda: drive(random.Random(0), powers, (800, 1600), 60000, 5000, 20000), scipy_ref)
