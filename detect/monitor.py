@@ -123,7 +123,7 @@ class RunMonitor:
 
     def _due(self, kind: str, active: bool, severity: str) -> bool:
         """Does ``kind``'s (active, severity) change, so that a finding is emitted?"""
-        if not active and self._held and kind in self._held and not self._rec.recovered(kind, self._ef):
+        if not active and self._held and kind in self._held and not self._rec.recovered(kind):
             return False    # a page resolves once the loss is back in the band it left
         prev = self._emitted.get(kind)
         if prev is None:
@@ -139,7 +139,7 @@ class RunMonitor:
         if active and severity != "info":
             self._rec.paged(kind, step, self._ef)
         elif not active and kind in self._held:
-            del self._held[kind]
+            self._rec.release(kind)
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
         if not active:
             text = f"{kind} resolved"
@@ -220,6 +220,8 @@ class RunMonitor:
                 ri.rebase()    # the schedule moved the loss: a new best from here
                 rising, explained = False, True
         pl_active = pl.active
+        if self._held:
+            self._rec.observe(x)
         judging = (fc_alert or dv.active or sp.active or rising
                    or (pl_active and pl.rule not in _NO_LEARNING))
         self._ef.feed(step, loss, judging, l_pred, lr)
@@ -239,7 +241,7 @@ class RunMonitor:
             if v[0] and v[1] == "critical":
                 return
         for kind in self._rec.overdue(step, self._ef):
-            self._push(kind, True, "critical", step, self._rec.message(kind, step, self._ef))
+            self._push(kind, True, "critical", step, self._rec.message(kind, step))
             return
 
     def _big(self, kind: str, effect: float) -> bool:
@@ -369,7 +371,7 @@ class RunMonitor:
         serializes it at once (see `Detector.snapshot`)."""
         return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
                 "emitted": {k: list(v) for k, v in self._emitted.items()},
-                "held": {k: list(v) for k, v in self._held.items()},
+                "recovery": self._rec.snapshot(),
                 "detectors": {k: det.snapshot(copy) for k, det in self._d.items()}}
 
     def restore(self, snap: dict) -> None:
@@ -378,7 +380,7 @@ class RunMonitor:
         self.__init__(snap["preset"], **snap.get("overrides", {}))
         self._emitted = {k: list(v) for k, v in snap["emitted"].items()}
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
-        self._held.update({k: list(v) for k, v in snap.get("held", {}).items()})
+        self._rec.restore(snap.get("recovery", {}))
         for k, s in snap["detectors"].items():
             self._d[k].restore(s)
 

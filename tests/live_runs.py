@@ -241,9 +241,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", action="store_true", help="print the markdown table")
     ap.add_argument("--offline", action="store_true", help="replay.Session, no daemon")
-    ap.add_argument("--only", default="", help="run only the cases whose name has this")
+    ap.add_argument("--only", default="", help="comma-separated: the cases whose name has one")
     args = ap.parse_args(argv)
-    cases = [c for c in CASES if args.only in c.name]
+    cases = [c for c in CASES if any(part in c.name for part in args.only.split(","))]
     t0 = time.monotonic()
     if args.offline:
         outcomes = [run_offline(c) for c in cases]
