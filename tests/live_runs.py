@@ -224,15 +224,21 @@ def _fmt(ms: list) -> str:
 
 
 def table(outcomes: list, live: bool) -> str:
-    head = ("| run | loss before / at end | pages (firing, resolved) | firing at end | "
-            + ("reached the trainer | " if live else "") + "verdict |")
+    """Markdown: per run, the loss before the onset and at the end, the first page's delay,
+    every page's transitions, what still fires at the end, and (``live``) how many of the
+    page's transitions reached the trainer's ``on_alert``."""
+    head = ("| run | loss before / at end | first page (steps after onset) | pages: firing and "
+            "resolved, at step | firing at end | " + ("reached the trainer | " if live else "")
+            + "verdict |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for o in outcomes:
         ms = [m for m in o.markers if m[2] != "info"]
-        row = (f"| {o.case.name} | {o.healthy_loss:.3g} / {o.last_loss:.3g} | {_fmt(ms)} | "
+        first = "-" if o.first_page is None else f"{o.first_page} ({o.first_page - ONSET:+d})"
+        row = (f"| {o.case.name} | {o.healthy_loss:.3g} / {o.last_loss:.3g} | {first} | {_fmt(ms)} | "
                f"{', '.join(f'{k} {s}' for k, s in o.firing_at_end) or '-'} | ")
         if live:
-            row += _fmt([m for m in o.trainer if m[2] != "info"]) + " | "
+            got = [m for m in o.trainer if m[2] != "info"]
+            row += f"{sum(m in got for m in ms)} of {len(ms)} | "
         rows.append(row + verdict(o) + " |")
     return "\n".join(rows)
 
