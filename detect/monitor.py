@@ -220,13 +220,12 @@ class RunMonitor:
                 ri.rebase()    # the schedule moved the loss: a new best from here
                 rising, explained = False, True
         pl_active = pl.active
-        if self._held:
-            self._rec.observe(x)
         judging = (fc_alert or dv.active or sp.active or rising
                    or (pl_active and pl.rule not in _NO_LEARNING))
         self._ef.feed(step, loss, judging, l_pred, lr)
         self._arbitrate(step, loss, fc, pl, fc_alert, pl_active, rising, explained)
-        if self._held:
+        if self._held:          # a page of the loss level waits for it to come back
+            self._rec.observe(x)
             self._escalate(step)
         if s >= self._next_at:
             self._points.take(step, self._d)
