@@ -235,7 +235,8 @@ class RunMonitor:
 
     def _escalate(self, step) -> None:
         """A page whose loss stays above the band it left for ``ESCALATE_AFTER`` x the
-        level's time scale becomes critical (`recovery`), unless one already is."""
+        level's time scale, by a tenth of the run's progress, becomes critical
+        (`recovery`), unless one already is."""
         for v in self._emitted.values():
             if v[0] and v[1] == "critical":
                 return

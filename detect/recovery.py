@@ -13,8 +13,11 @@ loss sits at chance: on a synthetic run at chance from step 1500, the drift and 
 warnings resolved at steps 1610 and 1760 before this.
 
 A page that stays above its band for ``ESCALATE_AFTER`` times the level's time scale
-(the effect level's half-life in steps, ``tau``: 100 steps at a point a step) becomes
-critical, unless the run already pages a critical; the message says for how long.
+(the effect level's half-life in steps, ``tau``: 100 steps at a point a step), by at
+least ``CRITICAL_OF_PROGRESS`` of the run's progress (the bar of a critical divergence,
+`monitor.DIVERGENCE_OF_PROGRESS`: a slow drift of 2% stays a warning, a loss back at
+chance is 100%), becomes critical, unless the run already pages a critical; the message
+says for how long.
 
 Plain values, no I/O, no clock; the cost is paid only while a page is held.
 """
@@ -22,7 +25,8 @@ Plain values, no I/O, no clock; the cost is paid only while a page is held.
 from __future__ import annotations
 
 HELD_KINDS = ("drift", "spike", "divergence")   # the pages of a loss level above its best
-ESCALATE_AFTER = 5.0     # x tau: a page not recovered for this long becomes critical
+ESCALATE_AFTER = 5.0     # x tau: a page not recovered for this long becomes critical,
+CRITICAL_OF_PROGRESS = 0.1   # when this far above its best level, as a share of progress
 POINTS = 16              # the recent losses whose median says where the loss is
 
 
@@ -69,8 +73,10 @@ class Recovery:
     def overdue(self, step: int, ef) -> list:
         """The held kinds above their band for longer than ``ESCALATE_AFTER`` x tau."""
         tau = max(ef.halflife, ef.min_points * ef._dt)
+        bar = CRITICAL_OF_PROGRESS * ef.progress
         return [k for k, h in self.held.items()
-                if step - h[0] >= ESCALATE_AFTER * tau and not self.recovered(k)]
+                if step - h[0] >= ESCALATE_AFTER * tau and not self.recovered(k)
+                and self.level() - h[1] >= bar]
 
     def message(self, kind: str, step: int) -> str:
         since, best, top = self.held[kind]

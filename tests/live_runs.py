@@ -12,7 +12,7 @@ real `wtwind` process. Faults start at step ``ONSET``:
 - ``blowup_recovered``: the lr x20 (MLP) or x30 (CNN) for 10 steps, then back: the run
   recovers (a smaller blow-up is a benign spike: ``info``).
 
-Run the whole table (about 2 minutes on one free core)::
+Run the whole table (20 runs: 432 s on the 2-core VM at load ~12, 2026-12-04)::
 
     python tests/live_runs.py --table            # a fresh wtwind of this tree
     python tests/live_runs.py --table --offline  # the same events through `replay.Session`

@@ -1,7 +1,8 @@
 """Small real training runs against a live wtwind, as a user would meet it: a healthy MLP
 on scikit-learn's digits stays silent on six seeds; the same run with its LR x100 from
 step 800 pages, the alert reaches the trainer and stays firing; a NaN pages critical at
-its step and is still firing after the run ends."""
+its step and is still firing after the run ends. `TestOwnRunsGoals` (slow): issue 22's own
+runs, the cases of tests/live_runs.py."""
 
 import json
 import math
@@ -85,7 +86,7 @@ class TestDigitsMLP:
         assert resolved == []
 
 
-@pytest.mark.slow   # 20 real training runs of 3,000 steps: about 2-4 minutes
+@pytest.mark.slow   # 20 real training runs of 3,000 steps: 7 minutes on a loaded 2-core VM
 class TestOwnRunsGoals:
     """Issue 22's own runs (tests/live_runs.py, whose ``--table`` prints the same cases):
     healthy MLPs and CNNs on five seeds stay silent; LR x100, a NaN weight, shuffled labels
