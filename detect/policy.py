@@ -147,8 +147,8 @@ class AlertPolicy:
                      loss=_f(loss), forecast=_f(forecast), W=_f(W))
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
-        """The run ended: a firing held by a cooldown fires now (its condition holds: it
-        would have been withdrawn), and stays firing; the kinds whose resolve is held for
+        """The run ended: a firing held by a cooldown fires now (its condition still holds,
+        else it was withdrawn) and stays firing; the kinds whose resolve is held for
         its quiet streak resolve, and so do ``immediate_kinds`` (a run that ended is not
         stalled); the others stay firing (a run that ends while failing has not recovered)."""
         out = self._release(now, ended=True) if self._pending else []
