@@ -73,3 +73,15 @@ class TestRecovered:
     def test_a_clean_run_stays_silent(self):
         out, _ = transitions(chance_run(onset=10 ** 9))
         assert [a for a in pages(out) if a.kind in HELD_KINDS] == []
+
+
+class TestEscalation:
+    def test_a_slow_drift_of_a_few_percent_stays_a_warning(self):
+        """Not recovered is not enough for critical: the loss must stay a tenth of the
+        run's progress above its band (a 2e-4/step drift: +0.6 over 3,000 steps, 7%)."""
+        rng = random.Random(0)
+        points = [(t, 2.6 + 9 * t ** -0.35 + rng.gauss(0, 0.05) + max(0, t - 5000) * 2e-4)
+                  for t in range(1, 8001)]
+        out, s = transitions(points)
+        assert [(a.kind, a.severity) for a in pages(out)] == [("drift", "warning")], out
+        assert s.policy.firing["drift"].severity == "warning"
