@@ -16,7 +16,8 @@ cdef long long NO_STEP
 
 cdef class RunMonitor:
     cdef readonly object preset, overrides
-    cdef dict _d, _emitted
+    cdef dict _d, _emitted, _held
+    cdef object _rec
     cdef str _main
     cdef bint _alert
     cdef int _pl_mode
@@ -38,6 +39,7 @@ cdef class RunMonitor:
     cdef void _setup(self, dict d) except *
     cdef bint _due(self, str kind, bint active, str severity) except -1
     cdef void _push(self, str kind, bint active, str severity, object step, str text) except *
+    cdef void _escalate(self, object step) except *
     cdef bint _big(self, str kind, double effect) except -1
     cdef bint _stalled(self, PlateauDetector pl) except -1
     cdef str _size(self, double effect)

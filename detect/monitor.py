@@ -41,6 +41,7 @@ from .base import NO_STEP as _NO_STEP, REGISTRY
 from .errors import ConfigError
 from .finding import Finding, MonitorState
 from .presets import PRESET_PARAMS, PRESETS
+from .recovery import Recovery
 from .rewind import RewindPoints
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
@@ -108,6 +109,8 @@ class RunMonitor:
         self._setup(_build(preset, overrides))
         self._emitted = {}
         self._alert = False        # any warning/critical kind active (follows _emitted)
+        self._rec = Recovery()     # the band each page of the loss level left (`recovery`)
+        self._held = self._rec.held
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
         self._next_at = self._points.next_at
         self.peak_scores = {}      # diagnostics, not state: see ``_big``
@@ -129,6 +132,8 @@ class RunMonitor:
 
     def _due(self, kind: str, active: bool, severity: str) -> bool:
         """Does ``kind``'s (active, severity) change, so that a finding is emitted?"""
+        if not active and self._held and kind in self._held and not self._rec.recovered(kind):
+            return False    # a page resolves once the loss is back in the band it left
         prev = self._emitted.get(kind)
         if prev is None:
             return active
@@ -140,6 +145,10 @@ class RunMonitor:
         """Emit the finding `_due` allowed (into this update's findings); ``text`` is the
         message of an active one, formatted only when a finding is emitted."""
         self._emitted[kind] = [active, severity]
+        if active and severity != "info":
+            self._rec.paged(kind, step, self._ef)
+        elif not active and kind in self._held:
+            self._rec.release(kind)
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
         if not active:
             text = f"{kind} resolved"
@@ -224,11 +233,25 @@ class RunMonitor:
                    or (pl_active and pl.rule not in _NO_LEARNING))
         self._ef.feed(step, loss, judging, l_pred, lr)
         self._arbitrate(step, loss, fc, pl, fc_alert, pl_active, rising, explained)
+        if self._held:          # a page of the loss level waits for it to come back
+            self._rec.observe(x)
+            self._escalate(step)
         if s >= self._next_at:
             self._points.take(step, self._d)
             self._next_at = self._points.next_at
         return _new(MonitorState, (step, loss, l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T,
                                    fc.W, self._alert, tuple(out) if out else ()))
+
+    def _escalate(self, step) -> None:
+        """A page whose loss stays above the band it left for ``ESCALATE_AFTER`` x the
+        level's time scale, by a tenth of the run's progress, becomes critical
+        (`recovery`), unless one already is."""
+        for v in self._emitted.values():
+            if v[0] and v[1] == "critical":
+                return
+        for kind in self._rec.overdue(step, self._ef):
+            self._push(kind, True, "critical", step, self._rec.message(kind, step))
+            return
 
     def _big(self, kind: str, effect: float) -> bool:
         """Is a deviation of ``effect`` loss units large enough to page (`effect`)? Also
@@ -407,6 +430,7 @@ class RunMonitor:
         serializes it at once (see `Detector.snapshot`)."""
         return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
                 "emitted": {k: list(v) for k, v in self._emitted.items()},
+                "recovery": self._rec.snapshot(),
                 "detectors": {k: det.snapshot(copy) for k, det in self._d.items()}}
 
     def restore(self, snap: dict) -> None:
@@ -415,6 +439,7 @@ class RunMonitor:
         self.__init__(snap["preset"], **snap.get("overrides", {}))
         self._emitted = {k: list(v) for k, v in snap["emitted"].items()}
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
+        self._rec.restore(snap.get("recovery", {}))
         for k, s in snap["detectors"].items():
             self._d[k].restore(s)
 

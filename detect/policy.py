@@ -8,20 +8,26 @@ Detectors report a kind only when it changes, so the run state calls ``advance(s
 on every loss event to let a held resolve come due.
 Kinds in ``immediate_kinds`` (``stalled``: its step does not advance) resolve at once.
 
-A cooldown delays, never swallows: a firing of a kind within ``cooldown_s`` of its last
-resolve is held (``pending``) and fires once the cooldown has passed (at the next
-``apply`` or ``advance``), even if it went quiet meanwhile, so a new episode is never
-lost; an escalation (a severity above the one that resolved) fires at once. ``delayed``
-counts the firings held back. Detectors report a kind only when it changes, so before
-this a firing inside the cooldown was gone for good (a small MLP's LR x100 at step 800
-raised no alert at all).
+A cooldown delays a page while its condition holds: a firing of a kind within
+``cooldown_s`` of its last resolve is held (``pending``) and fires as soon as the
+cooldown has passed (at the next ``apply`` or ``advance``) or the run ends, whichever
+comes first; an escalation (a severity above the one that resolved) fires at once.
+``delayed`` counts the firings held back; ``withdrawn`` those whose condition ended
+while held (a kind resolves only once its loss recovered, `detect/recovery.py`: an
+episode that begins and recovers inside the cooldown is not sent). Detectors report a
+kind only when it changes, so before 2026-12-03 a firing inside the cooldown was gone
+for good (a small MLP's LR x100 at step 800 raised no alert at all), and until
+2026-12-04 one that went quiet was still sent at run end, fired and resolved in the
+same millisecond.
 
 This is the only deduplication and cooldown on an alert's path: the router
 (``sinks/routing.py``) only matches and holds, so what the policy emits is what is
 committed and sent.
 
-A critical alert resolves only on the detector's evidence that the condition ended:
-``resolve_all`` (the run ended) keeps critical alerts firing.
+Resolved means recovered: ``resolve_all`` (the run ended) resolves only the kinds whose
+resolve is already held for its quiet streak (their condition ended); what still fires
+when the run ends stays firing, whatever its severity: a run that ends while failing
+has not recovered.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class AlertPolicy:
         self._resolved_sev: dict[str, str] = {}
         self._pending: dict[str, dict] = {}      # kind -> a firing held by the cooldown
         self.delayed = 0                         # firings held back by the cooldown
+        self.withdrawn = 0                       # of them, ended before it passed: not sent
 
     @property
     def firing(self) -> dict[str, Alert]:
@@ -82,6 +89,8 @@ class AlertPolicy:
             self._pending.pop(finding.kind, None)
             return self._fire(finding, now, current, loss, forecast, W)
         if current is None:
+            if self._pending.pop(finding.kind, None) is not None:
+                self.withdrawn += 1              # recovered inside the cooldown: not sent
             return None
         if not force and finding.kind not in self.immediate_kinds and self.resolve_after_steps:
             self._quiet_since.setdefault(finding.kind, finding.step)
@@ -103,14 +112,13 @@ class AlertPolicy:
         self._firing[finding.kind] = alert
         return alert
 
-    def _release(self, now: float) -> list[Alert]:
-        """Fire the held firings whose cooldown has passed (``now`` inf: all of them)."""
+    def _release(self, now: float, ended: bool = False) -> list[Alert]:
+        """Fire the held firings whose cooldown has passed (``ended``: all of them)."""
         out = []
-        for kind in [k for k in self._pending if now - self._resolved_at.get(k, -1e18) >= self.cooldown_s]:
+        for kind in [k for k in self._pending
+                     if ended or now - self._resolved_at.get(k, -1e18) >= self.cooldown_s]:
             p = self._pending.pop(kind)
-            f = Finding(*p["finding"])
-            out.append(self._fire(f, now if now != float("inf") else self._resolved_at.get(kind, 0.0),
-                                  None, p["loss"], p["forecast"], p["W"]))
+            out.append(self._fire(Finding(*p["finding"]), now, None, p["loss"], p["forecast"], p["W"]))
         return out
 
     def advance(self, step: int, now: float, *, loss=None, forecast=None, W=None) -> list[Alert]:
@@ -139,19 +147,22 @@ class AlertPolicy:
                      loss=_f(loss), forecast=_f(forecast), W=_f(W))
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:
-        """The run ended: a firing held by a cooldown fires now (it is never dropped), then
-        what fires resolves, except critical alerts, which stay firing (a run that ends
-        while failing has not recovered)."""
-        out = self._release(float("inf")) if self._pending else []
-        return out + [a for kind, cur in list(self._firing.items()) if cur.severity != "critical"
-                      and (a := self.apply(Finding(kind, "info", False, step, message), now, force=True))]
+        """The run ended: a firing held by a cooldown fires now (its condition still holds,
+        else it was withdrawn) and stays firing; the kinds whose resolve is held for
+        its quiet streak resolve, and so do ``immediate_kinds`` (a run that ended is not
+        stalled); the others stay firing (a run that ends while failing has not recovered)."""
+        out = self._release(now, ended=True) if self._pending else []
+        return out + [self._resolve(kind, step, now, self._quiet_msg.get(kind) or message,
+                                    None, None, None)
+                      for kind in list(self._firing)
+                      if kind in self._quiet_since or kind in self.immediate_kinds]
 
     def snapshot(self) -> dict:
         return {"firing": {k: a.to_dict() for k, a in self._firing.items()},
                 "resolved_at": dict(self._resolved_at), "quiet_since": dict(self._quiet_since),
                 "quiet_msg": dict(self._quiet_msg), "resolved_sev": dict(self._resolved_sev),
                 "pending": {k: dict(v, finding=list(v["finding"])) for k, v in self._pending.items()},
-                "delayed": self.delayed}
+                "delayed": self.delayed, "withdrawn": self.withdrawn}
 
     def restore(self, snap: dict) -> None:
         self._firing = {k: Alert.from_dict(d) for k, d in snap["firing"].items()}
@@ -161,6 +172,7 @@ class AlertPolicy:
         self._resolved_sev = dict(snap.get("resolved_sev", {}))
         self._pending = {k: dict(v, finding=list(v["finding"])) for k, v in snap.get("pending", {}).items()}
         self.delayed = int(snap.get("delayed", 0))
+        self.withdrawn = int(snap.get("withdrawn", 0))
 
 
 def _f(x):

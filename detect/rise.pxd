@@ -4,6 +4,7 @@ from .base cimport Detector, decay, gap_decay
 
 cdef long long NO_STEP
 cdef long long MIN_POINTS, LEVEL_POINTS
+cdef double S_CAP
 
 cdef class RiseDetector(Detector):
     cdef readonly object threshold, halflife, noise_halflife, clip, patience, warmup, level_z

@@ -10,7 +10,7 @@ half-life is at most a quarter of the run's age, so the fast early phase is forg
 level: fewer points per half-life); the detector is active once the
 score has stayed above ``threshold`` for ``patience`` steps (and two points), or at
 once when a CUSUM of ``(loss - best) / noise - jump_k`` (each term clipped at ``jump_clip``)
-exceeds ``jump_h``: an abrupt, sustained jump. It
+exceeds ``jump_h``: an abrupt, sustained jump (the CUSUM stops at ``S_CAP * jump_h``). It
 catches every failure that makes the loss go up; the forecast catches the ones that only
 stop it going down.
 
@@ -39,6 +39,9 @@ from .base import NAN, NO_STEP as _NO_STEP, Detector, check, decay, gap_decay, p
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 MIN_POINTS = 20   # the noise's half-life spans at least this many of the usual gaps
 LEVEL_POINTS = 8  # the level's, this many: its lowest value (the best) is not one low point
+# the jump CUSUM stops at this many times ``jump_h``: a loss back at its best stops the
+# verdict within about ``jump_h`` points (300 steps at chance took 2,700 to drain before)
+S_CAP = 2.0
 
 _new = tuple.__new__     # a RiseState without the NamedTuple's Python-level __new__
 
@@ -173,6 +176,8 @@ class RiseDetector(Detector):
         score = (level - best) / (sd * w)
         jump = (loss - best) / sd
         S = self._S + (jump if jump < self._c_jump_clip else self._c_jump_clip) - self._c_jump_k
+        if S > S_CAP * self._c_jump_h:
+            S = S_CAP * self._c_jump_h
         S = self._S = S if S > 0.0 else 0.0
         self._score = score
         if score > self._c_threshold:

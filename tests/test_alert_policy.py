@@ -74,14 +74,36 @@ class TestAlertPolicy:
         (late,) = p.advance(820, 61.5)
         assert late.status == "firing" and late.step == 800 and late.kind == "drift"
 
-    def test_a_held_firing_fires_when_the_run_ends(self):
-        """The run ends inside the cooldown: the held firing is sent, then resolved."""
+    def test_a_held_firing_fires_when_the_run_ends_and_stays_firing(self):
+        """The run ends inside the cooldown while the condition holds: the held firing is
+        sent, and not resolved in the same breath (the run did not recover)."""
         p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
         p.apply(F("drift", True, 1), 0.0)
         p.apply(F("drift", False, 2), 1.0)
         assert p.apply(F("drift", True, 3), 5.0) is None
         out = p.resolve_all(4, 6.0, "run ended")
-        assert [(a.kind, a.status, a.step) for a in out] == [("drift", "firing", 3), ("drift", "resolved", 4)]
+        assert [(a.kind, a.status, a.step, a.started_at) for a in out] == [("drift", "firing", 3, 6.0)]
+        assert set(p.firing) == {"drift"}
+
+    def test_a_held_firing_whose_condition_ended_is_withdrawn(self):
+        """An episode that begins and recovers inside the cooldown is not sent, at the
+        cooldown's end or at the run's: it is counted in ``withdrawn``."""
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+        p.apply(F("drift", True, 1), 0.0)
+        p.apply(F("drift", False, 2), 1.0)
+        assert p.apply(F("drift", True, 3), 5.0) is None
+        assert p.apply(F("drift", False, 9), 8.0) is None
+        assert p.advance(20, 70.0) == [] and p.resolve_all(21, 71.0, "run ended") == []
+        assert (p.delayed, p.withdrawn, p.firing) == (1, 1, {})
+
+    def test_a_held_firing_goes_out_when_the_cooldown_ends(self):
+        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+        p.apply(F("spike", True, 1), 0.0)
+        p.apply(F("spike", False, 2), 1.0)
+        assert p.apply(F("spike", True, 3), 5.0) is None
+        assert p.advance(4, 60.9) == []
+        (a,) = p.advance(5, 61.0)
+        assert (a.status, a.step, a.started_at) == ("firing", 3, 61.0)
 
     def test_cooldown_never_delays_an_escalation(self):
         p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
@@ -90,12 +112,19 @@ class TestAlertPolicy:
         a = p.apply(F("divergence", True, 3, "critical"), 2.0)
         assert a is not None and a.severity == "critical"
 
-    def test_run_end_resolves_warnings_and_keeps_critical_firing(self):
+    def test_run_end_resolves_only_what_recovered(self):
+        """At run end a kind whose resolve is held (its condition ended) resolves, and so
+        does ``stalled``; what still holds stays firing, warning or critical."""
         p = AlertPolicy("r", resolve_after_steps=1000)
         p.apply(F("drift", True, 1), 0.0)
+        p.apply(F("spike", True, 1), 0.0)
+        p.apply(F("stalled", True, 1), 0.0)
         p.apply(F("nonfinite", True, 2, "critical"), 0.0)
-        assert {a.kind for a in p.resolve_all(3, 1.0, "run ended")} == {"drift"}
-        assert set(p.firing) == {"nonfinite"}
+        p.apply(F("spike", False, 2), 0.5)
+        out = p.resolve_all(3, 1.0, "run ended")
+        assert sorted((a.kind, a.status, a.message) for a in out) == [
+            ("spike", "resolved", "spike at 2"), ("stalled", "resolved", "run ended")]
+        assert set(p.firing) == {"drift", "nonfinite"} and p.idle
 
     def test_snapshot_round_trips(self):
         p = AlertPolicy("r", resolve_after_steps=50)

@@ -1,0 +1,93 @@
+"""Resolved means recovered: the band a page of the loss level left, and whether it is back.
+
+When a ``drift``, ``spike`` or ``divergence`` pages (warning or critical), `RunMonitor`
+records the run's pre-incident band from its `effect` detector: the best level so far
+and, above it, ``gate`` units (``max(rho * progress, wobble)``: the deviation that may
+page). The page then resolves only once its detector is quiet *and* the loss is back
+within that band: the median of its last ``POINTS`` points, kept while a page is held
+(a median, because the levels that page are winsorized upward and climb slowly after a
+jump, and one low point is no recovery). A detector that adapts to a broken level (a
+spike's scale widening with the new noise, a forecast refitted through it) or that gives
+way to another kind (a drift while a spike pages) no longer resolves a page while the
+loss sits at chance: on a synthetic run at chance from step 1500, the drift and spike
+warnings resolved at steps 1610 and 1760 before this.
+
+A page that stays above its band for ``ESCALATE_AFTER`` times the level's time scale
+(the effect level's half-life in steps, ``tau``: 100 steps at a point a step), by at
+least ``CRITICAL_OF_PROGRESS`` of the run's progress (the bar of a critical divergence,
+`monitor.DIVERGENCE_OF_PROGRESS`: a slow drift of 2% stays a warning, a loss back at
+chance is 100%), becomes critical, unless the run already pages a critical; the message
+says for how long.
+
+Plain values, no I/O, no clock; the cost is paid only while a page is held.
+"""
+
+from __future__ import annotations
+
+HELD_KINDS = ("drift", "spike", "divergence")   # the pages of a loss level above its best
+ESCALATE_AFTER = 5.0     # x tau: a page not recovered for this long becomes critical,
+CRITICAL_OF_PROGRESS = 0.1   # when this far above its best level, as a share of progress
+POINTS = 16              # the recent losses whose median says where the loss is
+
+
+class Recovery:
+    """``held``: per held kind, ``[step it paged, best level then, top of the band]``;
+    ``recent``: the last ``POINTS`` losses since a page was first held."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, list] = {}
+        self.recent: list[float] = []
+
+    def paged(self, kind: str, step: int, ef) -> None:
+        """``kind`` paged at ``step``: remember the band the run left (once per episode)."""
+        if kind in HELD_KINDS and kind not in self.held:
+            best, unit = min(ef.best, ef.level), ef.unit
+            if unit < float("inf"):
+                self.held[kind] = [int(step), best, best + ef.gate * unit]
+
+    def observe(self, loss: float) -> None:
+        """One loss while a page is held."""
+        self.recent.append(loss)
+        if len(self.recent) > POINTS:
+            del self.recent[0]
+
+    def level(self) -> float:
+        """The median of the recent losses (inf before the first)."""
+        r = sorted(self.recent)
+        n = len(r)
+        if not n:
+            return float("inf")
+        return r[n // 2] if n % 2 else 0.5 * (r[n // 2 - 1] + r[n // 2])
+
+    def recovered(self, kind: str) -> bool:
+        """Is the loss back within the band ``kind`` left (True when it is not held)?"""
+        h = self.held.get(kind)
+        return h is None or self.level() <= h[2]
+
+    def release(self, kind: str) -> None:
+        """``kind`` resolved: forget its band (and the recent losses, with the last one)."""
+        del self.held[kind]
+        if not self.held:
+            self.recent.clear()
+
+    def overdue(self, step: int, ef) -> list:
+        """The held kinds above their band for longer than ``ESCALATE_AFTER`` x tau."""
+        tau = max(ef.halflife, ef.min_points * ef._dt)
+        bar = CRITICAL_OF_PROGRESS * ef.progress
+        return [k for k, h in self.held.items()
+                if step - h[0] >= ESCALATE_AFTER * tau and not self.recovered(k)
+                and self.level() - h[1] >= bar]
+
+    def message(self, kind: str, step: int) -> str:
+        since, best, top = self.held[kind]
+        return (f"{kind} not recovered for {step - since:,} steps (paged at step {since}): "
+                f"loss {self.level():.4g} (median of its last {len(self.recent)} points) "
+                f"against a level of {best:.4g} before it (band up to {top:.4g})")
+
+    def snapshot(self) -> dict:
+        return {"held": {k: list(v) for k, v in self.held.items()}, "recent": list(self.recent)}
+
+    def restore(self, snap: dict) -> None:
+        self.held.clear()          # in place: the monitor holds a typed reference to it
+        self.held.update({k: list(v) for k, v in snap.get("held", {}).items()})
+        self.recent = [float(x) for x in snap.get("recent", [])]
