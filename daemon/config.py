@@ -34,12 +34,19 @@ from .zmq_auth import CurveConfig
 
 @dataclass(frozen=True, kw_only=True)
 class ListenConfig:
-    """Where the ROUTER socket binds, and how much it accepts."""
+    """Where the ROUTER socket binds, and how much it accepts (daemon/inbound.py): bytes
+    queued per connection (``peer_queue_bytes``) and for all of them (``queue_bytes``),
+    and each peer's rate while peers contend (a token bucket: ``peer_rate_bytes_s``,
+    ``peer_burst_bytes``, at least one frame)."""
 
     endpoints: tuple[str, ...] = (DEFAULT_ENDPOINT, "tcp://127.0.0.1:5557")
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     ipc_mode: str = "0660"
     ipc_group: str | None = None
+    queue_bytes: int = 256 * 2**20
+    peer_queue_bytes: int = 16 * 2**20
+    peer_rate_bytes_s: float = 256 * 1024.0
+    peer_burst_bytes: int = DEFAULT_MAX_FRAME_BYTES
 
     def __post_init__(self) -> None:
         require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
@@ -50,6 +57,12 @@ class ListenConfig:
                 "max_frame_bytes: must be between 1024 and 2^30 bytes")
         require(len(self.ipc_mode) in (3, 4) and all(c in "01234567" for c in self.ipc_mode),
                 f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
+        require(self.peer_queue_bytes >= self.max_frame_bytes,
+                "peer_queue_bytes: must hold at least one frame (>= max_frame_bytes)")
+        require(self.queue_bytes >= self.peer_queue_bytes, "queue_bytes: must be >= peer_queue_bytes")
+        require(self.peer_rate_bytes_s > 0, "peer_rate_bytes_s: must be > 0")
+        require(self.peer_burst_bytes >= self.max_frame_bytes,
+                "peer_burst_bytes: must let one frame through (>= max_frame_bytes)")
 
 
 @dataclass(frozen=True, kw_only=True)
