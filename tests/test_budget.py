@@ -1,0 +1,146 @@
+"""One memory budget, enforced where the bytes enter (issue 24): unit and real-socket tests."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import zmq
+
+from helpers import Daemon, http_get, parse_metrics, wait_for
+from wtwin.daemon.config import ListenConfig
+from wtwin.daemon.errors import ConfigError
+from wtwin.daemon.inbound import PeerBuckets, rcvhwm
+from wtwin.emitters import connect, wire
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class TestPeerBuckets:
+    def test_a_lone_producer_is_never_dropped(self):
+        """With no other peer active, an empty bucket lets frames through (nobody waits)."""
+        b = PeerBuckets(100, 1000, clock=Clock())
+        assert all(b.take(b"flood", 1000, backlogged=True) for _ in range(50))
+        assert b.dropped_frames == 0
+
+    def test_over_rate_while_another_peer_waits_is_dropped_and_counted(self):
+        """Once another peer is active and the handlers are behind, the flooder's debt counts."""
+        clock = Clock()
+        b = PeerBuckets(100, 1000, clock=clock)
+        assert b.take(b"flood", 1000)
+        assert b.take(b"legit", 10)
+        assert not b.take(b"flood", 1000)
+        assert (b.dropped_frames, b.dropped_bytes) == (1, 1000)
+        assert b.take(b"legit", 10)  # the legitimate peer keeps its own bucket
+        clock.t += 10  # refilled at 100 B/s
+        assert b.take(b"flood", 1000)
+
+    def test_not_backlogged_lets_everything_through(self):
+        b = PeerBuckets(100, 1000, clock=Clock())
+        b.take(b"legit", 1)
+        assert all(b.take(b"flood", 1000, backlogged=False) for _ in range(5))
+
+    def test_the_table_of_peers_is_bounded(self):
+        clock = Clock()
+        b = PeerBuckets(100, 1000, clock=clock, max_peers=64)
+        for i in range(10_000):
+            clock.t += 0.001
+            b.take(i.to_bytes(4, "little"), 10)
+        assert len(b) <= 64
+
+
+class TestQueueBytes:
+    def test_hwm_is_the_byte_budget_over_the_largest_frame(self):
+        cfg = ListenConfig(max_frame_bytes=1 << 20, peer_queue_bytes=16 << 20, queue_bytes=256 << 20)
+        assert rcvhwm(cfg, 0) == 16
+        assert rcvhwm(cfg, 63) == 4      # 64 connections share 256 MiB
+        assert rcvhwm(cfg, 10_000) == 1  # never below one message
+
+    def test_config_refuses_a_bucket_smaller_than_a_frame(self):
+        with pytest.raises(ConfigError, match="peer_burst_bytes"):
+            ListenConfig(max_frame_bytes=1 << 20, peer_burst_bytes=1000)
+
+
+def _dealer(endpoint: str) -> zmq.Socket:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    return sock
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _rate_dropped(d: Daemon) -> float:
+    status, body = http_get(d.url + "/metrics", 60)  # the loop may be inside a 10k-event frame
+    return parse_metrics(body).get(("wtwind_frames_dropped_total", (("reason", "peer_rate"),)), 0.0)
+
+
+def _dropped(d: Daemon, reason: str) -> float:
+    return d.metrics().get(("wtwind_events_dropped_total", (("reason", reason),)), 0.0)
+
+
+class TestFloodsOverRealSockets:
+    def test_a_resent_big_batch_costs_the_flooder_not_the_legit_run(self, tmp_path):
+        """Issue 24's inbound flood: one client re-sends a 510 KB batch of 10k losses
+        while a real trainer sends; the flood is dropped (counted), RSS stays small, and
+        the trainer's every event is acked."""
+        frame = wire.encode_batch([{"v": 1, "type": "loss", "run": "flood", "seq": i + 1, "step": i,
+                                    "loss": 2.0} for i in range(10_000)])
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            legit = connect(d.tcp, run="legit", heartbeat_s=3600, secret_dir=tmp_path)
+            flood, stop = _dealer(d.tcp), threading.Event()
+            peak = [0.0]
+
+            def send():
+                while not stop.is_set():
+                    try:
+                        flood.send(frame, zmq.NOBLOCK)
+                    except zmq.Again:
+                        stop.wait(0.001)
+                    peak[0] = max(peak[0], _rss_mb(d.proc.pid))
+
+            t = threading.Thread(target=send, daemon=True)
+            t.start()
+            try:
+                step = 0
+                while _rate_dropped(d) == 0:  # the trainer keeps sending: the peers contend
+                    for _ in range(20):
+                        step += 1
+                        legit.loss(step, 2.0)
+                        legit.flush(0.01)
+                    assert step < 20_000, "no flood frame was dropped for its rate"
+                assert legit.flush(60), legit.stats
+            finally:
+                stop.set()
+                t.join(10)
+                flood.close()
+            assert legit.stats["acked"] >= step
+            assert peak[0] < 600, f"RSS {peak[0]:.0f} MB under the flood"
+            legit.close()
+
+    def test_fresh_emitter_ids_with_duplicates_and_gaps_are_refused_past_the_quota(self, tmp_path):
+        """Issue 24: an id per event with seq 0 (a duplicate) or a gap used to bypass
+        max_emitters_per_run; now the 65th id on the run is refused and counted."""
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            sock = _dealer(d.tcp)
+            sock.send(wire.encode({"v": 1, "type": "run_start", "run": "ids", "seq": 1, "emitter": "first"}))
+            n = 3000
+            for start in range(0, n, 500):
+                sock.send(wire.encode_batch([{"v": 1, "type": "heartbeat", "run": "ids",
+                                              "seq": 0 if k % 2 else 7, "emitter": f"{start + k:064d}"}
+                                             for k in range(500)], base=3))
+            wait_for(lambda: _dropped(d, "emitter_quota") >= n - 64, 60, 0.1, "ids refused past the quota")
+            assert _dropped(d, "duplicate") + _dropped(d, "out_of_order") <= 64
+            sock.close()
