@@ -60,7 +60,9 @@ class Parts:
 def build(config: DaemonConfig) -> Parts:
     stats = Stats()
     table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
-                     max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs))
+                     max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs),
+                     max_kind_chars=config.runs.max_kind_chars, max_eval_metrics=config.runs.max_eval_metrics,
+                     max_rewinds_kept=config.runs.max_rewinds_kept)
     curve = None
     if config.curve.enabled:  # zmq.auth only when it is used; a ConfigError early
         from .zmq_auth import CurveGuard

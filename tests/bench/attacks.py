@@ -175,7 +175,8 @@ def logs(d: Daemon, stop: threading.Event) -> dict:
         send_for_once(sock, wire.encode({"v": 1, "type": "run_start", "run": f"log-{i % 900}", "seq": 1,
                                          "kind": kind}), stop, sent)
         send_for_once(sock, wire.encode({"v": 1, "type": "rewind", "run": f"log-{i % 900}", "seq": 2,
-                                         "step": 1, "from_step": 2, "kind": kind}), stop, sent)
+                                         "step": 1, "from_step": 2, "kind": kind[:64],
+                                         "checkpoint": "/c/" + "p" * 250}), stop, sent)
         i += 1
     sock.close()
     grown = d.log_path.stat().st_size - size0
