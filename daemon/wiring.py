@@ -76,7 +76,8 @@ def build(config: DaemonConfig) -> Parts:
     restores = Restores(store, table, stats)
     delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
                         routes=config.routes, policy=config.delivery.retry,
-                        intake_size=config.delivery.intake_size)
+                        intake_size=config.delivery.intake_size,
+                        group_of=lambda alert: getattr(table.get(alert.run), "owner", None) or "anonymous")
     alerts = AlertPath(table, stats, send, snapshots=snapshots, delivery=delivery)
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)

@@ -176,7 +176,13 @@ class Delivery:
 
     def __init__(self, *, sinks: Sequence[Sink], outbox: Outbox, routes: Sequence[RouteConfig] = (),
                  policy: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None, intake_size: int = 10_000) -> None:
+                 rng: random.Random | None = None, intake_size: int = 10_000,
+                 group_of: Callable[[Alert], str] | None = None, group_cap: int = 1000,
+                 anonymous_cap: int = 100) -> None:
+        """``group_of(alert)``: whose alert it is (the daemon: its run's principal). Each
+        sink serves the groups in turn (``PendingIndex``) and holds at most ``group_cap``
+        pending rows of one group, ``anonymous_cap`` of the group ``anonymous``: beyond,
+        new rows are written dead (``queue full``: counted, replayable)."""
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
             raise ValueError(f"sink names must be unique, got {names}")
@@ -189,6 +195,11 @@ class Delivery:
         self.counters = Counters(names)
         rng = rng or random.Random()
         self.workers = {s.name: Worker(s, outbox, policy or RetryPolicy(), self.counters, clock, rng) for s in sinks}
+        self.group_of, self.group_cap, self.anonymous_cap = group_of, group_cap, anonymous_cap
+        self._index = getattr(outbox, "_index", None)  # the outbox's pending view (sinks/pending.py)
+        if group_of is not None and self._index is not None:
+            self._index.group_of = group_of
+        self._staged_groups: dict[tuple[str, str], int] = {}  # (sink, group) -> rows not committed yet
         self.intake_size = intake_size  # alerts staged whose transaction has not committed yet
         self._staged = 0
         self._staged_rows = dict.fromkeys(names, 0)
@@ -210,13 +221,25 @@ class Delivery:
         now = self.clock() if now is None else now
         plan = self.router.route(alert, now)
         counts = self.outbox.counts()
+        group = self._group(alert)
         full = frozenset(s for s in plan.due if counts.get((s, "pending"), 0) + self._staged_rows[s]
-                         >= self.sinks[s].queue_size)
+                         >= self.sinks[s].queue_size or self._group_full(s, group))
         self._staged += 1
         for sink in plan.due:
             self._staged_rows[sink] += 1
+            self._staged_groups[(sink, group)] = self._staged_groups.get((sink, group), 0) + 1
         return self.outbox.stage([plan], now, lambda rows, err: self._committed(plan, full, now, rows, err, then),
                                  full=full)
+
+    def _group(self, alert: Alert) -> str:
+        return self.group_of(alert) if self.group_of is not None and self._index is not None else ""
+
+    def _group_full(self, sink: str, group: str) -> bool:
+        """The group's pending rows for ``sink`` are at their cap (pages first: issue 24)."""
+        if self.group_of is None or self._index is None:
+            return False
+        cap = self.anonymous_cap if group == "anonymous" else self.group_cap
+        return self._index.pending_in(sink, group) + self._staged_groups.get((sink, group), 0) >= cap
 
     def submit_nowait(self, alert: Alert) -> bool:
         """Route and commit on its own; False (ERROR, counted) if the intake is full."""
@@ -237,9 +260,13 @@ class Delivery:
     def _committed(self, plan: Plan, full: frozenset[str], now: float, found, error, then) -> None:
         """On the loop, once the alert's transaction committed (or failed): wake its sinks."""
         self._staged -= 1
+        alert = plan.alert
+        group = self._group(alert)
         for sink in plan.due:
             self._staged_rows[sink] -= 1
-        alert = plan.alert
+            left = self._staged_groups.pop((sink, group), 1) - 1
+            if left > 0:
+                self._staged_groups[(sink, group)] = left
         if error is not None:
             self.counters.lost += 1
             _log.error("alert_lost", reason="outbox write failed", run=alert.run, kind=alert.kind,
