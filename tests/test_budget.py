@@ -144,3 +144,23 @@ class TestFloodsOverRealSockets:
             wait_for(lambda: _dropped(d, "emitter_quota") >= n - 64, 60, 0.1, "ids refused past the quota")
             assert _dropped(d, "duplicate") + _dropped(d, "out_of_order") <= 64
             sock.close()
+
+
+class TestPagesFirst:
+    def test_a_sink_serves_principals_in_turn(self):
+        """A flood of one group's rows does not stand in front of another group's page."""
+        from wtwin.detect.alert import Alert
+        from wtwin.sinks.outbox import Row
+        from wtwin.sinks.pending import PendingIndex
+
+        def alert(run):
+            return Alert(run=run, kind="nonfinite", severity="critical", status="firing", step=1,
+                         message="", started_at=0.0)
+
+        index = PendingIndex(group_of=lambda a: "anonymous" if a.run.startswith("flood") else "team")
+        for i in range(1000):
+            index.moved(None, Row(id=i + 1, sink="hook", alert=alert(f"flood-{i}")))
+        index.moved(None, Row(id=5000, sink="hook", alert=alert("legit")))
+        served = [index.due("hook", 1.0, 1)[0].alert.run for _ in range(2)]
+        assert "legit" in served
+        assert index.pending_in("hook", "anonymous") == 1000
