@@ -36,8 +36,8 @@ from .zmq_auth import CurveConfig
 class ListenConfig:
     """Where the ROUTER socket binds, and how much it accepts (daemon/inbound.py): bytes
     queued per connection (``peer_queue_bytes``) and for all of them (``queue_bytes``),
-    and each peer's rate while peers contend (a token bucket: ``peer_rate_bytes_s``,
-    ``peer_burst_bytes``, at least one frame)."""
+    and each peer's share of the handlers' time while peers contend (a token bucket of
+    seconds: ``peer_loop_share`` a second, ``peer_burst_s`` deep)."""
 
     endpoints: tuple[str, ...] = (DEFAULT_ENDPOINT, "tcp://127.0.0.1:5557")
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
@@ -45,8 +45,8 @@ class ListenConfig:
     ipc_group: str | None = None
     queue_bytes: int = 256 * 2**20
     peer_queue_bytes: int = 16 * 2**20
-    peer_rate_bytes_s: float = 256 * 1024.0
-    peer_burst_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    peer_loop_share: float = 0.05
+    peer_burst_s: float = 0.25
 
     def __post_init__(self) -> None:
         require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
@@ -60,9 +60,8 @@ class ListenConfig:
         require(self.peer_queue_bytes >= self.max_frame_bytes,
                 "peer_queue_bytes: must hold at least one frame (>= max_frame_bytes)")
         require(self.queue_bytes >= self.peer_queue_bytes, "queue_bytes: must be >= peer_queue_bytes")
-        require(self.peer_rate_bytes_s > 0, "peer_rate_bytes_s: must be > 0")
-        require(self.peer_burst_bytes >= self.max_frame_bytes,
-                "peer_burst_bytes: must let one frame through (>= max_frame_bytes)")
+        require(0 < self.peer_loop_share <= 1, "peer_loop_share: must be in (0, 1] (seconds a second)")
+        require(0 < self.peer_burst_s <= 60, "peer_burst_s: must be in (0, 60] seconds")
 
 
 @dataclass(frozen=True, kw_only=True)

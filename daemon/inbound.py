@@ -1,26 +1,27 @@
-"""What one client may put between the socket and the handlers (issue 24): bytes, bounded.
+"""What one client may put between the socket and the handlers (issue 24), bounded.
 
-Two bounds, both in bytes, not messages:
-
-- **Queued.** libzmq queues each connection's messages in a pipe of ``RCVHWM``
+- **Queued bytes.** libzmq queues each connection's messages in a pipe of ``RCVHWM``
   messages; a message is at most ``max_frame_bytes``, so the pipe holds at most
   ``RCVHWM x max_frame_bytes``. ``rcvhwm()`` picks ``RCVHWM`` for the next connection
-  from the budget: ``peer_queue_bytes`` per connection, and ``queue_bytes`` shared by the
-  live connections (at least one message each). A full pipe is back-pressure: libzmq
-  stops reading that connection's TCP socket, the sender's own queue fills, and its
+  from the byte budget: ``peer_queue_bytes`` per connection, and ``queue_bytes`` shared
+  by the live connections (at least one message each). A full pipe is back-pressure:
+  libzmq stops reading that connection's socket, the sender's own queue fills, and its
   sends fail there (the emitter counts them and re-sends what was not acked).
-- **Rate.** A token bucket per peer (the CURVE key when CURVE is on, else the
-  connection): ``peer_rate_bytes_s`` refilled, ``peer_burst_bytes`` deep. It is
-  enforced while peers contend: the handlers are behind (the last drain ended with
-  frames still waiting) and another peer sent within the last 5 s. Then a frame
-  over its peer's bucket is dropped before it is decoded, which costs a receive and
-  nothing else, and is counted (``wtwind_frames_dropped_total{reason="peer_rate"}`` and
-  its bytes). A flood costs the flooder its own events; the emitter of a legitimate
-  trainer that went over re-sends them once its acks stop coming. A lone producer (a
-  benchmark, a replay after a restart) takes all the daemon has: nobody waits behind it.
+- **Loop time.** What a frame costs is not its size (one 510 KB batch of 10,000
+  losses takes the loop 0.5-2 s; a 60-byte NaN on a new run, a run creation, a
+  detector build and an alert commit), so each peer (the CURVE key when CURVE is on,
+  else the connection) has a token bucket of *handler seconds*: refilled at
+  ``peer_loop_share`` seconds a second, ``peer_burst_s`` deep, charged with what each
+  of its frames took. It is enforced while peers contend: the handlers are behind (the
+  last drain ended with frames still waiting) and another peer sent within
+  ``ACTIVE_S``. Then a frame of a peer in debt is dropped before it is decoded (it
+  costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
+  and its bytes). A flood costs the flooder its own events; a legitimate emitter that
+  went over re-sends them once its acks stop coming. A lone producer (a benchmark, a
+  replay after a restart) takes all the daemon has: nobody waits behind it.
 
-The table of buckets is bounded (``MAX_PEERS``): full buckets (peers at rest) go first,
-then the least recently seen.
+The table of buckets is bounded (``MAX_PEERS``): rested buckets go first, then the
+least recently seen.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from collections import OrderedDict
 from typing import Callable
 
 MAX_PEERS = 4096
-ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take 1 s)
+ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take 2 s)
+MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
 
 
 class PeerBuckets:
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic,
                  max_peers: int = MAX_PEERS) -> None:
+        """``rate``: handler seconds a peer earns per second; ``burst``: the most it saves."""
         if rate <= 0 or burst <= 0:
             raise ValueError("rate and burst must be > 0")
         self.rate, self.burst, self.clock, self.max_peers = rate, burst, clock, max_peers
@@ -43,28 +46,37 @@ class PeerBuckets:
         self.dropped_frames = 0
         self.dropped_bytes = 0
 
-    def take(self, peer: bytes | str, n: int, backlogged: bool = True) -> bool:
-        """True when ``peer`` may send ``n`` bytes now (taken), else False (counted). An
-        empty bucket refuses only while peers contend: ``backlogged`` (the handlers are
-        behind) and another peer sent within the last ``ACTIVE_S``."""
+    def take(self, peer: bytes | str, size: int, backlogged: bool = True) -> bool:
+        """True when ``peer``'s next frame (``size`` bytes) may be handled, else False
+        (counted). A peer in debt is refused only while peers contend: ``backlogged``
+        (the handlers are behind) and another peer sent within ``ACTIVE_S``."""
         now = self.clock()
         tokens, when = self._peers.pop(peer, (self.burst, now))
         tokens = min(self.burst, tokens + (now - when) * self.rate)
-        ok = tokens >= n or not (backlogged and self._others_active(now))
-        if ok:
-            tokens = max(tokens - n, -self.burst)  # a lone producer's debt is bounded too
-        else:
-            self.dropped_frames += 1
-            self.dropped_bytes += n
         self._peers[peer] = (tokens, now)
+        if tokens > 0 or not (backlogged and self._others_active(peer, now)):
+            return True
+        self.dropped_frames += 1
+        self.dropped_bytes += size
         if len(self._peers) > self.max_peers:
             self._evict(now)
-        return ok
+        return False
 
-    def _others_active(self, now: float) -> bool:
-        """Another peer sent within the last ``ACTIVE_S`` (the table is in order of last use)."""
-        for _peer, (_tokens, when) in reversed(self._peers.items()):
-            return now - when < ACTIVE_S
+    def charge(self, peer: bytes | str, seconds: float) -> None:
+        """``peer``'s frame took the handlers ``seconds``. Its debt is bounded: by
+        ``burst`` for a lone producer (a second peer does not find it locked out for
+        long), by ``MAX_DEBT_S`` while others contend (one 10k-event frame is paid for)."""
+        tokens, when = self._peers.get(peer, (self.burst, self.clock()))
+        floor = MAX_DEBT_S if self._others_active(peer, when) else self.burst
+        self._peers[peer] = (max(tokens - seconds, -floor), when)
+        if len(self._peers) > self.max_peers:
+            self._evict(when)
+
+    def _others_active(self, peer, now: float) -> bool:
+        """Another peer sent within ``ACTIVE_S`` (the table is in order of last use)."""
+        for other, (_tokens, when) in reversed(self._peers.items()):
+            if other != peer:
+                return now - when < ACTIVE_S
         return False
 
     def _evict(self, now: float) -> None:

@@ -55,7 +55,7 @@ class Receiver:
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.buckets = PeerBuckets(cfg.peer_rate_bytes_s, cfg.peer_burst_bytes)
+        self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s)
         self.connections = 0  # live, from the monitor (accepted - disconnected)
         self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
         self.sock.setsockopt(zmq.RCVHWM, self.hwm)
@@ -137,8 +137,8 @@ class Receiver:
         # message, docs/BENCHMARKS.md); a ZeroMQ message arrives whole, so the frame after
         # the identity is there
         recv, more, nowait = sock.recv, sock.getsockopt, zmq.NOBLOCK
-        take, backlogged = self.buckets.take, self._backlogged
-        deadline = time.perf_counter() + self.slice_s
+        take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
+        deadline = clock() + self.slice_s
         while True:
             try:
                 identity = recv(nowait)
@@ -152,14 +152,17 @@ class Receiver:
                     recv(nowait)
                 self.bad_envelopes += 1
                 continue
-            if not take(identity, len(frame), backlogged):  # over its rate while others wait
+            if not take(identity, len(frame), backlogged):  # in debt while others wait
                 continue
+            start = clock()
             try:
                 handler(identity, frame)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            if time.perf_counter() > deadline:  # per message: one frame may hold 512 events
+            end = clock()
+            charge(identity, end - start)  # what the frame cost the loop: its peer's bucket
+            if end > deadline:  # per message: one frame may hold 10,000 events
                 break
         self._backlogged = True
         self._schedule()
@@ -181,14 +184,18 @@ class Receiver:
                 self.bad_envelopes += 1
                 continue
             user = parts[1].get("User-Id")  # the bucket is the key's, however many connections
-            if not take(user or parts[0].bytes, len(parts[1]), backlogged):
+            peer = user or parts[0].bytes
+            if not take(peer, len(parts[1]), backlogged):
                 continue
+            start = time.perf_counter()
             try:
                 handler(parts[0].bytes, parts[1].bytes, user)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            if time.perf_counter() > deadline:
+            end = time.perf_counter()
+            self.buckets.charge(peer, end - start)
+            if end > deadline:
                 break
         self._backlogged = True
         self._schedule()
@@ -227,7 +234,7 @@ class Receiver:
                                   "Client connections dropped: peers that went away, and peers libzmq "
                                   "cut for a message over listen.max_frame_bytes", value=self.disconnects)
         dropped = CounterMetricFamily("wtwind_frames_dropped", "Frames dropped before decoding: "
-                                      "their peer was over [listen] peer_rate_bytes_s while others waited",
+                                      "their peer had spent its [listen] peer_loop_share while others waited",
                                       labels=["reason"])
         dropped.add_metric(["peer_rate"], self.buckets.dropped_frames)
         yield dropped

@@ -25,34 +25,53 @@ class Clock:
 
 class TestPeerBuckets:
     def test_a_lone_producer_is_never_dropped(self):
-        """With no other peer active, an empty bucket lets frames through (nobody waits)."""
-        b = PeerBuckets(100, 1000, clock=Clock())
-        assert all(b.take(b"flood", 1000, backlogged=True) for _ in range(50))
+        """With no other peer active, a peer in debt goes on (nobody waits behind it)."""
+        b = PeerBuckets(0.2, 1.0, clock=Clock())
+        for _ in range(50):
+            assert b.take(b"flood", 1000, backlogged=True)
+            b.charge(b"flood", 0.5)
         assert b.dropped_frames == 0
 
-    def test_over_rate_while_another_peer_waits_is_dropped_and_counted(self):
+    def test_a_peer_in_debt_while_another_waits_is_dropped_and_counted(self):
         """Once another peer is active and the handlers are behind, the flooder's debt counts."""
         clock = Clock()
-        b = PeerBuckets(100, 1000, clock=clock)
+        b = PeerBuckets(0.2, 1.0, clock=clock)
         assert b.take(b"flood", 1000)
+        b.charge(b"flood", 1.5)  # one 10k-event frame
         assert b.take(b"legit", 10)
+        b.charge(b"legit", 0.001)
         assert not b.take(b"flood", 1000)
         assert (b.dropped_frames, b.dropped_bytes) == (1, 1000)
         assert b.take(b"legit", 10)  # the legitimate peer keeps its own bucket
-        clock.t += 10  # refilled at 100 B/s
+        clock.t += 2.0  # the debt of 0.5 s earned back at 0.2 s a second: 2.5 s
+        b.take(b"legit", 10)
+        assert not b.take(b"flood", 1000)
+        clock.t += 0.6
+        b.take(b"legit", 10)
         assert b.take(b"flood", 1000)
 
     def test_not_backlogged_lets_everything_through(self):
-        b = PeerBuckets(100, 1000, clock=Clock())
+        b = PeerBuckets(0.2, 1.0, clock=Clock())
         b.take(b"legit", 1)
+        b.charge(b"flood", 5.0)
         assert all(b.take(b"flood", 1000, backlogged=False) for _ in range(5))
+
+    def test_a_debt_is_bounded_by_the_burst(self):
+        clock = Clock()
+        b = PeerBuckets(0.2, 1.0, clock=clock)
+        b.take(b"legit", 1)
+        b.charge(b"flood", 1000.0)
+        clock.t += 2.0 / 0.2 + 0.01  # from -1 s back above 0 in 5 s, whatever it spent
+        b.take(b"legit", 1)
+        assert b.take(b"flood", 1)
 
     def test_the_table_of_peers_is_bounded(self):
         clock = Clock()
-        b = PeerBuckets(100, 1000, clock=clock, max_peers=64)
+        b = PeerBuckets(0.2, 1.0, clock=clock, max_peers=64)
         for i in range(10_000):
             clock.t += 0.001
             b.take(i.to_bytes(4, "little"), 10)
+            b.charge(i.to_bytes(4, "little"), 0.01)
         assert len(b) <= 64
 
 
@@ -63,9 +82,9 @@ class TestQueueBytes:
         assert rcvhwm(cfg, 63) == 4      # 64 connections share 256 MiB
         assert rcvhwm(cfg, 10_000) == 1  # never below one message
 
-    def test_config_refuses_a_bucket_smaller_than_a_frame(self):
-        with pytest.raises(ConfigError, match="peer_burst_bytes"):
-            ListenConfig(max_frame_bytes=1 << 20, peer_burst_bytes=1000)
+    def test_config_refuses_a_queue_smaller_than_a_frame(self):
+        with pytest.raises(ConfigError, match="peer_queue_bytes"):
+            ListenConfig(max_frame_bytes=1 << 20, peer_queue_bytes=1000)
 
 
 def _dealer(endpoint: str) -> zmq.Socket:
