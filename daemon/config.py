@@ -45,8 +45,8 @@ class ListenConfig:
     ipc_group: str | None = None
     queue_bytes: int = 256 * 2**20
     peer_queue_bytes: int = 16 * 2**20
-    peer_loop_share: float = 0.05
-    peer_burst_s: float = 0.25
+    peer_loop_share: float = 0.02
+    peer_burst_s: float = 0.2
 
     def __post_init__(self) -> None:
         require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")

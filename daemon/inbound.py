@@ -12,7 +12,9 @@
   detector build and an alert commit), so each peer (the CURVE key when CURVE is on,
   else the connection) has a token bucket of *handler seconds*: refilled at
   ``peer_loop_share`` seconds a second, ``peer_burst_s`` deep, charged with what each
-  of its frames took. It is enforced while peers contend: the handlers are behind (the
+  of its frames took (a frame handled within ``FREE_S`` is free: cheap frames keep
+  ZeroMQ's round-robin over connections quick; what delays the others is an expensive
+  frame). It is enforced while peers contend: the handlers are behind (the
   last drain ended with frames still waiting) and another peer sent within
   ``ACTIVE_S``. Then a frame of a peer in debt is dropped before it is decoded (it
   costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
@@ -33,6 +35,9 @@ from typing import Callable
 MAX_PEERS = 4096
 ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take 2 s)
 MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
+# A frame handled within this is free: cheap frames keep ZeroMQ's round-robin quick (a
+# trainer's one-event frames are never charged); what delays others is an expensive frame.
+FREE_S = 0.0002
 
 
 class PeerBuckets:
@@ -63,9 +68,11 @@ class PeerBuckets:
         return False
 
     def charge(self, peer: bytes | str, seconds: float) -> None:
-        """``peer``'s frame took the handlers ``seconds``. Its debt is bounded: by
+        """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``). Its debt is bounded: by
         ``burst`` for a lone producer (a second peer does not find it locked out for
         long), by ``MAX_DEBT_S`` while others contend (one 10k-event frame is paid for)."""
+        if seconds <= FREE_S:
+            return
         tokens, when = self._peers.get(peer, (self.burst, self.clock()))
         floor = MAX_DEBT_S if self._others_active(peer, when) else self.burst
         self._peers[peer] = (max(tokens - seconds, -floor), when)

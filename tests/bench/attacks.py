@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import zmq
@@ -68,8 +69,9 @@ class Sampler(threading.Thread):
 class Legit(threading.Thread):
     """A real trainer: a loss every 10 ms until told, then a NaN; times its page."""
 
-    def __init__(self, d: Daemon, secret_dir: Path) -> None:
+    def __init__(self, d: Daemon, secret_dir: Path, every_s: float = 0.01) -> None:
         super().__init__(daemon=True)
+        self.every_s = every_s
         self.alerted: float | None = None
         self.em = connect(d.tcp, run="legit", heartbeat_s=3600, secret_dir=secret_dir,
                           on_alert=self._on_alert)
@@ -86,7 +88,7 @@ class Legit(threading.Thread):
             self.em.loss(step, 3.0 / (1 + step) ** 0.1)
             self.sent += 1
             self.em.poll()
-            time.sleep(0.01)
+            time.sleep(self.every_s)
         self.nan_at = time.time()
         self.em.loss(step + 1, float("nan"))
         deadline = time.monotonic() + 60
@@ -95,11 +97,13 @@ class Legit(threading.Thread):
             time.sleep(0.005)
 
 
-def page_at(hook: ThreadedRecorder, run: str) -> float | None:
+def page_at(hook: ThreadedRecorder, run: str, raised: bool = False) -> float | None:
+    """When the run's nonfinite page reached the webhook (``raised``: when the daemon
+    raised it, from the alert's startsAt)."""
     for req in hook.requests("/hook"):
         for a in req.json().get("alerts", []):
             if a["labels"].get("run") == run and a["labels"].get("kind") == "nonfinite":
-                return req.at
+                return datetime.fromisoformat(a["startsAt"].replace("Z", "+00:00")).timestamp() if raised else req.at
     return None
 
 
@@ -193,13 +197,15 @@ def sink_config(tmp: Path, url: str) -> Path:
     return cfg
 
 
-def run_attack(names: list[str], seconds: float) -> dict:
+def run_attack(names: list[str], seconds: float, env: dict | None = None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="wtwind-attacks-"))
     hook = ThreadedRecorder()
     out: dict = {"attacks": names}
-    with Daemon(args=("--config", str(sink_config(tmp, hook.rec.url))), tmpdir=str(tmp)) as d:
+    env = dict(env or {})
+    every = float(env.pop("LEGIT_EVERY_S", 0.01))
+    with Daemon(args=("--config", str(sink_config(tmp, hook.rec.url))), tmpdir=str(tmp), extra_env=env) as d:
         out["idle_rss_mb"] = round(rss_mb(d.proc.pid), 1)
-        legit = Legit(d, tmp)
+        legit = Legit(d, tmp, every)
         legit.start()
         sampler = Sampler(d)
         sampler.start()
@@ -225,7 +231,9 @@ def run_attack(names: list[str], seconds: float) -> dict:
         out.update({
             "peak_rss_mb": round(sampler.peak, 1), "max_healthz_s": round(sampler.healthz, 2),
             "legit_sent": legit.sent, "legit_acked": legit.em.stats["acked"],
+            "legit_emitter": {k: v for k, v in legit.em.stats.items() if v},
             "legit_page_webhook_s": None if webhook is None else round(webhook - legit.nan_at, 3),
+            "legit_page_raised_s": None if webhook is None else round(page_at(hook, "legit", True) - legit.nan_at, 3),
             "legit_page_trainer_s": None if legit.alerted is None else round(legit.alerted - legit.nan_at, 3),
             "results": results,
             "dropped": {dict(lab)["reason"]: v for (n, lab), v in m.items() if n == "wtwind_events_dropped_total"},
@@ -243,9 +251,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("attacks", nargs="*", default=["all"])
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for wtwind (WTWIND_...)")
     args = ap.parse_args()
     names = list(ATTACKS) if args.attacks == ["all"] else args.attacks
-    print(json.dumps(run_attack(names, args.seconds), indent=1))
+    env = dict(kv.split("=", 1) for kv in args.env)
+    print(json.dumps(run_attack(names, args.seconds, env), indent=1))
 
 
 if __name__ == "__main__":
