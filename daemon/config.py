@@ -37,7 +37,8 @@ class ListenConfig:
     """Where the ROUTER socket binds, and how much it accepts (daemon/inbound.py): bytes
     queued per connection (``peer_queue_bytes``) and for all of them (``queue_bytes``),
     and each peer's share of the handlers' time while peers contend (a token bucket of
-    seconds: ``peer_loop_share`` a second, ``peer_burst_s`` deep)."""
+    seconds: ``peer_loop_share`` a second, ``peer_burst_s`` deep; all of them together
+    ``loop_share``)."""
 
     endpoints: tuple[str, ...] = (DEFAULT_ENDPOINT, "tcp://127.0.0.1:5557")
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
@@ -45,8 +46,9 @@ class ListenConfig:
     ipc_group: str | None = None
     queue_bytes: int = 256 * 2**20
     peer_queue_bytes: int = 16 * 2**20
-    peer_loop_share: float = 0.02
-    peer_burst_s: float = 0.2
+    peer_loop_share: float = 0.1
+    peer_burst_s: float = 0.5
+    loop_share: float = 0.3
 
     def __post_init__(self) -> None:
         require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
@@ -62,6 +64,8 @@ class ListenConfig:
         require(self.queue_bytes >= self.peer_queue_bytes, "queue_bytes: must be >= peer_queue_bytes")
         require(0 < self.peer_loop_share <= 1, "peer_loop_share: must be in (0, 1] (seconds a second)")
         require(0 < self.peer_burst_s <= 60, "peer_burst_s: must be in (0, 60] seconds")
+        require(self.peer_loop_share <= self.loop_share <= 1,
+                "loop_share: must be in [peer_loop_share, 1] (seconds a second, all peers)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +151,21 @@ class RunsConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BudgetConfig:
+    """``[budget]``: the memory the daemon is sized to stay under (issue 24). The bounds
+    that keep it there are the other sections' (``[listen]`` queues and each peer's
+    share, ``[runs]`` quotas and free text, the delivery's hold); ``/metrics`` shows the
+    stated budget (``wtwind_memory_budget_bytes``), the resident memory, and what each
+    bounded part holds against its limit (``wtwind_budget_items``). docs/SECURITY.md has
+    the floods measured against it."""
+
+    memory_bytes: int = 2 * 2**30
+
+    def __post_init__(self) -> None:
+        require(self.memory_bytes >= 64 * 2**20, "memory_bytes: must be >= 64 MiB")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"
@@ -193,6 +212,7 @@ class DaemonConfig:
     sinks: tuple[AnySinkConfig, ...] = (LogSinkConfig(),)
     routes: tuple[RouteConfig, ...] = ()
     shard: ShardConfig = field(default_factory=ShardConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
 
     def __post_init__(self) -> None:
         require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")

@@ -14,7 +14,10 @@
   ``peer_loop_share`` seconds a second, ``peer_burst_s`` deep, charged with what each
   of its frames took (a frame handled within ``FREE_S`` is free: cheap frames keep
   ZeroMQ's round-robin over connections quick; what delays the others is an expensive
-  frame). It is enforced while peers contend: the handlers are behind (the
+  frame). The same charges go to one shared bucket (``loop_share`` a second): while it
+  is empty, only peers that spent little of late (their bucket at least half full) go
+  on, so ten flooding connections together cannot take more than ``loop_share`` of
+  the loop, and ZeroMQ's round-robin stays quick for a trainer's frames. It is enforced while peers contend: the handlers are behind (the
   last drain ended with frames still waiting) and another peer sent within
   ``ACTIVE_S``. Then a frame of a peer in debt is dropped before it is decoded (it
   costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
@@ -22,8 +25,10 @@
   went over re-sends them once its acks stop coming. A lone producer (a benchmark, a
   replay after a restart) takes all the daemon has: nobody waits behind it.
 
-The table of buckets is bounded (``MAX_PEERS``): rested buckets go first, then the
-least recently seen.
+A new peer starts with an empty bucket and earns its credit (a flooder does not get a
+fresh burst by reconnecting; a trainer that connects during a flood may see its first
+frames dropped for a second or two, and re-sends them). The table of buckets is
+bounded (``MAX_PEERS``): rested buckets go first, then the least recently seen.
 """
 
 from __future__ import annotations
@@ -42,11 +47,14 @@ FREE_S = 0.0002
 
 class PeerBuckets:
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic,
-                 max_peers: int = MAX_PEERS) -> None:
-        """``rate``: handler seconds a peer earns per second; ``burst``: the most it saves."""
+                 max_peers: int = MAX_PEERS, total_rate: float | None = None) -> None:
+        """``rate``: handler seconds a peer earns per second; ``burst``: the most it saves;
+        ``total_rate``: what all peers that spend earn together (default 3 x ``rate``)."""
         if rate <= 0 or burst <= 0:
             raise ValueError("rate and burst must be > 0")
         self.rate, self.burst, self.clock, self.max_peers = rate, burst, clock, max_peers
+        self.total_rate = total_rate or 3 * rate
+        self._total = (burst, clock())  # the shared bucket: (tokens, when)
         self._peers: OrderedDict[bytes | str, tuple[float, float]] = OrderedDict()  # (tokens, when)
         self.dropped_frames = 0
         self.dropped_bytes = 0
@@ -56,10 +64,14 @@ class PeerBuckets:
         (counted). A peer in debt is refused only while peers contend: ``backlogged``
         (the handlers are behind) and another peer sent within ``ACTIVE_S``."""
         now = self.clock()
-        tokens, when = self._peers.pop(peer, (self.burst, now))
+        tokens, when = self._peers.pop(peer, (0.0, now))  # a new peer earns its credit
         tokens = min(self.burst, tokens + (now - when) * self.rate)
         self._peers[peer] = (tokens, now)
-        if tokens > 0 or not (backlogged and self._others_active(peer, now)):
+        total = self._refill_total(now)
+        # a peer with credit goes on; while the shared bucket is empty, only one that has
+        # spent little of late (its bucket at least half full: a trainer's cheap frames)
+        if (tokens > 0 and (total > 0 or tokens >= self.burst / 2)) or not (
+                backlogged and self._others_active(peer, now)):
             return True
         self.dropped_frames += 1
         self.dropped_bytes += size
@@ -76,8 +88,17 @@ class PeerBuckets:
         tokens, when = self._peers.get(peer, (self.burst, self.clock()))
         floor = MAX_DEBT_S if self._others_active(peer, when) else self.burst
         self._peers[peer] = (max(tokens - seconds, -floor), when)
+        total = self._refill_total(when)
+        self._total = (max(total - seconds, -MAX_DEBT_S), max(when, self._total[1]))
         if len(self._peers) > self.max_peers:
             self._evict(when)
+
+    def _refill_total(self, now: float) -> float:
+        tokens, when = self._total
+        if now > when:
+            tokens = min(self.burst, tokens + (now - when) * self.total_rate)
+            self._total = (tokens, now)
+        return tokens
 
     def _others_active(self, peer, now: float) -> bool:
         """Another peer sent within ``ACTIVE_S`` (the table is in order of last use)."""

@@ -55,7 +55,7 @@ class Receiver:
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s)
+        self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s, total_rate=cfg.loop_share)
         self.connections = 0  # live, from the monitor (accepted - disconnected)
         self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
         self.sock.setsockopt(zmq.RCVHWM, self.hwm)
@@ -68,7 +68,9 @@ class Receiver:
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_pending = False
-        self._backlogged = False  # the last drain ended with frames still waiting
+        # peers contend: the last drain ended with frames still waiting, or dropped one
+        # (catching up by dropping a flood is no sign that the flood is over)
+        self._backlogged = False
         self.user_ids = user_ids
 
     def bind(self) -> None:
@@ -138,13 +140,14 @@ class Receiver:
         # the identity is there
         recv, more, nowait = sock.recv, sock.getsockopt, zmq.NOBLOCK
         take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
+        dropped = self.buckets.dropped_frames
         deadline = clock() + self.slice_s
         while True:
             try:
                 identity = recv(nowait)
                 frame = recv(nowait)
             except zmq.Again:
-                self._backlogged = False
+                self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
             if more(zmq.RCVMORE):  # more than one frame after the identity: not ours
@@ -171,13 +174,13 @@ class Receiver:
     def _drain_with_user_ids(self, handler: Handler) -> int:
         """``drain`` with CURVE on: each frame's ZAP User-Id goes to the handler."""
         recv, n = self.sock.recv_multipart, 0
-        take, backlogged = self.buckets.take, self._backlogged
+        take, backlogged, dropped = self.buckets.take, self._backlogged, self.buckets.dropped_frames
         deadline = time.perf_counter() + self.slice_s
         while True:
             try:
                 parts = recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                self._backlogged = False
+                self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
             if len(parts) != 2:

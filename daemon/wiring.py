@@ -86,7 +86,8 @@ def build(config: DaemonConfig) -> Parts:
     registry = CollectorRegistry(auto_describe=False)
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,
-                                      ended_series_s=runs.ended_series_s, shard=config.shard.name),
+                                      ended_series_s=runs.ended_series_s, shard=config.shard.name,
+                                      budget=config),
                       JobsCollector(spectral.runner, table, max_series_runs=runs.max_series_runs),
                       receiver, StoreCollector(store, snapshots, restores),
                       DeliveryCollector(delivery), *([curve] if curve is not None else [])):

@@ -22,6 +22,12 @@ and one outbox write, whatever the batch size; waiting out a backoff or a timeou
 costs it nothing. A sink that says it is gone (``disable``) is disabled with an ERROR;
 its rows are dead-lettered.
 
+Pages first (issue 24): each sink serves its pending rows one group (the principal
+owning the alert's run) at a time in turn, and holds at most ``group_cap`` pending rows
+of one principal (``anonymous_cap`` for anonymous runs). An alert whose outbox write
+failed (a full disk) is held in memory, at most ``hold_size``, and written again with
+backoff until it commits; then it is delivered (``_hold``).
+
 Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
 """
 

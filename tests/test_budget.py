@@ -36,12 +36,16 @@ class TestPeerBuckets:
         """Once another peer is active and the handlers are behind, the flooder's debt counts."""
         clock = Clock()
         b = PeerBuckets(0.2, 1.0, clock=clock)
+        b.take(b"flood", 1)
+        b.take(b"legit", 1)
+        clock.t += 10  # both earned a full bucket
+        before = (b.dropped_frames, b.dropped_bytes)
         assert b.take(b"flood", 1000)
         b.charge(b"flood", 1.5)  # one 10k-event frame
         assert b.take(b"legit", 10)
-        b.charge(b"legit", 0.001)
+        b.charge(b"legit", 0.0001)  # cheap: free
         assert not b.take(b"flood", 1000)
-        assert (b.dropped_frames, b.dropped_bytes) == (1, 1000)
+        assert (b.dropped_frames - before[0], b.dropped_bytes - before[1]) == (1, 1000)
         assert b.take(b"legit", 10)  # the legitimate peer keeps its own bucket
         clock.t += 2.0  # the debt of 0.5 s earned back at 0.2 s a second: 2.5 s
         b.take(b"legit", 10)
@@ -50,20 +54,48 @@ class TestPeerBuckets:
         b.take(b"legit", 10)
         assert b.take(b"flood", 1000)
 
+    def test_a_new_peer_earns_its_credit(self):
+        """A flooder gains nothing by reconnecting: a new connection starts empty."""
+        clock = Clock()
+        b = PeerBuckets(0.2, 1.0, clock=clock)
+        b.take(b"legit", 1)
+        assert not b.take(b"new", 1000)
+        clock.t += 0.1
+        b.take(b"legit", 1)
+        assert b.take(b"new", 1000)
+
     def test_not_backlogged_lets_everything_through(self):
         b = PeerBuckets(0.2, 1.0, clock=Clock())
         b.take(b"legit", 1)
         b.charge(b"flood", 5.0)
         assert all(b.take(b"flood", 1000, backlogged=False) for _ in range(5))
 
-    def test_a_debt_is_bounded_by_the_burst(self):
+    def test_a_debt_is_bounded(self):
         clock = Clock()
         b = PeerBuckets(0.2, 1.0, clock=clock)
         b.take(b"legit", 1)
+        b.take(b"flood", 1)
         b.charge(b"flood", 1000.0)
-        clock.t += 2.0 / 0.2 + 0.01  # from -1 s back above 0 in 5 s, whatever it spent
+        clock.t += 2.0 / 0.2 + 0.01  # from -2 s (MAX_DEBT_S) back above 0 in 10 s, whatever it spent
         b.take(b"legit", 1)
         assert b.take(b"flood", 1)
+
+    def test_many_flooding_connections_share_one_bucket_a_light_peer_does_not(self):
+        """Ten connections each with credit cannot take more than the shared rate; a
+        peer whose frames were cheap (its bucket full) still goes on."""
+        clock = Clock()
+        b = PeerBuckets(0.1, 0.5, clock=clock, total_rate=0.3)
+        for i in range(10):
+            b.take(b"flood-%d" % i, 1)
+        b.take(b"legit", 10)
+        clock.t += 0.5 / 0.1 + 0.01  # everyone earned a full bucket
+        b.take(b"legit", 10)
+        for i in range(10):
+            peer = b"flood-%d" % i
+            if b.take(peer, 1000):
+                b.charge(peer, 0.2)
+        assert b.dropped_frames >= 7  # the shared 0.5 s went on the first three
+        assert b.take(b"legit", 10)
 
     def test_the_table_of_peers_is_bounded(self):
         clock = Clock()
