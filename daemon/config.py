@@ -47,7 +47,7 @@ class ListenConfig:
     queue_bytes: int = 256 * 2**20
     peer_queue_bytes: int = 16 * 2**20
     peer_loop_share: float = 0.1
-    peer_burst_s: float = 0.5
+    peer_burst_s: float = 2.0
     loop_share: float = 0.3
 
     def __post_init__(self) -> None:

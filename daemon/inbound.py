@@ -15,9 +15,10 @@
   of its frames took (a frame handled within ``FREE_S`` is free: cheap frames keep
   ZeroMQ's round-robin over connections quick; what delays the others is an expensive
   frame). The same charges go to one shared bucket (``loop_share`` a second): while it
-  is empty, only peers that spent little of late (their bucket at least half full) go
-  on, so ten flooding connections together cannot take more than ``loop_share`` of
-  the loop, and ZeroMQ's round-robin stays quick for a trainer's frames. It is enforced while peers contend: the handlers are behind (the
+  is empty, a peer goes on only within a light allowance of a tenth of its own rate
+  (a trainer's frames are mostly free), so ten flooding connections together take
+  about ``loop_share`` of the loop, and ZeroMQ's round-robin stays quick for a
+  trainer's frames. It is enforced while peers contend: the handlers are behind (the
   last drain ended with frames still waiting) and another peer sent within
   ``ACTIVE_S``. Then a frame of a peer in debt is dropped before it is decoded (it
   costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
@@ -25,9 +26,10 @@
   went over re-sends them once its acks stop coming. A lone producer (a benchmark, a
   replay after a restart) takes all the daemon has: nobody waits behind it.
 
-A new peer starts with an empty bucket and earns its credit (a flooder does not get a
-fresh burst by reconnecting; a trainer that connects during a flood may see its first
-frames dropped for a second or two, and re-sends them). The table of buckets is
+A new peer starts half full while the shared bucket has credit, else empty (during a
+flood, a flooder gets no fresh credit by reconnecting; a trainer that connects then may
+see its first frames dropped for a few seconds, and re-sends them). A lone producer's
+charges do not touch the shared bucket. The table of buckets is
 bounded (``MAX_PEERS``): rested buckets go first, then the least recently seen.
 """
 
@@ -40,6 +42,7 @@ from typing import Callable
 MAX_PEERS = 4096
 ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take 2 s)
 MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
+LIGHT = 0.1  # of a peer's rate and burst: what it may spend while the shared bucket is empty
 # A frame handled within this is free: cheap frames keep ZeroMQ's round-robin quick (a
 # trainer's one-event frames are never charged); what delays others is an expensive frame.
 FREE_S = 0.0002
@@ -49,66 +52,73 @@ class PeerBuckets:
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic,
                  max_peers: int = MAX_PEERS, total_rate: float | None = None) -> None:
         """``rate``: handler seconds a peer earns per second; ``burst``: the most it saves;
-        ``total_rate``: what all peers that spend earn together (default 3 x ``rate``)."""
+        ``total_rate``: what all contending peers earn together (default 3 x ``rate``).
+        While that shared bucket is empty a peer goes on only within its *light*
+        allowance, ``LIGHT`` of its own (a trainer's frames are mostly free)."""
         if rate <= 0 or burst <= 0:
             raise ValueError("rate and burst must be > 0")
         self.rate, self.burst, self.clock, self.max_peers = rate, burst, clock, max_peers
         self.total_rate = total_rate or 3 * rate
-        self._total = (burst, clock())  # the shared bucket: (tokens, when)
-        self._peers: OrderedDict[bytes | str, tuple[float, float]] = OrderedDict()  # (tokens, when)
+        self._total = (self.total_rate, clock())  # the shared bucket, one second deep: (tokens, when)
+        # peer -> (tokens, light tokens, when), in order of last use
+        self._peers: OrderedDict[bytes | str, tuple[float, float, float]] = OrderedDict()
         self.dropped_frames = 0
         self.dropped_bytes = 0
 
     def take(self, peer: bytes | str, size: int, backlogged: bool = True) -> bool:
         """True when ``peer``'s next frame (``size`` bytes) may be handled, else False
-        (counted). A peer in debt is refused only while peers contend: ``backlogged``
-        (the handlers are behind) and another peer sent within ``ACTIVE_S``."""
+        (counted). A peer is refused only while peers contend: ``backlogged`` (the
+        handlers are behind) and another peer sent within ``ACTIVE_S``."""
         now = self.clock()
-        tokens, when = self._peers.pop(peer, (0.0, now))  # a new peer earns its credit
-        tokens = min(self.burst, tokens + (now - when) * self.rate)
-        self._peers[peer] = (tokens, now)
         total = self._refill_total(now)
-        # a peer with credit goes on; while the shared bucket is empty, only one that has
-        # spent little of late (its bucket at least half full: a trainer's cheap frames)
-        if (tokens > 0 and (total > 0 or tokens >= self.burst / 2)) or not (
-                backlogged and self._others_active(peer, now)):
+        tokens, light, when = self._peers.pop(peer, None) or self._new(total, now)
+        dt = now - when
+        tokens = min(self.burst, tokens + dt * self.rate)
+        light = min(self.burst * LIGHT, light + dt * self.rate * LIGHT)
+        self._peers[peer] = (tokens, light, now)
+        if len(self._peers) > self.max_peers:
+            self._evict(now)
+        if (tokens > 0 and (total > 0 or light > 0)) or not (backlogged and self._others_active(peer, now)):
             return True
         self.dropped_frames += 1
         self.dropped_bytes += size
-        if len(self._peers) > self.max_peers:
-            self._evict(now)
         return False
 
+    def _new(self, total: float, now: float) -> tuple[float, float, float]:
+        """A new peer: half its credit while the shared bucket has some, else none (a
+        flooder gets nothing by reconnecting during its flood)."""
+        return (self.burst / 2, self.burst * LIGHT, now) if total > 0 else (0.0, 0.0, now)
+
     def charge(self, peer: bytes | str, seconds: float) -> None:
-        """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``). Its debt is bounded: by
-        ``burst`` for a lone producer (a second peer does not find it locked out for
-        long), by ``MAX_DEBT_S`` while others contend (one 10k-event frame is paid for)."""
-        if seconds <= FREE_S:
+        """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``). A lone
+        producer owes at most ``burst`` and leaves the shared bucket alone; a contending
+        peer owes up to ``MAX_DEBT_S`` (one 10k-event frame is paid for)."""
+        if seconds <= FREE_S or peer not in self._peers:
             return
-        tokens, when = self._peers.get(peer, (self.burst, self.clock()))
-        floor = MAX_DEBT_S if self._others_active(peer, when) else self.burst
-        self._peers[peer] = (max(tokens - seconds, -floor), when)
+        tokens, light, when = self._peers[peer]
+        if not self._others_active(peer, when):
+            self._peers[peer] = (max(tokens - seconds, -self.burst), light, when)
+            return
+        self._peers[peer] = (max(tokens - seconds, -MAX_DEBT_S), max(light - seconds, -MAX_DEBT_S * LIGHT), when)
         total = self._refill_total(when)
         self._total = (max(total - seconds, -MAX_DEBT_S), max(when, self._total[1]))
-        if len(self._peers) > self.max_peers:
-            self._evict(when)
 
     def _refill_total(self, now: float) -> float:
         tokens, when = self._total
         if now > when:
-            tokens = min(self.burst, tokens + (now - when) * self.total_rate)
+            tokens = min(self.total_rate, tokens + (now - when) * self.total_rate)
             self._total = (tokens, now)
         return tokens
 
     def _others_active(self, peer, now: float) -> bool:
         """Another peer sent within ``ACTIVE_S`` (the table is in order of last use)."""
-        for other, (_tokens, when) in reversed(self._peers.items()):
+        for other, (_tokens, _light, when) in reversed(self._peers.items()):
             if other != peer:
                 return now - when < ACTIVE_S
         return False
 
     def _evict(self, now: float) -> None:
-        rested = [p for p, (t, w) in self._peers.items() if t + (now - w) * self.rate >= self.burst]
+        rested = [p for p, (t, _l, w) in self._peers.items() if t + (now - w) * self.rate >= self.burst]
         for p in rested[: max(1, len(self._peers) - self.max_peers)]:
             del self._peers[p]
         while len(self._peers) > self.max_peers:
