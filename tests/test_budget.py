@@ -220,3 +220,47 @@ class TestPagesFirst:
         served = [index.due("hook", 1.0, 1)[0].alert.run for _ in range(2)]
         assert "legit" in served
         assert index.pending_in("hook", "anonymous") == 1000
+
+
+class TestFreeText:
+    def test_a_runs_kind_metrics_and_rewinds_are_capped(self):
+        """Issue 24: a 4 KiB kind, 64 eval metrics and endless rewinds keep bounded text."""
+        from wtwin.daemon.run_state import RunState
+
+        run = RunState("r", preset="pretraining", cooldown_s=60, now=0.0,
+                       max_kind_chars=64, max_eval_metrics=16, max_rewinds_kept=32)
+        run.observe({"type": "run_start", "run": "r", "kind": "k" * 4096}, 1.0)
+        assert run.kind == "k" * 64
+        run.observe({"type": "eval", "run": "r", "step": 1,
+                     "metrics": {f"m{i}": 1.0 for i in range(64)}}, 2.0)
+        assert len(run.last_eval) == 16
+        for i in range(100):
+            run.observe({"type": "rewind", "run": "r", "step": 1, "from_step": 2, "kind": "x" * 64,
+                         "checkpoint": "/c/" + "p" * 250}, 3.0 + i)
+        assert len(run.rewinds) == 32
+        assert len(run.rewinds[-1]["checkpoint"]) == 64
+
+
+class TestClientLogLimit:
+    def test_a_clients_lines_are_rate_limited_counted_and_cut(self):
+        import structlog
+
+        from wtwin.daemon.logsetup import ClientLogLimit
+
+        clock = Clock()
+        limit = ClientLogLimit(per_s=5, burst=20, clock=clock)
+        passed = []
+        for _ in range(1000):
+            try:
+                passed.append(limit(None, "info", {"event": "run_started", "kind": "k" * 4096,
+                                                   "_client": b"flooder"}))
+            except structlog.DropEvent:
+                pass
+        assert len(passed) == 20 and limit.dropped == 980
+        assert all("_client" not in e and len(e["kind"]) < 300 for e in passed)
+        other = limit(None, "info", {"event": "run_started", "_client": b"legit"})  # its own budget
+        assert other["event"] == "run_started"
+        clock.t += 1.0
+        again = limit(None, "info", {"event": "run_started", "_client": b"flooder"})
+        assert again["suppressed"] == 980
+        assert limit(None, "info", {"event": "ready"}) == {"event": "ready"}  # not a client's
