@@ -155,7 +155,7 @@ class BudgetConfig:
     """``[budget]``: the memory the daemon is sized to stay under (issue 24). The bounds
     that keep it there are the other sections' (``[listen]`` queues and each peer's
     share, ``[runs]`` quotas and free text, the delivery's hold); ``/metrics`` shows the
-    stated budget (``wtwind_memory_budget_bytes``), the resident memory, and what each
+    stated budget (``wtwind_memory_budget_bytes``) and what each
     bounded part holds against its limit (``wtwind_budget_items``). docs/SECURITY.md has
     the floods measured against it."""
 

@@ -16,7 +16,6 @@ the name joins it: ``... * on (instance) group_left (shard) wtwind_shard_info``.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable
 
@@ -82,10 +81,6 @@ class DaemonCollector(_Base):
         cfg = self.budget
         yield GaugeMetricFamily("wtwind_memory_budget_bytes", "The memory wtwind is sized to stay under "
                                 "([budget] memory_bytes)", value=cfg.budget.memory_bytes)
-        rss = _resident_bytes()
-        if rss is not None:
-            yield GaugeMetricFamily("wtwind_resident_memory_bytes", "Resident memory of the daemon (VmRSS)",
-                                    value=rss)
         runs = list(self.table)
         held = {"runs": len(runs), "emitter_ids": sum(len(r.identities.keys() | r.hwm.keys()) for r in runs),
                 "rewinds": sum(len(r.rewinds) for r in runs),
@@ -191,13 +186,3 @@ def _counter(name: str, doc: str, labels: list[str], values: dict) -> CounterMet
         fam.add_metric(list(key) if isinstance(key, tuple) else [key], val)
     return fam
 
-
-def _resident_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
