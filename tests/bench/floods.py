@@ -78,7 +78,7 @@ def text_events(run: str) -> list[dict]:
 
 def dealer(endpoint: str) -> zmq.Socket:
     sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 2000)
+    sock.setsockopt(zmq.LINGER, -1)  # closed before the daemon took it all: keep sending (back-pressure)
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.connect(endpoint)
     return sock
