@@ -97,7 +97,8 @@ class Admission:
             run.owner = principal
         elif run.owner != principal and not self._shared(run):
             return self._refuse("not_owner", identity, name, "run belongs to another client")
-        if emitter is not None and emitter not in run.hwm and not self._room_for_emitter(run, now):
+        if (emitter is not None and emitter not in run.hwm and emitter not in run.identities
+                and not self._room_for_emitter(run, now)):
             return self._refuse("emitter_quota", identity, name,
                                 f"run has {self.cfg.max_emitters_per_run} live emitter ids")
         return run
@@ -143,15 +144,19 @@ class Admission:
         return any(fnmatchcase(run.run, pattern) for pattern in self.cfg.shared)
 
     def _room_for_emitter(self, run, now: float) -> bool:
-        if len(run.hwm) < self.cfg.max_emitters_per_run:
+        """Room for one more emitter id on ``run``. An id holds a place from its first
+        admitted event, whether or not its seq ever moved the run's mark (a duplicate or
+        a gap still registers where its acks go: issue 24), so the bound is on every id
+        the run knows: ``hwm``, ``identities`` and ``emitter_seen`` alike."""
+        if len(_known(run)) < self.cfg.max_emitters_per_run:
             return True
-        idle = [em for em in run.hwm if now - run.emitter_seen.get(em, 0.0) >= self.cfg.emitter_idle_s]
+        idle = [em for em in _known(run) if now - run.emitter_seen.get(em, 0.0) >= self.cfg.emitter_idle_s]
         for em in idle:  # processes that are gone: their dedup marks no longer matter
             run.hwm.pop(em, None)
             run.identities.pop(em, None)
             run.emitter_seen.pop(em, None)
         self.stats.evicted_emitters += len(idle)
-        return len(run.hwm) < self.cfg.max_emitters_per_run
+        return len(_known(run)) < self.cfg.max_emitters_per_run
 
     def _refuse(self, reason: str, identity: bytes, run: str, message: str) -> None:
         self.stats.dropped[reason] += 1
@@ -163,3 +168,8 @@ class Admission:
             self._replied[identity] = now
             self.send(identity, wire.reply("error", reason=reason, run=run, message=message))
         return None
+
+
+def _known(run) -> set[str]:
+    """Every emitter id ``run`` holds anything for (at most ``max_emitters_per_run``)."""
+    return run.hwm.keys() | run.identities.keys() | run.emitter_seen.keys()

@@ -34,12 +34,21 @@ from .zmq_auth import CurveConfig
 
 @dataclass(frozen=True, kw_only=True)
 class ListenConfig:
-    """Where the ROUTER socket binds, and how much it accepts."""
+    """Where the ROUTER socket binds, and how much it accepts (daemon/inbound.py): bytes
+    queued per connection (``peer_queue_bytes``) and for all of them (``queue_bytes``),
+    and each peer's share of the handlers' time while peers contend (a token bucket of
+    seconds: ``peer_loop_share`` a second, ``peer_burst_s`` deep; all of them together
+    ``loop_share``)."""
 
     endpoints: tuple[str, ...] = (DEFAULT_ENDPOINT, "tcp://127.0.0.1:5557")
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     ipc_mode: str = "0660"
     ipc_group: str | None = None
+    queue_bytes: int = 256 * 2**20
+    peer_queue_bytes: int = 16 * 2**20
+    peer_loop_share: float = 0.1
+    peer_burst_s: float = 2.0
+    loop_share: float = 0.3
 
     def __post_init__(self) -> None:
         require(len(self.endpoints) > 0, "endpoints: at least one endpoint is needed")
@@ -50,6 +59,13 @@ class ListenConfig:
                 "max_frame_bytes: must be between 1024 and 2^30 bytes")
         require(len(self.ipc_mode) in (3, 4) and all(c in "01234567" for c in self.ipc_mode),
                 f"ipc_mode: {self.ipc_mode!r} is not an octal mode like '0660'")
+        require(self.peer_queue_bytes >= self.max_frame_bytes,
+                "peer_queue_bytes: must hold at least one frame (>= max_frame_bytes)")
+        require(self.queue_bytes >= self.peer_queue_bytes, "queue_bytes: must be >= peer_queue_bytes")
+        require(0 < self.peer_loop_share <= 1, "peer_loop_share: must be in (0, 1] (seconds a second)")
+        require(0 < self.peer_burst_s <= 60, "peer_burst_s: must be in (0, 60] seconds")
+        require(self.peer_loop_share <= self.loop_share <= 1,
+                "loop_share: must be in [peer_loop_share, 1] (seconds a second, all peers)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +136,15 @@ class RunsConfig:
     # (and that alert) this long
     ended_series_s: float = 900.0
     max_series_runs: int = 1000
+    # per-run free text a client may make the daemon keep (issue 24)
+    max_kind_chars: int = 64          # run_start.kind; a rewind's kind and checkpoint name
+    max_eval_metrics: int = 16        # eval metrics kept as the run's last values
+    max_rewinds_kept: int = 32        # rewind audit records kept per run
 
     def __post_init__(self) -> None:
+        require(1 <= self.max_kind_chars <= 4096, "max_kind_chars: must be in [1, 4096]")
+        require(1 <= self.max_eval_metrics <= 64, "max_eval_metrics: must be in [1, 64] (the wire's bound)")
+        require(0 <= self.max_rewinds_kept <= 1024, "max_rewinds_kept: must be in [0, 1024]")
         require(self.max_runs >= 1, "max_runs: must be >= 1")
         require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
         require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
@@ -131,6 +154,21 @@ class RunsConfig:
         require(self.ended_series_s >= 0, "ended_series_s: must be >= 0 seconds")
         require(self.idle_ttl_s > 0 and self.ended_ttl_s >= 0, "idle_ttl_s/ended_ttl_s: must be > 0")
         require(self.max_series_runs >= 0, "max_series_runs: must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetConfig:
+    """``[budget]``: the memory the daemon is sized to stay under (issue 24). The bounds
+    that keep it there are the other sections' (``[listen]`` queues and each peer's
+    share, ``[runs]`` quotas and free text, the delivery's hold); ``/metrics`` shows the
+    stated budget (``wtwind_memory_budget_bytes``) and what each
+    bounded part holds against its limit (``wtwind_budget_items``). docs/SECURITY.md has
+    the floods measured against it."""
+
+    memory_bytes: int = 2 * 2**30
+
+    def __post_init__(self) -> None:
+        require(self.memory_bytes >= 64 * 2**20, "memory_bytes: must be >= 64 MiB")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +218,7 @@ class DaemonConfig:
     sinks: tuple[AnySinkConfig, ...] = (LogSinkConfig(),)
     routes: tuple[RouteConfig, ...] = ()
     shard: ShardConfig = field(default_factory=ShardConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
 
     def __post_init__(self) -> None:
         require(self.shutdown_timeout_s > 0, "shutdown_timeout_s: must be > 0 seconds")

@@ -40,6 +40,7 @@ from typing import Callable, Iterable
 from wtwin.emitters import wire
 
 NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
+MAX_NACKS = 65_536  # nack pacing entries kept (emitters with a gap pending), oldest dropped
 
 Send = Callable[[bytes, bytes], bool]
 
@@ -87,10 +88,13 @@ class EmitterLink:
         return True
 
     def _nack(self, run, em: str, hwm: int) -> None:
-        last = self._nacks.get(em)
+        last = self._nacks.pop(em, None)  # re-inserted below or put back: newest last
         now = time.monotonic()
         if last is not None and last[0] == hwm and now - last[1] < NACK_INTERVAL_S:
+            self._nacks[em] = last
             return
+        if len(self._nacks) >= MAX_NACKS:  # bounded: the oldest pacing entry goes first
+            del self._nacks[next(iter(self._nacks))]
         self._nacks[em] = (hwm, now)
         identity = run.identities.get(em)
         if identity is not None:

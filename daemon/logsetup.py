@@ -31,6 +31,7 @@ def configure(level: str = "info", fmt: str = "auto", stream=None, shard: str | 
         return event
     structlog.configure(
         processors=[
+            ClientLogLimit(),
             *([add_shard] if shard is not None else []),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
@@ -95,3 +96,45 @@ class RateLimited:
             self._suppressed.pop(oldest, None)
         self._last[key] = now
         method(event, suppressed=self._suppressed.pop(key, 0), **kw)
+
+
+CLIENT_EVENTS = frozenset({"run_started", "run_rewound", "run_expired"})  # one line per client event
+
+
+class ClientLogLimit:
+    """A structlog processor: the lines a client can make the daemon write, bounded.
+
+    An event logged with ``_client`` (who caused it: the run's creator), or one of
+    ``CLIENT_EVENTS``, passes at most ``per_s`` a second per (event, client) after a
+    burst of ``burst``; the rest are dropped and counted, and the next line that passes
+    says how many (``suppressed``). Strings longer than ``max_chars`` are cut (a 4 KiB
+    run ``kind`` is not written out in full). ``_client`` itself is never written.
+    The table of keys is bounded (``max_keys``, least recently used first)."""
+
+    def __init__(self, per_s: float = 5.0, burst: float = 20.0, max_keys: int = 1024,
+                 max_chars: int = 200, clock=time.monotonic) -> None:
+        self.per_s, self.burst, self.max_keys, self.max_chars, self.clock = per_s, burst, max_keys, max_chars, clock
+        self._buckets: dict = {}  # key -> (tokens, when, suppressed)
+        self.dropped = 0
+
+    def __call__(self, logger, method: str, event: dict) -> dict:
+        client = event.pop("_client", None)
+        name = event.get("event")
+        if client is None and name not in CLIENT_EVENTS:
+            return event
+        key, now = (name, client), self.clock()
+        tokens, when, suppressed = self._buckets.pop(key, (self.burst, now, 0))
+        tokens = min(self.burst, tokens + (now - when) * self.per_s)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now, suppressed + 1)
+            self.dropped += 1
+            raise structlog.DropEvent
+        self._buckets[key] = (tokens - 1, now, 0)
+        if len(self._buckets) > self.max_keys:
+            del self._buckets[next(iter(self._buckets))]
+        if suppressed:
+            event["suppressed"] = suppressed
+        for k, v in event.items():
+            if isinstance(v, str) and len(v) > self.max_chars:
+                event[k] = f"{v[: self.max_chars]}...[{len(v) - self.max_chars} more]"
+        return event

@@ -59,7 +59,10 @@ _RUN_GAUGES = (
 class DaemonCollector(_Base):
     def __init__(self, table: RunTable, stats: Stats, *, max_series_runs: int = 1000,
                  ended_series_s: float = 900.0, clock: Callable[[], float] = time.time,
-                 shard: str | None = None) -> None:
+                 shard: str | None = None, budget=None) -> None:
+        """``budget``: the daemon's config, for its memory accounting (``[budget]``,
+        ``[runs]``); None: no accounting is exported."""
+        self.budget = budget
         self.shard = shard
         self.table = table
         self.stats = stats
@@ -69,7 +72,29 @@ class DaemonCollector(_Base):
 
     def collect(self):
         yield from self._self_metrics()
+        if self.budget is not None:
+            yield from self._budget_metrics()
         yield from self._run_metrics()
+
+    def _budget_metrics(self):
+        """The memory budget and what the bounded per-run parts hold against their limits."""
+        cfg = self.budget
+        yield GaugeMetricFamily("wtwind_memory_budget_bytes", "The memory wtwind is sized to stay under "
+                                "([budget] memory_bytes)", value=cfg.budget.memory_bytes)
+        runs = list(self.table)
+        held = {"runs": len(runs), "emitter_ids": sum(len(r.identities.keys() | r.hwm.keys()) for r in runs),
+                "rewinds": sum(len(r.rewinds) for r in runs),
+                "config_bytes": sum(len(r.config_json) for r in runs)}
+        r = cfg.runs
+        limit = {"runs": r.max_runs, "emitter_ids": r.max_runs * r.max_emitters_per_run,
+                 "rewinds": r.max_runs * r.max_rewinds_kept}  # configs: JSON of <= max_config_bytes of msgpack
+        fam = GaugeMetricFamily("wtwind_budget_items", "What a bounded part holds (state=held) against its "
+                                "limit (state=limit)", labels=["part", "state"])
+        for part in held:
+            fam.add_metric([part, "held"], held[part])
+            if part in limit:
+                fam.add_metric([part, "limit"], limit[part])
+        yield fam
 
     def _self_metrics(self):
         info = InfoMetricFamily("wtwind_build", "wtwind build information")
@@ -160,3 +185,4 @@ def _counter(name: str, doc: str, labels: list[str], values: dict) -> CounterMet
     for key, val in sorted(values.items()):
         fam.add_metric(list(key) if isinstance(key, tuple) else [key], val)
     return fam
+

@@ -19,6 +19,7 @@ import zmq
 
 from .config import ListenConfig
 from .errors import ConfigError
+from .inbound import PeerBuckets, rcvhwm
 
 log = structlog.get_logger("wtwind.receiver")
 Handler = Callable[..., None]  # (identity, frame) or, with user ids, (identity, frame, user)
@@ -54,7 +55,10 @@ class Receiver:
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.RCVHWM, 100_000)
+        self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s, total_rate=cfg.loop_share)
+        self.connections = 0  # live, from the monitor (accepted - disconnected)
+        self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
+        self.sock.setsockopt(zmq.RCVHWM, self.hwm)
         self.sock.setsockopt(zmq.SNDHWM, 10_000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
         self.send_dropped = 0
@@ -64,6 +68,9 @@ class Receiver:
         self.handler_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_pending = False
+        # peers contend: the last drain ended with frames still waiting, or dropped one
+        # (catching up by dropping a flood is no sign that the flood is over)
+        self._backlogged = False
         self.user_ids = user_ids
 
     def bind(self) -> None:
@@ -91,17 +98,27 @@ class Receiver:
         loop.call_soon(self.drain)
         # libzmq drops a peer whose message is over MAXMSGSIZE and tells the socket nothing
         # but a disconnect: counted here, with every other disconnect
-        self._monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED)
         loop.add_reader(self._monitor.getsockopt(zmq.FD), self.drain_monitor)
 
     def drain_monitor(self) -> None:
+        """Connections come and go: count them, and size the next one's pipe from its
+        share of ``queue_bytes`` (``inbound.rcvhwm``)."""
         mon = self._monitor
         while mon is not None:
             try:
-                mon.recv_multipart(zmq.NOBLOCK)
+                parts = mon.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self.disconnects += 1
+            if int.from_bytes(parts[0][:2], "little") == zmq.EVENT_ACCEPTED:
+                self.connections += 1
+            else:
+                self.disconnects += 1
+                self.connections = max(0, self.connections - 1)
+            hwm = rcvhwm(self.cfg, self.connections)
+            if hwm != self.hwm:
+                self.hwm = hwm
+                self.sock.setsockopt(zmq.RCVHWM, hwm)
 
     def drain(self) -> int:
         """Handle what is waiting, for at most ``slice_s`` of loop time; returns the count.
@@ -122,12 +139,15 @@ class Receiver:
         # message, docs/BENCHMARKS.md); a ZeroMQ message arrives whole, so the frame after
         # the identity is there
         recv, more, nowait = sock.recv, sock.getsockopt, zmq.NOBLOCK
-        deadline = time.perf_counter() + self.slice_s
+        take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
+        dropped = self.buckets.dropped_frames
+        deadline = clock() + self.slice_s
         while True:
             try:
                 identity = recv(nowait)
                 frame = recv(nowait)
             except zmq.Again:
+                self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
             if more(zmq.RCVMORE):  # more than one frame after the identity: not ours
@@ -135,36 +155,52 @@ class Receiver:
                     recv(nowait)
                 self.bad_envelopes += 1
                 continue
+            if not take(identity, len(frame), backlogged):  # in debt while others wait
+                continue
+            start = clock()
             try:
                 handler(identity, frame)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            if time.perf_counter() > deadline:  # per message: one frame may hold 512 events
+            end = clock()
+            charge(identity, end - start)  # what the frame cost the loop: its peer's bucket
+            if end > deadline:  # per message: one frame may hold 10,000 events
                 break
+        self._backlogged = True
         self._schedule()
         return n
 
     def _drain_with_user_ids(self, handler: Handler) -> int:
         """``drain`` with CURVE on: each frame's ZAP User-Id goes to the handler."""
         recv, n = self.sock.recv_multipart, 0
+        take, backlogged, dropped = self.buckets.take, self._backlogged, self.buckets.dropped_frames
         deadline = time.perf_counter() + self.slice_s
         while True:
             try:
                 parts = recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
+                self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
             if len(parts) != 2:
                 self.bad_envelopes += 1
                 continue
+            user = parts[1].get("User-Id")  # the bucket is the key's, however many connections
+            peer = user or parts[0].bytes
+            if not take(peer, len(parts[1]), backlogged):
+                continue
+            start = time.perf_counter()
             try:
-                handler(parts[0].bytes, parts[1].bytes, parts[1].get("User-Id"))
+                handler(parts[0].bytes, parts[1].bytes, user)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            if time.perf_counter() > deadline:
+            end = time.perf_counter()
+            self.buckets.charge(peer, end - start)
+            if end > deadline:
                 break
+        self._backlogged = True
         self._schedule()
         return n
 
@@ -189,7 +225,7 @@ class Receiver:
 
     def collect(self):
         """The socket's error counters (registered on the daemon's registry)."""
-        from prometheus_client.core import CounterMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         yield CounterMetricFamily("wtwind_frames_bad_envelope",
                                   "ZeroMQ messages that were not one identity and one frame",
@@ -200,6 +236,20 @@ class Receiver:
         yield CounterMetricFamily("wtwind_peer_disconnects",
                                   "Client connections dropped: peers that went away, and peers libzmq "
                                   "cut for a message over listen.max_frame_bytes", value=self.disconnects)
+        dropped = CounterMetricFamily("wtwind_frames_dropped", "Frames dropped before decoding: "
+                                      "their peer had spent its [listen] peer_loop_share while others waited",
+                                      labels=["reason"])
+        dropped.add_metric(["peer_rate"], self.buckets.dropped_frames)
+        yield dropped
+        yield CounterMetricFamily("wtwind_frames_dropped_bytes", "Bytes of the frames dropped before decoding",
+                                  value=self.buckets.dropped_bytes)
+        yield GaugeMetricFamily("wtwind_receive_connections", "Client connections open", value=self.connections)
+        yield GaugeMetricFamily("wtwind_receive_queue_messages",
+                                "Messages the next connection's socket queue may hold ([listen] "
+                                "peer_queue_bytes and queue_bytes over max_frame_bytes)", value=self.hwm)
+        yield GaugeMetricFamily("wtwind_receive_queue_limit_bytes",
+                                "Bytes the open connections' socket queues may hold at most, as sized now",
+                                value=max(1, self.connections) * self.hwm * self.cfg.max_frame_bytes)
         yield CounterMetricFamily("wtwind_replies_dropped",
                                   "Replies (acks, alerts, errors) not sent: the peer's queue was full",
                                   value=self.send_dropped)

@@ -28,16 +28,27 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("wtwind.runs")
 MAX_REWINDS_KEPT = 32
+MAX_KIND_CHARS = 64      # run_start.kind, and a rewind's kind and checkpoint name, kept this long
+MAX_EVAL_METRICS = 16    # eval metrics kept as the run's last values (the wire allows 64)
+
+
+def _cut(value, limit: int):
+    """A client's free text, kept at most ``limit`` characters (issue 24)."""
+    return value[:limit] if isinstance(value, str) and len(value) > limit else value
 NO_LR = object()  # a loss event without ``lr`` (``RunState.observe_loss``)
 
 
 class RunState:
     def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float,
-                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True) -> None:
+                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True,
+                 max_kind_chars: int = MAX_KIND_CHARS, max_eval_metrics: int = MAX_EVAL_METRICS,
+                 max_rewinds_kept: int = MAX_REWINDS_KEPT) -> None:
         """``new_watch`` builds the run's spectral watch when its first checkpoint result
         comes (``spectral_watch``), configured from ``[jobs]``; ``keep_history``: its
         series gather the whole history for the store (false without a store: nothing
-        would take it)."""
+        would take it). The ``max_*`` bound the free text a client may make the run keep
+        (``[runs]``, docs/CONFIG.md)."""
+        self.max_kind_chars, self.max_eval_metrics = max_kind_chars, max_eval_metrics
         self.run = run
         self.preset = preset
         self.config_json = "{}"   # the run_start config, kept as JSON: see ``config``
@@ -66,7 +77,7 @@ class RunState:
         self.keep_history = keep_history
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
-        self.rewinds: deque[dict[str, Any]] = deque(maxlen=MAX_REWINDS_KEPT)  # trainer audit
+        self.rewinds: deque[dict[str, Any]] = deque(maxlen=max_rewinds_kept)  # trainer audit
         self._announced: dict[str, Any] | None = None   # a rewind whose resumed step is due
         self.spark = Spark()           # the whole run's loss in 64 points (stored, listed)
         self.ended_at: float | None = None
@@ -182,13 +193,15 @@ class RunState:
 
     def _on_eval(self, ev: dict, now: float) -> list[Alert]:
         self.last_progress = now
-        self.last_eval = dict(ev["metrics"])
+        metrics = ev["metrics"]
+        self.last_eval = (dict(metrics) if len(metrics) <= self.max_eval_metrics
+                          else dict(list(metrics.items())[: self.max_eval_metrics]))
         self.series.add_eval(ev["step"], self.last_eval)
         return observe_eval(self.monitor, self.policy, ev["step"], ev["metrics"], now)[1]
 
     def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
         self.config = dict(ev.get("config") or {})
-        self.kind = ev.get("kind", self.kind)
+        self.kind = _cut(ev.get("kind", self.kind), self.max_kind_chars)
         named = ev.get("preset")
         preset = named or KIND_PRESETS.get(self.kind or "")  # a named preset wins
         if preset and preset != self.preset and self.step is None:
@@ -220,11 +233,14 @@ class RunState:
         """A trainer-side `Rewind` ran: keep and log its audit record. The loss events
         that follow go back in step, which the detectors already treat as a resume."""
         rec = {"at": now, "step": ev["step"], "from_step": ev["from_step"],
-               "kind": ev.get("kind"), "lr_scale": ev.get("lr_scale"), "count": ev.get("count"),
-               "checkpoint": os.path.basename(ev["checkpoint"]) if ev.get("checkpoint") else None}
+               "kind": _cut(ev.get("kind"), self.max_kind_chars), "lr_scale": ev.get("lr_scale"),
+               "count": ev.get("count"),
+               "checkpoint": _cut(os.path.basename(ev["checkpoint"]), self.max_kind_chars)
+               if ev.get("checkpoint") else None}
         self.rewinds.append(rec)
         self._announced = rec
-        log.info("run_rewound", run=self.run, **{k: v for k, v in rec.items() if k != "at"})
+        log.info("run_rewound", run=self.run, _client=self.creator,
+                 **{k: v for k, v in rec.items() if k != "at"})
         return []
 
     def check_stall(self, now: float, stall_after_s: float) -> list[Alert]:
@@ -274,7 +290,10 @@ _HANDLERS = {
 
 class RunTable:
     def __init__(self, *, preset: str, cooldown_s: float, max_runs: int,
-                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True) -> None:
+                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True,
+                 **text_limits: int) -> None:
+        """``text_limits``: ``RunState``'s ``max_*`` for every run."""
+        self.text_limits = text_limits
         self.preset = preset
         self.keep_history = keep_history
         self.cooldown_s = cooldown_s
@@ -300,7 +319,7 @@ class RunTable:
                 return None
             state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
                                                now=now, new_watch=self.new_watch,
-                                               keep_history=self.keep_history)
+                                               keep_history=self.keep_history, **self.text_limits)
         return state
 
     def forget(self, run: str) -> RunState | None:

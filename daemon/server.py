@@ -204,7 +204,7 @@ class Server:
             return
         if kind == "run_start":
             log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
-                     kind=run.kind)
+                     kind=run.kind, _client=run.creator)  # rate-limited per client (logsetup.py)
         elif kind == "checkpoint":
             self.spectral.submit(ev)
 
@@ -278,7 +278,7 @@ class Server:
             self.snapshots.evict(gone)  # leaves memory, stays in the store
             self.link.forget(gone)
             self.admission.forget(gone)
-            log.info("run_expired", run=gone.run, status=gone.status)
+            log.info("run_expired", run=gone.run, status=gone.status, _client=gone.creator)
 
     def _on_signal(self, sig: int) -> None:
         self._signals += 1

@@ -63,7 +63,9 @@ def build(config: DaemonConfig) -> Parts:
                   ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s))
     table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
                      max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs),
-                     keep_history=store.wanted)
+                     keep_history=store.wanted,
+                     max_kind_chars=config.runs.max_kind_chars, max_eval_metrics=config.runs.max_eval_metrics,
+                     max_rewinds_kept=config.runs.max_rewinds_kept)
     curve = None
     if config.curve.enabled:  # zmq.auth only when it is used; a ConfigError early
         from .zmq_auth import CurveGuard
@@ -76,7 +78,8 @@ def build(config: DaemonConfig) -> Parts:
     restores = Restores(store, table, stats)
     delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
                         routes=config.routes, policy=config.delivery.retry,
-                        intake_size=config.delivery.intake_size)
+                        intake_size=config.delivery.intake_size,
+                        group_of=lambda alert: getattr(table.get(alert.run), "owner", None) or "anonymous")
     alerts = AlertPath(table, stats, send, snapshots=snapshots, delivery=delivery)
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)
@@ -85,7 +88,8 @@ def build(config: DaemonConfig) -> Parts:
     registry = CollectorRegistry(auto_describe=False)
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,
-                                      ended_series_s=runs.ended_series_s, shard=config.shard.name),
+                                      ended_series_s=runs.ended_series_s, shard=config.shard.name,
+                                      budget=config),
                       JobsCollector(spectral.runner, table, max_series_runs=runs.max_series_runs),
                       receiver, StoreCollector(store, snapshots, restores),
                       DeliveryCollector(delivery), *([curve] if curve is not None else [])):

@@ -22,6 +22,12 @@ and one outbox write, whatever the batch size; waiting out a backoff or a timeou
 costs it nothing. A sink that says it is gone (``disable``) is disabled with an ERROR;
 its rows are dead-lettered.
 
+Pages first (issue 24): each sink serves its pending rows one group (the principal
+owning the alert's run) at a time in turn, and holds at most ``group_cap`` pending rows
+of one principal (``anonymous_cap`` for anonymous runs). An alert whose outbox write
+failed (a full disk) is held in memory, at most ``hold_size``, and written again with
+backoff until it commits; then it is delivered (``_hold``).
+
 Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import deque
 from typing import Callable, Sequence
 
 import structlog
@@ -41,6 +48,7 @@ from .retry import RetryPolicy
 from .routing import Plan, RouteConfig, Router
 
 OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
+HELD_RETRY_S, HELD_RETRY_MAX_S = 1.0, 30.0  # a held alert's write is tried again after these
 _log = structlog.get_logger("wtwin.sinks.delivery")
 
 
@@ -50,7 +58,8 @@ class Counters:
     def __init__(self, sinks: Sequence[str]) -> None:
         self.values = {(s, o): 0 for s in sinks for o in OUTCOMES}
         self.intake_dropped = 0
-        self.lost = 0    # alerts whose transaction (journal, snapshot, outbox rows) failed
+        self.lost = 0    # alerts whose transaction failed with the hold full (``Delivery._hold``)
+        self.recovered = 0  # held alerts written once the store could again
         self.errors = 0
 
     def add(self, sink: str, outcome: str, n: int = 1) -> None:
@@ -176,7 +185,14 @@ class Delivery:
 
     def __init__(self, *, sinks: Sequence[Sink], outbox: Outbox, routes: Sequence[RouteConfig] = (),
                  policy: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None, intake_size: int = 10_000) -> None:
+                 rng: random.Random | None = None, intake_size: int = 10_000,
+                 group_of: Callable[[Alert], str] | None = None, group_cap: int = 1000,
+                 anonymous_cap: int = 100, hold_size: int = 1000) -> None:
+        """``group_of(alert)``: whose alert it is (the daemon: its run's principal). Each
+        sink serves the groups in turn (``PendingIndex``) and holds at most ``group_cap``
+        pending rows of one group, ``anonymous_cap`` of the group ``anonymous``: beyond,
+        new rows are written dead (``queue full``: counted, replayable). ``hold_size``:
+        alerts whose outbox write failed that wait in memory for the disk (``_hold``)."""
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
             raise ValueError(f"sink names must be unique, got {names}")
@@ -189,7 +205,16 @@ class Delivery:
         self.counters = Counters(names)
         rng = rng or random.Random()
         self.workers = {s.name: Worker(s, outbox, policy or RetryPolicy(), self.counters, clock, rng) for s in sinks}
+        self.group_of, self.group_cap, self.anonymous_cap = group_of, group_cap, anonymous_cap
+        self._index = getattr(outbox, "_index", None)  # the outbox's pending view (sinks/pending.py)
+        if group_of is not None and self._index is not None:
+            self._index.group_of = group_of
+        self._staged_groups: dict[tuple[str, str], int] = {}  # (sink, group) -> rows not committed yet
         self.intake_size = intake_size  # alerts staged whose transaction has not committed yet
+        self.held: deque[Plan] = deque()  # alerts whose write failed, retried (``_hold``)
+        self.hold_size = hold_size
+        self._retry: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._retry_s = HELD_RETRY_S
         self._staged = 0
         self._staged_rows = dict.fromkeys(names, 0)
         self._tasks: list[asyncio.Task] = []
@@ -210,13 +235,25 @@ class Delivery:
         now = self.clock() if now is None else now
         plan = self.router.route(alert, now)
         counts = self.outbox.counts()
+        group = self._group(alert)
         full = frozenset(s for s in plan.due if counts.get((s, "pending"), 0) + self._staged_rows[s]
-                         >= self.sinks[s].queue_size)
+                         >= self.sinks[s].queue_size or self._group_full(s, group))
         self._staged += 1
         for sink in plan.due:
             self._staged_rows[sink] += 1
+            self._staged_groups[(sink, group)] = self._staged_groups.get((sink, group), 0) + 1
         return self.outbox.stage([plan], now, lambda rows, err: self._committed(plan, full, now, rows, err, then),
                                  full=full)
+
+    def _group(self, alert: Alert) -> str:
+        return self.group_of(alert) if self.group_of is not None and self._index is not None else ""
+
+    def _group_full(self, sink: str, group: str) -> bool:
+        """The group's pending rows for ``sink`` are at their cap (pages first: issue 24)."""
+        if self.group_of is None or self._index is None:
+            return False
+        cap = self.anonymous_cap if group == "anonymous" else self.group_cap
+        return self._index.pending_in(sink, group) + self._staged_groups.get((sink, group), 0) >= cap
 
     def submit_nowait(self, alert: Alert) -> bool:
         """Route and commit on its own; False (ERROR, counted) if the intake is full."""
@@ -237,24 +274,75 @@ class Delivery:
     def _committed(self, plan: Plan, full: frozenset[str], now: float, found, error, then) -> None:
         """On the loop, once the alert's transaction committed (or failed): wake its sinks."""
         self._staged -= 1
+        alert = plan.alert
+        group = self._group(alert)
         for sink in plan.due:
             self._staged_rows[sink] -= 1
-        alert = plan.alert
+            left = self._staged_groups.pop((sink, group), 1) - 1
+            if left > 0:
+                self._staged_groups[(sink, group)] = left
         if error is not None:
-            self.counters.lost += 1
-            _log.error("alert_lost", reason="outbox write failed", run=alert.run, kind=alert.kind,
-                       status=alert.status, error=f"{type(error).__name__}: {error}"[:300])
+            self._hold(plan, error)
             rows = []
         else:
             rows = found[0]
+        self._woken(rows, full, now)
+        if then is not None:
+            then(rows)
+
+    # ---- a page survives a full disk (issue 24) ------------------------------------------
+    def _hold(self, plan: Plan, error: BaseException) -> None:
+        """An alert whose outbox write failed (a full disk, a failing store) waits here, in
+        memory, and its write is tried again (``_retry_held``) until it commits; then its
+        sinks get it. At most ``hold_size`` wait; one more is lost (ERROR, counted)."""
+        alert = plan.alert
+        why = f"{type(error).__name__}: {error}"[:300]
+        if len(self.held) >= self.hold_size:
+            self.counters.lost += 1
+            _log.error("alert_lost", reason="outbox write failed and the hold is full", run=alert.run,
+                       kind=alert.kind, status=alert.status, held=len(self.held), error=why)
+            return
+        self.held.append(plan)
+        _log.error("alert_held", reason="outbox write failed; kept in memory, retried", run=alert.run,
+                   kind=alert.kind, status=alert.status, held=len(self.held), error=why)
+        if self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(self._retry_s, self._retry_held)
+
+    def _retry_held(self) -> None:
+        """Write every held alert again, in one transaction; on failure, back off (x2, <= 30 s)."""
+        plans, self._retry = list(self.held), None
+        if not plans:
+            return
+        now = self.clock()
+
+        def done(found, error) -> None:
+            if error is not None:
+                self._retry_s = min(self._retry_s * 2, HELD_RETRY_MAX_S)
+                if self._retry is None:
+                    self._retry = asyncio.get_running_loop().call_later(self._retry_s, self._retry_held)
+                _log.warning("alerts_still_held", held=len(self.held), retry_in_s=self._retry_s,
+                             error=f"{type(error).__name__}: {error}"[:300])
+                return
+            for plan in plans:
+                self.held.remove(plan)
+            self._retry_s = HELD_RETRY_S
+            self.counters.recovered += len(plans)
+            _log.warning("alerts_recovered", n=len(plans), held=len(self.held))
+            self._woken([r for rows in found for r in rows], frozenset(), now)
+            if self.held and self._retry is None:
+                self._retry = asyncio.get_running_loop().call_soon(self._retry_held)
+
+        self.outbox.commit(self.outbox.stage(plans, now, done))
+
+    def _woken(self, rows: list[Row], full: frozenset[str], now: float) -> None:
+        """Committed rows: count the ones written dead for a full queue, wake the sinks."""
         for row in rows:
             if row.sink in full and row.state == "dead" and row.last_error == QUEUE_FULL and row.created_at == now:
                 self.counters.add(row.sink, "dropped")
-                _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=alert.run, kind=alert.kind)
+                _log.error("alert_dropped", sink=row.sink, reason="sink queue full", run=row.alert.run,
+                           kind=row.alert.kind)
             elif row.state == "pending":
                 self.workers[row.sink].wake()
-        if then is not None:
-            then(rows)
 
     async def replay(self, sink: str | None = None, ids: Sequence[int] | None = None) -> int:
         """Dead rows (all, or ``ids``) back to pending (``wtwind alerts replay``); returns how many."""

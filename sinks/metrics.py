@@ -38,8 +38,14 @@ class DeliveryCollector:
             disabled.add_metric([name], 1.0 if worker.disabled else 0.0)
         yield disabled
         yield CounterMetricFamily("wtwind_alerts_dropped",
-                                  "Alerts lost: delivery intake full or outbox write failed",
+                                  "Alerts lost: delivery intake full, or outbox write failed with the hold full",
                                   value=d.counters.intake_dropped + d.counters.lost)
+        yield GaugeMetricFamily("wtwind_alerts_held", "Alerts whose outbox write failed (a full disk), "
+                                "kept in memory and retried; at most hold_size", value=len(d.held))
+        yield GaugeMetricFamily("wtwind_alerts_hold_size", "Alerts that can wait in memory for the disk",
+                                value=d.hold_size)
+        yield CounterMetricFamily("wtwind_alerts_recovered", "Held alerts written once the store could again",
+                                  value=d.counters.recovered)
         yield CounterMetricFamily("wtwind_delivery_errors",
                                   "Errors caught in the delivery's dispatcher and workers",
                                   value=d.counters.errors)

@@ -27,7 +27,9 @@ Contract, per method:
   before it returns; returns one list of rows per item (existing ones for a repeated
   idempotency key). ``put(alert, sinks, now)`` is the one-item case.
 - ``due(sink, now, limit)``: pending rows of ``sink`` with ``next_attempt_at <= now``,
-  in row-id order (FIFO per sink), at most ``limit``.
+  at most ``limit``: in row-id order (FIFO) within a group, the groups in turn
+  (``PendingIndex``: a group is the principal of the alert's run in the daemon; one
+  group, plain FIFO, elsewhere).
 - ``next_due(sink)``: the smallest ``next_attempt_at`` among its pending rows, or None.
 - ``record_many(outcomes, now)``: the outcomes of attempts (or of drops), one
   ``Outcome`` per row: the new state and bookkeeping, in one transaction.

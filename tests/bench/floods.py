@@ -1,6 +1,6 @@
 """The daemon's memory under the floods of issue 15, with the default quotas, against 2 GB.
 
-    .venv/bin/python tests/bench/floods.py [--clients 12] [--emitters 50000]
+    .venv/bin/python tests/bench/floods.py [--clients 12] [--emitters 50000] [--text]
 
 A real `wtwind` subprocess (default config, private store). Measured: VmRSS of the
 daemon (from /proc) and the size of its database and WAL:
@@ -13,6 +13,13 @@ daemon (from /proc) and the size of its database and WAL:
    and further runs are refused;
 3. the emitter-id flood: ``emitters`` distinct 64-char emitter ids sent to one run, and
    the per-run maximum of ids on every run of the table.
+
+``--text`` adds issue 24's free text to every run of the table: a 4 KiB ``kind`` on its
+``run_start``, 32 ``rewind`` events (the longest kind and checkpoint the wire admits)
+and one ``eval`` with 64 metrics of 64-char names.
+
+The per-peer limits of ``[listen]`` (issue 24) are lifted here: what is measured is
+the memory of a full table, not how fast a flooder may fill it (tests/bench/attacks.py).
 
 Then a legitimate trainer on a fresh connection is refused with ``run_table_full``
 (the table is full), which the script checks, and a legitimate trainer's run that
@@ -60,9 +67,18 @@ def densest_config(limit: int) -> dict:
         n += 1
 
 
+def text_events(run: str) -> list[dict]:
+    """32 rewinds and one eval of 64 metrics, after the run's first two events."""
+    rewinds = [{"v": 1, "type": "rewind", "run": run, "seq": 3 + i, "step": 1, "from_step": 1,
+                "kind": "r" * 64, "checkpoint": "/ckpt/" + "c" * 250, "emitter": "e"} for i in range(32)]
+    metrics = {f"{i:02d}".ljust(64, "m"): 1.0 for i in range(64)}
+    return rewinds + [{"v": 1, "type": "eval", "run": run, "seq": 35, "step": 1, "metrics": metrics,
+                       "emitter": "e"}]
+
+
 def dealer(endpoint: str) -> zmq.Socket:
     sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 2000)
+    sock.setsockopt(zmq.LINGER, -1)  # closed before the daemon took it all: keep sending (back-pressure)
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.connect(endpoint)
     return sock
@@ -81,13 +97,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=12)
     ap.add_argument("--emitters", type=int, default=50_000)
+    ap.add_argument("--text", action="store_true", help="issue 24's free text on every run")
     args = ap.parse_args()
     runs_cfg = RunsConfig()
     out = {"defaults": {"max_runs": runs_cfg.max_runs, "max_runs_per_client": runs_cfg.max_runs_per_client,
                         "max_emitters_per_run": runs_cfg.max_emitters_per_run,
                         "max_config_bytes": runs_cfg.max_config_bytes}}
     tmp = Path(tempfile.mkdtemp(prefix="wtwind-floods-"))
-    with Daemon(tmpdir=str(tmp)) as d:
+    lifted = {"WTWIND_LISTEN__PEER_LOOP_SHARE": "1", "WTWIND_LISTEN__LOOP_SHARE": "1",
+              "WTWIND_LISTEN__PEER_BURST_S": "60"}
+    with Daemon(tmpdir=str(tmp), extra_env=lifted) as d:
         pid = d.proc.pid
         legit = connect(d.tcp, run="legit", heartbeat_s=3600)
         legit.loss(1, 2.0)
@@ -101,9 +120,12 @@ def main() -> None:
             for i in range(runs_cfg.max_runs_per_client):
                 run = f"flood-{c}-{i}"
                 sock.send(wire.encode({"v": 1, "type": "run_start", "run": run, "seq": 1,
-                                       "config": config, "emitter": "e"}))
+                                       "config": config, "emitter": "e",
+                                       **({"kind": "k" * 4096} if args.text else {})}))
                 sock.send(wire.encode({"v": 1, "type": "loss", "run": run, "seq": 2, "step": 1,
                                        "loss": 2.0, "emitter": "e"}))
+                if args.text:
+                    sock.send(wire.encode_batch(text_events(run)))
             sock.close()
         wait_for(lambda: known_runs(d) >= runs_cfg.max_runs, 600, 0.5, "the run table full")
         settle(d)

@@ -1,0 +1,134 @@
+"""What one client may put between the socket and the handlers (issue 24), bounded.
+
+- **Queued bytes.** libzmq queues each connection's messages in a pipe of ``RCVHWM``
+  messages; a message is at most ``max_frame_bytes``, so the pipe holds at most
+  ``RCVHWM x max_frame_bytes``. ``rcvhwm()`` picks ``RCVHWM`` for the next connection
+  from the byte budget: ``peer_queue_bytes`` per connection, and ``queue_bytes`` shared
+  by the live connections (at least one message each). A full pipe is back-pressure:
+  libzmq stops reading that connection's socket, the sender's own queue fills, and its
+  sends fail there (the emitter counts them and re-sends what was not acked).
+- **Loop time.** What a frame costs is not its size (one 510 KB batch of 10,000
+  losses takes the loop 0.5-2 s; a 60-byte NaN on a new run, a run creation, a
+  detector build and an alert commit), so each peer (the CURVE key when CURVE is on,
+  else the connection) has a token bucket of *handler seconds*: refilled at
+  ``peer_loop_share`` seconds a second, ``peer_burst_s`` deep, charged with what each
+  of its frames took (a frame handled within ``FREE_S`` is free: cheap frames keep
+  ZeroMQ's round-robin over connections quick; what delays the others is an expensive
+  frame). The same charges go to one shared bucket (``loop_share`` a second): while it
+  is empty, a peer goes on only within a light allowance of a tenth of its own rate
+  (a trainer's frames are mostly free), so ten flooding connections together take
+  about ``loop_share`` of the loop, and ZeroMQ's round-robin stays quick for a
+  trainer's frames. It is enforced while peers contend: the handlers are behind (the
+  last drain ended with frames still waiting) and another peer sent within
+  ``ACTIVE_S``. Then a frame of a peer in debt is dropped before it is decoded (it
+  costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
+  and its bytes). A flood costs the flooder its own events; a legitimate emitter that
+  went over re-sends them once its acks stop coming. A lone producer (a benchmark, a
+  replay after a restart) takes all the daemon has: nobody waits behind it.
+
+A new peer starts half full while the shared bucket has credit, else empty (during a
+flood, a flooder gets no fresh credit by reconnecting; a trainer that connects then may
+see its first frames dropped for a few seconds, and re-sends them). A lone producer's
+charges do not touch the shared bucket. The table of buckets is
+bounded (``MAX_PEERS``): rested buckets go first, then the least recently seen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Callable
+
+MAX_PEERS = 4096
+ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take 2 s)
+MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
+LIGHT = 0.1  # of a peer's rate and burst: what it may spend while the shared bucket is empty
+# A frame handled within this is free: cheap frames keep ZeroMQ's round-robin quick (a
+# trainer's one-event frames are never charged); what delays others is an expensive frame.
+FREE_S = 0.0002
+
+
+class PeerBuckets:
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic,
+                 max_peers: int = MAX_PEERS, total_rate: float | None = None) -> None:
+        """``rate``: handler seconds a peer earns per second; ``burst``: the most it saves;
+        ``total_rate``: what all contending peers earn together (default 3 x ``rate``).
+        While that shared bucket is empty a peer goes on only within its *light*
+        allowance, ``LIGHT`` of its own (a trainer's frames are mostly free)."""
+        if rate <= 0 or burst <= 0:
+            raise ValueError("rate and burst must be > 0")
+        self.rate, self.burst, self.clock, self.max_peers = rate, burst, clock, max_peers
+        self.total_rate = total_rate or 3 * rate
+        self._total = (self.total_rate, clock())  # the shared bucket, one second deep: (tokens, when)
+        # peer -> (tokens, light tokens, when), in order of last use
+        self._peers: OrderedDict[bytes | str, tuple[float, float, float]] = OrderedDict()
+        self.dropped_frames = 0
+        self.dropped_bytes = 0
+
+    def take(self, peer: bytes | str, size: int, backlogged: bool = True) -> bool:
+        """True when ``peer``'s next frame (``size`` bytes) may be handled, else False
+        (counted). A peer is refused only while peers contend: ``backlogged`` (the
+        handlers are behind) and another peer sent within ``ACTIVE_S``."""
+        now = self.clock()
+        total = self._refill_total(now)
+        tokens, light, when = self._peers.pop(peer, None) or self._new(total, now)
+        dt = now - when
+        tokens = min(self.burst, tokens + dt * self.rate)
+        light = min(self.burst * LIGHT, light + dt * self.rate * LIGHT)
+        self._peers[peer] = (tokens, light, now)
+        if len(self._peers) > self.max_peers:
+            self._evict(now)
+        if (tokens > 0 and (total > 0 or light > 0)) or not (backlogged and self._others_active(peer, now)):
+            return True
+        self.dropped_frames += 1
+        self.dropped_bytes += size
+        return False
+
+    def _new(self, total: float, now: float) -> tuple[float, float, float]:
+        """A new peer: half its credit while the shared bucket has some, else none (a
+        flooder gets nothing by reconnecting during its flood)."""
+        return (self.burst / 2, self.burst * LIGHT, now) if total > 0 else (0.0, 0.0, now)
+
+    def charge(self, peer: bytes | str, seconds: float) -> None:
+        """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``). A lone
+        producer owes at most ``burst`` and leaves the shared bucket alone; a contending
+        peer owes up to ``MAX_DEBT_S`` (one 10k-event frame is paid for)."""
+        if seconds <= FREE_S or peer not in self._peers:
+            return
+        tokens, light, when = self._peers[peer]
+        if not self._others_active(peer, when):
+            self._peers[peer] = (max(tokens - seconds, -self.burst), light, when)
+            return
+        self._peers[peer] = (max(tokens - seconds, -MAX_DEBT_S), max(light - seconds, -MAX_DEBT_S * LIGHT), when)
+        total = self._refill_total(when)
+        self._total = (max(total - seconds, -MAX_DEBT_S), max(when, self._total[1]))
+
+    def _refill_total(self, now: float) -> float:
+        tokens, when = self._total
+        if now > when:
+            tokens = min(self.total_rate, tokens + (now - when) * self.total_rate)
+            self._total = (tokens, now)
+        return tokens
+
+    def _others_active(self, peer, now: float) -> bool:
+        """Another peer sent within ``ACTIVE_S`` (the table is in order of last use)."""
+        for other, (_tokens, _light, when) in reversed(self._peers.items()):
+            if other != peer:
+                return now - when < ACTIVE_S
+        return False
+
+    def _evict(self, now: float) -> None:
+        rested = [p for p, (t, _l, w) in self._peers.items() if t + (now - w) * self.rate >= self.burst]
+        for p in rested[: max(1, len(self._peers) - self.max_peers)]:
+            del self._peers[p]
+        while len(self._peers) > self.max_peers:
+            self._peers.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+
+def rcvhwm(cfg, live: int) -> int:
+    """Messages the next connection's pipe may hold: its share of the byte budget."""
+    share = min(cfg.peer_queue_bytes, cfg.queue_bytes // max(1, live + 1))
+    return max(1, share // cfg.max_frame_bytes)
