@@ -60,6 +60,9 @@ class Receiver:
         self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
         self.sock.setsockopt(zmq.RCVHWM, self.hwm)
         self.sock.setsockopt(zmq.SNDHWM, 10_000)
+        # a reply the peer's queue cannot take raises (EAGAIN / EHOSTUNREACH) instead of being
+        # dropped in silence: every reply lost is counted (wtwind_replies_dropped_total)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
         self.send_dropped = 0
         self.disconnects = 0

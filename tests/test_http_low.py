@@ -81,3 +81,33 @@ class TestRefusedStart:
         from helpers import wait_for
         wait_for(lambda: "ghost" in http_get(daemon.url + "/api/runs")[1], what="ghost registered")
         raw.close()
+
+
+class TestRepliesDropped:
+    def test_replies_a_peer_cannot_take_are_counted(self, tmp_path):
+        """A peer that never reads: once its queue is full, each reply the daemon's socket
+        cannot take is counted (wtwind_replies_dropped_total), not dropped in silence
+        (ROUTER_MANDATORY); a reply to a peer that is gone is counted too."""
+        import zmq
+
+        from helpers import wait_for
+        from wtwin.daemon.config import ListenConfig
+        from wtwin.daemon.receiver import Receiver
+
+        rx = Receiver(ListenConfig(endpoints=(f"ipc://{tmp_path}/r.sock",)), ctx=zmq.Context())
+        rx.bind()
+        peer = rx.ctx.socket(zmq.DEALER)
+        peer.setsockopt(zmq.IDENTITY, b"deaf")
+        peer.setsockopt(zmq.RCVHWM, 1)
+        peer.connect(f"ipc://{tmp_path}/r.sock")
+        peer.send(b"hello")
+        wait_for(lambda: rx.sock.poll(100), what="the peer connected")
+        identity = rx.sock.recv_multipart()[0]
+        try:
+            sent = sum(rx.send(identity, b"x" * 64) for _ in range(50_000))
+            assert rx.send_dropped > 0 and sent + rx.send_dropped == 50_000
+            before = rx.send_dropped
+            assert rx.send(b"nobody", b"x") is False and rx.send_dropped == before + 1
+        finally:
+            peer.close(linger=0)
+            rx.sock.close(linger=0)
