@@ -16,7 +16,7 @@ import os
 
 # Compiled together or not at all: a compiled module imports the C types of the others.
 MODULES = ("base", "finding", "monitor", "spike", "divergence", "rise", "nonfinite", "gradnorm",
-           "resume", "forecast", "laws", "mpl", "plateau", "effect", "overfit", "rewind")
+           "collapse", "resume", "forecast", "laws", "mpl", "plateau", "effect", "overfit", "rewind")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types

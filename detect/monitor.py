@@ -74,6 +74,7 @@ def _build(preset: str, overrides: dict) -> dict:
     dets = {name: REGISTRY[name](**kw) for name, kw in spec.items()}
     dets["nonfinite"] = REGISTRY["nonfinite"]()
     dets["gradnorm"] = REGISTRY["gradnorm"]()
+    dets["collapse"] = REGISTRY["collapse"]()
     return dets
 
 
@@ -127,6 +128,7 @@ class RunMonitor:
         self._d = d
         self._main = "finetuning" if "finetuning" in d else "forecast"
         self._rj, self._nf, self._gn = d["resume_jump"], d["nonfinite"], d["gradnorm"]
+        self._co = d["collapse"]
         self._sp, self._dv, self._ri = d["spike"], d["divergence"], d["rise"]
         self._fc, self._pl, self._ef, self._ov = (
             d[self._main], d["plateau"], d["effect"], d["overfit"])
@@ -216,6 +218,7 @@ class RunMonitor:
         sp.observe(s, x)
         dv.observe(s, x)
         ri.observe(s, x)
+        self._co.observe(s, x)
         l_pred = fc.l_pred
         alert = fc.alert
         fc_alert = alert
@@ -336,6 +339,15 @@ class RunMonitor:
             if self._due("plateau", plateau, sev):
                 self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
+        co = self._co
+        if co.active or "drift" in emitted and emitted["drift"][1] == "critical":
+            if self._due("drift", co.active, "critical"):      # a frozen data loader
+                self._push("drift", co.active, "critical", step,
+                           f"loss {loss:.4g} fell below its course while its batch-to-batch "
+                           f"scatter collapsed to {co.scatter:.2%} of its usual size: the same "
+                           "batch repeated? (a frozen data loader)" if co.active else "")
+            if co.active or emitted["drift"][0]:
+                return
         if drift or "drift" in emitted:
             effect = self._rise(fc.l_pred if fc_alert else None)
             sev = "warning" if not drift or self._big("drift", effect) else "info"
