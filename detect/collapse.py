@@ -4,11 +4,12 @@ When a data loader hands the same batch over and over, the model memorizes it: t
 falls below its course, smoothly, and the point-to-point scatter that different batches
 give a healthy run's loss collapses by orders of magnitude within a few dozen steps (an
 MLP on load_digits, batch 32: from about 0.05 to 0.0005). A healthy run's scatter shrinks
-too, but slowly: over the shared real logs and our own runs, the fast average of it never
-fell below 1/6 of the slow one (docs/DETECTION.md, "Obvious failures").
+too, but slowly: over the shared real logs and our own runs, thinned, gapped, resumed and
+logged twice, the fast average of it never fell below 1/17 of the slow one; the default
+``ratio`` is that with a factor 8 of margin (docs/DETECTION.md, "Obvious failures").
 
-It works on ``u = ln|loss - previous loss|`` (so it is invariant to the loss's scale and
-offset): ``fast`` an EWMA of ``u`` (half-life ``fast_halflife`` points), ``slow`` one with
+It works on ``u = ln|second difference of the loss|`` (the trend of a falling loss
+removed; invariant to the loss's scale and offset): ``fast`` an EWMA of ``u`` (half-life ``fast_halflife`` points), ``slow`` one with
 half-life ``slow_halflife``, and the same two EWMAs of the loss itself. After ``warmup``
 points the detector is ``active`` when ``fast - slow < ln(ratio)`` and the fast level is
 below the slow one (the loss falls). While active the slow averages are held, so a loader
@@ -21,11 +22,11 @@ one (a frozen logger: `plateau`'s ``frozen`` rule) do not count.
 >>> det = CollapseDetector()
 >>> first = None
 >>> for t in range(1, 601):
-...     loss = 0.3 + t ** -0.5 + (rng.gauss(0, 0.05) if t <= 400 else -0.1 - 1e-3 * (t - 400))
-...     if det.update(t, loss).active and first is None:
+...     fresh = rng.gauss(0, 0.05) if t <= 400 else -0.2 * (1 - 0.99 ** (t - 400))
+...     if det.update(t, 0.3 + t ** -0.5 + fresh).active and first is None:
 ...         first = t
 >>> first
-414
+421
 """
 
 from __future__ import annotations

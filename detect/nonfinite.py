@@ -26,6 +26,7 @@ non-finite norms is then neither extended nor broken).
 ['', '', '', 'stuck', 'stuck']
 >>> det.grad_bad, det.grad_count, det.grad_since
 (True, 2, 40)
+>>> det = NonfiniteDetector()
 >>> [(det.observe(t, v), det.reason)[1] for t, v in [(1, 0.06), (2, 2e8), (3, 0.05)]]
 ['', 'blown', '']
 """

@@ -13,6 +13,7 @@ from helpers import Daemon
 from test_offline_cli import wtwin
 from test_web import multipart, post
 from wtwin.detect import RunMonitor
+from wtwin.detect.collapse import CollapseDetector
 from wtwin.detect.nonfinite import NonfiniteDetector
 from wtwin.detect.replay import alerts
 
@@ -168,3 +169,61 @@ class TestBlowUp:
         b.restore(a.snapshot())
         assert b.update(4, 600.0, NAN) == a.update(4, 600.0, NAN)
         assert a.reason == "blown" and a.grad_count == 2
+
+
+def digits_run(seed: int, freeze_at: int | None, steps: int = 1000, opt: str = "adam") -> list:
+    """An MLP on load_digits, batch 32, the loss of every step; from ``freeze_at`` on the
+    data loader hands the same batch over and over (a frozen loader)."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("sklearn.datasets")
+    torch.manual_seed(seed)
+    X, y = datasets.load_digits(return_X_y=True)
+    X, y = torch.tensor(X / 16.0, dtype=torch.float32), torch.tensor(y)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    o = (torch.optim.Adam(model.parameters(), lr=2e-3) if opt == "adam"
+         else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+    rng, fn, out, frozen = np.random.default_rng(seed), torch.nn.CrossEntropyLoss(), [], None
+    while len(out) < steps:
+        order = rng.permutation(len(X))
+        for i in range(0, len(X) - 31, 32):
+            idx = torch.tensor(order[i:i + 32])
+            if freeze_at is not None and len(out) >= freeze_at:
+                frozen = idx if frozen is None else frozen
+                idx = frozen
+            loss = fn(model(X[idx]), y[idx])
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            out.append(("loss", len(out) + 1, loss.item(), None))
+            if len(out) == steps:
+                break
+    return out
+
+
+class TestFrozenLoader:
+    @pytest.mark.parametrize("seed, opt", [(0, "adam"), (1, "sgd")])
+    def test_pages_within_50_steps_and_holds(self, seed, opt):
+        """The same batch from step 500: a critical drift within 50 steps, firing to the end."""
+        found = alerts(digits_run(seed, 500, opt=opt))
+        paged = [a for a in found if a.severity != "info"]
+        assert paged[0].kind == "drift" and paged[0].severity == "critical"
+        assert 500 < paged[0].step <= 550 and "frozen data loader" in paged[0].message
+        assert [a.status for a in paged] == ["firing"]
+
+    def test_the_healthy_run_is_silent(self):
+        assert [a for a in alerts(digits_run(0, None)) if a.severity != "info"] == []
+
+    @pytest.mark.parametrize("how", ["x0.01", "x100", "+1000", "twice"])
+    def test_same_step_whatever_the_scale_offset_or_a_log_written_twice(self, how):
+        ev = digits_run(2, 500)
+        f = {"x0.01": lambda v: v * 0.01, "x100": lambda v: v * 100, "+1000": lambda v: v + 1000,
+             "twice": lambda v: v}[how]
+        moved = [(k, s, f(v), lr) for k, s, v, lr in ev]
+        if how == "twice":
+            moved = [e for e in moved for _ in (0, 1)]
+
+        def first(events):
+            det = CollapseDetector()
+            return next(s for _, s, v, _ in events if det.update(s, v).active)
+        assert first(moved) == first(ev)
