@@ -12,7 +12,9 @@ It works on ``u = ln|second difference of the loss|`` (the trend of a falling lo
 removed; invariant to the loss's scale and offset): ``fast`` an EWMA of ``u`` (half-life ``fast_halflife`` points), ``slow`` one with
 half-life ``slow_halflife``, and the same two EWMAs of the loss itself. After ``warmup``
 points the detector is ``active`` when ``fast - slow < ln(ratio)`` and the fast level is
-below the slow one (the loss falls). While active the slow averages are held, so a loader
+below the slow one (the loss falls), and the slow scatter was noise (its second
+differences changed sign in over 30% of the points: a noiseless curve's never do, and its
+shrinking curvature is no collapse). While active the slow averages are held, so a loader
 that stays frozen keeps it active and one that recovers clears it. A point at the same
 step as the previous one (a log written twice) and a loss exactly equal to the previous
 one (a frozen logger: `plateau`'s ``frozen`` rule) do not count.
@@ -43,6 +45,9 @@ if not cython.compiled:        # compiled: libc's (collapse.pxd)
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, positive, register
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
+# the scatter was noise: its second differences changed sign this often (white noise: ~0.77;
+# a noiseless curve, whose "scatter" is its own curvature shrinking: 0)
+_NOISY = cython.declare(cython.double, 0.3)
 
 _new = tuple.__new__     # a CollapseState without the NamedTuple's Python-level __new__
 
@@ -59,11 +64,12 @@ class CollapseDetector(Detector):
 
     name = "collapse"
     ARGS = ("ratio", "fast_halflife", "slow_halflife", "warmup")
-    STATE = ("_last", "_prev", "_dprev", "_fast", "_slow", "_lf", "_ls", "_n", "_on")
+    STATE = ("_last", "_prev", "_dprev", "_fast", "_slow", "_lf", "_ls", "_n", "_on", "_up",
+             "_flips")
     OPTIONAL = ("_last", "_prev", "_dprev", "_fast", "_slow", "_lf", "_ls")
 
     def __init__(self, *, ratio: float = 0.007, fast_halflife: float = 10.0,
-                 slow_halflife: float = 100.0, warmup: int = 100) -> None:
+                 slow_halflife: float = 100.0, warmup: int = 300) -> None:
         for n, v in (("ratio", ratio), ("fast_halflife", fast_halflife),
                      ("slow_halflife", slow_halflife)):
             positive(n, v)
@@ -79,11 +85,13 @@ class CollapseDetector(Detector):
         self._prev = self._dprev = NAN
         self._fast = self._slow = self._lf = self._ls = NAN
         self._n = 0
-        self._on = False
+        self._on = self._up = False
+        self._flips = 0.0         # EWMA (slow) of "the second difference changed sign"
         self.active = False
         self.scatter = 1.0
 
-    @cython.locals(u=cython.double, c=cython.double, k=cython.double, d=cython.double)
+    @cython.locals(u=cython.double, c=cython.double, k=cython.double, d=cython.double,
+                   flip=cython.bint)
     def observe(self, step: int, loss: float) -> None:
         if step == self._last or not isfinite(loss):
             return
@@ -98,13 +106,16 @@ class CollapseDetector(Detector):
         if self._dprev != self._dprev:
             self._dprev = d
             return
-        d, self._dprev = abs(d - self._dprev), d
+        d, self._dprev = d - self._dprev, d
         if d == 0.0:
             return
-        u = log(d)
+        flip = (d > 0.0) != self._up
+        self._up = d > 0.0
+        u = log(abs(d))
         self._n += 1
         if self._fast != self._fast:
             self._fast = self._slow = u
+            self._flips = 0.5
             return
         c, k = self._c_fast, self._c_slow
         self._fast = c * self._fast + (1.0 - c) * u
@@ -112,8 +123,9 @@ class CollapseDetector(Detector):
         if not self._on:
             self._slow = k * self._slow + (1.0 - k) * u
             self._ls = k * self._ls + (1.0 - k) * loss
+            self._flips = k * self._flips + (1.0 - k) * flip
         self._on = (self._n > self._c_warmup and self._fast - self._slow < self._c_log_ratio
-                    and self._lf < self._ls)
+                    and self._lf < self._ls and self._flips > _NOISY)
         self.active = self._on
         self.scatter = exp(self._fast - self._slow)
 
