@@ -7,7 +7,7 @@
 - Lightning ``CSVLogger`` ``metrics.csv``: ``train_loss_step`` is in ``logs.LOSS_COLS``.
 - TensorBoard event files (a ``*tfevents*`` file or a folder holding them), read with
   tensorboard's own ``EventAccumulator`` (extra ``wtwin[tensorboard]``); the scalar tag
-  is ``--loss-col`` or the first of the usual names.
+  is ``--loss-col`` or the first of the usual names; lr and grad norm by their usual tags.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from .logs import LOSS_COLS, LR_COLS, VAL_COLS, LogError, TrainingLog, _build
+from .logs import GRAD_COLS, LOSS_COLS, LR_COLS, VAL_COLS, LogError, TrainingLog, _build
 
 TB_CSV = ["Wall time", "Step", "Value"]
 _WANDB = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
@@ -23,6 +23,7 @@ _WANDB = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
 TB_LOSS = LOSS_COLS + ("loss/train", "train/loss_step", "training/loss", "train_loss_step")
 TB_VAL = VAL_COLS + ("loss/val", "loss/valid", "loss/eval", "loss/validation", "validation/loss")
 TB_LR = LR_COLS + ("train/lr", "lr-adamw", "lr-adam", "lr-sgd", "learning-rate")
+TB_GRAD = GRAD_COLS + ("grad_norm/train", "train/grad-norm", "grad-norm/total")
 
 
 def from_export(names: list[str], rows: list[dict], loss_col: str | None):
@@ -117,12 +118,12 @@ def _listed(names: list[str], most: int = 20) -> str:
 
 
 def _tags(path, tags: list[str], loss_col: str | None) -> dict[str, str]:
-    """{"loss"/"val_loss"/"lr": tag}; ``loss_col`` must name a tag when given."""
+    """{"loss"/"val_loss"/"lr"/"grad_norm": tag}; ``loss_col`` must name a tag when given."""
     low = {t.lower(): t for t in tags}
     if loss_col is not None and loss_col not in tags and loss_col.lower() not in low:
         raise LogError(f"{path}: there is no scalar tag named {loss_col!r} (tags: {', '.join(tags)}).")
     out = {}
-    for col, wanted in (("loss", TB_LOSS), ("val_loss", TB_VAL), ("lr", TB_LR)):
+    for col, wanted in (("loss", TB_LOSS), ("val_loss", TB_VAL), ("lr", TB_LR), ("grad_norm", TB_GRAD)):
         if col == "loss" and loss_col is not None:
             out[col] = low.get(loss_col.lower(), loss_col)
             continue

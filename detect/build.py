@@ -22,7 +22,7 @@ import os
 # math): the same median and steady-state cost per update either way, for 19 of the 71 s
 # of CPU the compile took (tests/bench/compile_cost.py).
 MODULES = ("base", "monitor", "spike", "divergence", "rise", "nonfinite", "gradnorm",
-           "resume", "forecast", "plateau", "effect", "overfit", "rewind")
+           "collapse", "resume", "forecast", "plateau", "effect", "overfit", "rewind")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types

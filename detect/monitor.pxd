@@ -1,5 +1,6 @@
 # The C side of monitor.py (docs/COMPILED.md): typed references to the detectors it calls
 # per event (and to its rewind points), so that those calls and reads are C.
+from .collapse cimport CollapseDetector
 from .divergence cimport DivergenceDetector
 from .effect cimport EffectDetector
 from .forecast cimport ForecastDetector
@@ -28,6 +29,7 @@ cdef class RunMonitor:
     cdef ResumeDetector _rj
     cdef NonfiniteDetector _nf
     cdef GradNormDetector _gn
+    cdef CollapseDetector _co
     cdef SpikeDetector _sp
     cdef DivergenceDetector _dv
     cdef RiseDetector _ri

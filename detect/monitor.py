@@ -78,7 +78,25 @@ def _build(preset: str, overrides: dict) -> dict:
     dets = {name: REGISTRY[name](**kw) for name, kw in spec.items()}
     dets["nonfinite"] = REGISTRY["nonfinite"]()
     dets["gradnorm"] = REGISTRY["gradnorm"]()
+    dets["collapse"] = REGISTRY["collapse"]()
     return dets
+
+
+def _obvious_msg(nf, step, loss) -> str:
+    """The page of a `nonfinite` verdict (``nf.reason``), or the info of one bad grad norm."""
+    r = nf.reason
+    if r == "loss":
+        return f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})"
+    since = nf.grad_since
+    if r == "stuck":
+        what = "exactly 0.0" if loss == 0.0 else f"frozen at {loss!r}"
+        return (f"loss is {what} at step {step} while the grad norm is not finite (since step "
+                f"{since}): the weights are probably NaN and the logger hides it")
+    if r == "grad":
+        return (f"grad norm not finite on {nf.grad_count} logged steps in a row since step "
+                f"{since}: the optimizer is not updating (or the weights are NaN)")
+    return (f"grad norm not finite at step {step} (one step: an fp16 loss scaler skipping an "
+            "overflow does this; it pages if it repeats)")
 
 
 def _plateau_msg(pl, fc, rose: bool = False) -> str:
@@ -122,6 +140,7 @@ class RunMonitor:
         self._d = d
         self._main = "finetuning" if "finetuning" in d else "forecast"
         self._rj, self._nf, self._gn = d["resume_jump"], d["nonfinite"], d["gradnorm"]
+        self._co = d["collapse"]
         self._sp, self._dv, self._ri = d["spike"], d["divergence"], d["rise"]
         self._fc, self._pl, self._ef, self._ov = (
             d[self._main], d["plateau"], d["effect"], d["overfit"])
@@ -160,7 +179,7 @@ class RunMonitor:
 
     @cython.locals(x=cython.double, s=cython.longlong, last=cython.longlong,
                    fc_alert=cython.bint, rising=cython.bint, explained=cython.bint,
-                   pl_active=cython.bint, judging=cython.bint)
+                   pl_active=cython.bint, judging=cython.bint, on=cython.bint)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
         out = self._out = []    # this update's findings (`_push`)
@@ -177,10 +196,11 @@ class RunMonitor:
             self._rj.observe_resumed(s, x, last)
         else:
             self._rj.observe(s, x)
-        if grad_norm is not None:
-            self._gn.observe(s, float(grad_norm))
         nf = self._nf
-        nf.observe(s, x)
+        if grad_norm is not None:
+            grad_norm = float(grad_norm)
+            self._gn.observe(s, grad_norm)
+        nf.observe(s, x, grad_norm)
         rj = self._rj
         emitted = self._emitted
         sev: str
@@ -196,11 +216,16 @@ class RunMonitor:
                            f"{rj.jump:+.4g} ({where})")
         elif "resume_jump" in emitted and self._due("resume_jump", False, "info"):
             self._push("resume_jump", False, "info", step, "")
-        if (nf.active or "nonfinite" in emitted) and self._due("nonfinite", nf.active, "critical"):
-            self._push("nonfinite", nf.active, "critical", step,
-                       f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})"
-                       if nf.active else "")
-        if nf.active:
+        on = nf.active or nf.grad_bad
+        if on or "nonfinite" in emitted:
+            sev = "critical" if nf.active else "info"
+            if self._due("nonfinite", on, sev):
+                self._push("nonfinite", on, sev, step, _obvious_msg(nf, step, loss) if on else "")
+        if nf.blown and self._due("divergence", True, "critical"):    # resolved by `_arbitrate`
+            self._push("divergence", True, "critical", step,
+                       f"loss {loss:.4g} is {abs(loss) / nf._ref:.3g} times the largest loss of the "
+                       f"run's first {nf._n_ref} points ({nf._ref:.4g}): it blew up")
+        if nf.active or nf.blown:
             return _new(MonitorState, (step, loss, None, None, None, None, None, None, None, True,
                                        tuple(out)))
         fc = self._fc
@@ -211,6 +236,7 @@ class RunMonitor:
         sp.observe(s, x)
         dv.observe(s, x)
         ri.observe(s, x)
+        self._co.observe(s, x)
         l_pred = fc.l_pred
         alert = fc.alert
         fc_alert = alert
@@ -390,6 +416,15 @@ class RunMonitor:
             if self._due("plateau", plateau, sev):
                 self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
+        co = self._co
+        if co.active or "drift" in emitted and emitted["drift"][1] == "critical":
+            if self._due("drift", co.active, "critical"):      # a frozen data loader
+                self._push("drift", co.active, "critical", step,
+                           f"loss {loss:.4g} fell below its course while its batch-to-batch "
+                           f"scatter collapsed to {co.scatter:.2%} of its usual size: the same "
+                           "batch repeated? (a frozen data loader)" if co.active else "")
+            if co.active or emitted["drift"][0]:
+                return
         if drift or "drift" in emitted:
             effect = self._rise(fc.l_pred if fc_alert else None)
             if pl_up and not (fc_alert or rising):

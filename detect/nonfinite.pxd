@@ -5,6 +5,11 @@ from .base cimport Detector
 cdef long long NO_STEP
 
 cdef class NonfiniteDetector(Detector):
-    cdef public long long _count, _first
-    cdef readonly bint active
-    cpdef observe(self, long long step, double loss)
+    cdef readonly object blowup, ref_points, grad_run, start_run
+    cdef double _c_blowup
+    cdef public long long _count, _first, _n_ref, _grun, _gfirst
+    cdef public double _ref, _prev
+    cdef public bint _gseen
+    cdef readonly bint active, blown, grad_bad
+    cdef readonly str reason
+    cpdef observe(self, long long step, double loss, object grad=*)

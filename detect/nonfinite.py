@@ -1,8 +1,34 @@
-"""`nonfinite`: a NaN or infinite loss, flagged at once (critical).
+"""`nonfinite`: the obvious failures, flagged at once, warm-up or not.
+
+- ``loss``: a NaN or infinite loss (critical).
+- ``stuck``: a loss of exactly 0.0, or exactly the previous point's value, logged with a
+  non-finite grad norm: the weights are NaN and the logger hides it (Hugging Face
+  Trainer's NaN filter logs ``loss: 0.0``, ``grad_norm: nan``) (critical).
+- ``grad``: the grad norm non-finite on ``grad_run`` logged steps in a row (critical).
+  At the start of a run, before any finite norm, an fp16 loss scaler searching its scale
+  skips steps in a row: there up to ``start_run`` are tolerated. One non-finite norm
+  (an overflow the scaler skipped) is ``grad_bad`` only: info, never a page.
+- ``blown``: a finite loss more than ``blowup`` times the largest magnitude of the run's
+  first ``ref_points`` points (0.06 then 2e8: orders of magnitude, no warm-up needed).
+  Scale invariant; an offset only makes it quieter. Such a point is kept out of the
+  reference and out of the other detectors (`RunMonitor`), like a NaN.
+
+``observe(step, loss, grad)``: ``grad`` None when the event has no grad norm (the run of
+non-finite norms is then neither extended nor broken).
 
 >>> det = NonfiniteDetector()
 >>> [det.update(t, v).active for t, v in enumerate([2.0, 1.9, float("nan"), 1.8])]
 [False, False, True, False]
+>>> det = NonfiniteDetector()
+>>> nan = float("nan")
+>>> [(det.observe(t, v, g), det.reason)[1] for t, v, g in
+...  [(10, 2.0, 1.0), (20, 1.9, float("inf")), (30, 1.8, 1.1), (40, 0.0, nan), (50, 0.0, nan)]]
+['', '', '', 'stuck', 'stuck']
+>>> det.grad_bad, det.grad_count, det.grad_since
+(True, 2, 40)
+>>> det = NonfiniteDetector()
+>>> [(det.observe(t, v), det.reason)[1] for t, v in [(1, 0.06), (2, 2e8), (3, 0.05)]]
+['', 'blown', '']
 """
 
 from __future__ import annotations
@@ -16,7 +42,7 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
 if not cython.compiled:        # compiled: libc's (nonfinite.pxd)
     from math import isfinite
 
-from .base import NO_STEP as _NO_STEP, Detector, register
+from .base import NAN, NO_STEP as _NO_STEP, Detector, check, register
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
@@ -25,32 +51,78 @@ _new = tuple.__new__     # a NonfiniteState without the NamedTuple's Python-leve
 
 class NonfiniteState(NamedTuple):
     step: int
-    active: bool
+    active: bool        # a critical obvious failure at this point
     count: int          # non-finite losses seen so far
     first_step: int | None
+    reason: str = ""    # "loss", "stuck", "grad", "blown" or ""
 
 
 @cython.cclass
 class NonfiniteDetector(Detector):
-    """``observe`` leaves ``active`` (this loss is not finite), ``count`` and ``first_step``."""
+    """``observe`` leaves ``active`` (critical), ``blown``, ``grad_bad`` (this point's grad
+    norm is not finite), ``reason``, ``count``, ``first_step``, ``grad_count`` (non-finite
+    norms in a row) and ``grad_since`` (the first step of that run)."""
 
     name = "nonfinite"
-    ARGS = ()
-    STATE = ("_count", "_first")
-    OPTIONAL = ("_first",)
+    ARGS = ("blowup", "ref_points", "grad_run", "start_run")
+    STATE = ("_count", "_first", "_ref", "_n_ref", "_prev", "_grun", "_gfirst", "_gseen")
+    OPTIONAL = ("_first", "_ref", "_prev", "_gfirst")
 
-    def __init__(self) -> None:
+    def __init__(self, *, blowup: float = 1000.0, ref_points: int = 5, grad_run: int = 2,
+                 start_run: int = 16) -> None:
+        check(blowup > 1.0, "blowup", blowup, "> 1 (a factor over the run's first magnitude)")
+        for n, v in (("ref_points", ref_points), ("grad_run", grad_run), ("start_run", start_run)):
+            check(isinstance(v, int) and v >= 1, n, v, "an int >= 1 (points)")
+        self.blowup, self.ref_points, self.grad_run, self.start_run = (
+            blowup, ref_points, grad_run, start_run)
+        self._c_blowup = blowup
         self._count = 0
         self._first = NO_STEP
-        self.active = False
+        self._ref = NAN           # largest |loss| of the first ref_points finite points
+        self._n_ref = 0
+        self._prev = NAN          # the previous finite loss
+        self._grun = 0            # non-finite grad norms in a row
+        self._gfirst = NO_STEP    # the step that run began
+        self._gseen = False       # a finite grad norm was seen
+        self.active = self.blown = self.grad_bad = False
+        self.reason = ""
 
-    def observe(self, step: int, loss: float) -> None:
+    @cython.locals(bad=cython.bint, a=cython.double, g=cython.double, need=cython.longlong)
+    def observe(self, step: int, loss: float, grad=None) -> None:
+        self.grad_bad = False
+        if grad is not None:
+            g = grad
+            if isfinite(g):
+                self._grun, self._gseen = 0, True
+            else:
+                if self._grun == 0:
+                    self._gfirst = step
+                self._grun += 1
+                self.grad_bad = True
+        self.blown = False
+        reason = ""
         bad = not isfinite(loss)
         if bad:
             self._count += 1
             if self._first == NO_STEP:
                 self._first = step
-        self.active = bad
+            reason = "loss"
+        else:
+            a = abs(loss)
+            if self.grad_bad and (loss == 0.0 or loss == self._prev):
+                reason = "stuck"
+            elif self._ref > 0.0 and a > self._c_blowup * self._ref:
+                self.blown, reason = True, "blown"
+            elif self._n_ref < self.ref_points:
+                self._n_ref += 1
+                if not (self._ref >= a):      # NaN (no point yet) or smaller
+                    self._ref = a
+            self._prev = loss
+        need = self.grad_run if self._gseen else self.start_run + 1
+        if not reason and self._grun >= need:
+            reason = "grad"
+        self.reason = reason
+        self.active = reason != "" and not self.blown
 
     @property
     def count(self) -> int:
@@ -60,9 +132,18 @@ class NonfiniteDetector(Detector):
     def first_step(self) -> int | None:
         return None if self._first == NO_STEP else self._first
 
-    def update(self, step: int, loss: float) -> NonfiniteState:
-        self.observe(step, loss)
-        return _new(NonfiniteState, (step, self.active, self._count, self.first_step))
+    @property
+    def grad_count(self) -> int:
+        return self._grun
+
+    @property
+    def grad_since(self) -> int | None:
+        return None if self._gfirst == NO_STEP or not self._grun else self._gfirst
+
+    def update(self, step: int, loss: float, grad=None) -> NonfiniteState:
+        self.observe(step, loss, grad)
+        return _new(NonfiniteState, (step, self.active, self._count, self.first_step,
+                                     self.reason))
 
 
 register(NonfiniteDetector)

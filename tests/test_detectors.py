@@ -322,7 +322,8 @@ class TestMonitor:
 
     def test_registry_names(self):
         assert set(REGISTRY) == {"forecast", "finetuning", "spike", "nonfinite", "divergence",
-                                 "plateau", "overfit", "resume_jump", "rise", "effect", "gradnorm"}
+                                 "plateau", "overfit", "resume_jump", "rise", "effect", "gradnorm",
+                                 "collapse"}
 
 
 class TestWhatPages:

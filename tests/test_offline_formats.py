@@ -9,6 +9,7 @@ from web UIs, so they are written here in the exact shape those UIs export.
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -79,6 +80,7 @@ class TestTfevents:
         for t in range(1, N + 1):
             w.add_scalar("Loss/train", curve(t, rng), t)
             w.add_scalar("train/lr", 3e-4, t)
+            w.add_scalar("train/grad_norm", 1.0 if t < N - 5 else float("nan"), t)
             if t % 500 == 0:
                 w.add_scalar("Loss/val", 2.9, t)
         w.close()
@@ -89,7 +91,10 @@ class TestTfevents:
         for path in (logdir, event_file):
             log = read_log(path)
             assert log.n_loss == N and log.n_val == N // 500
-            assert log.meta["tfevents_tags"] == {"loss": "Loss/train", "val_loss": "Loss/val", "lr": "train/lr"}
+            assert log.meta["tfevents_tags"] == {"loss": "Loss/train", "val_loss": "Loss/val", "lr": "train/lr",
+                                                 "grad_norm": "train/grad_norm"}
+            grads = [e[4] for e in log.events(with_grad=True) if e[0] == "loss"]
+            assert grads[0] == 1.0 and math.isnan(grads[-1])
         doc = caught(logdir)
         assert doc["steps"] == N and ONSET < doc["first_alert_step"] < ONSET + 1500
 

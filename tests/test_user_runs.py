@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 
-def train(emit, seed, steps=1400, blowup_at=None, nan_at=None):
+def train(emit, seed, steps=1400, blowup_at=None, nan_at=None, frozen_at=None):
     from sklearn.datasets import load_digits
 
     torch.manual_seed(seed)
@@ -32,7 +32,8 @@ def train(emit, seed, steps=1400, blowup_at=None, nan_at=None):
         lr = 0.05 * (100 if blowup_at and step >= blowup_at else 1)
         for group in opt.param_groups:
             group["lr"] = lr
-        idx = torch.randint(0, len(X), (32,), generator=g)
+        if not (frozen_at and step > frozen_at):   # a frozen loader: the same batch again
+            idx = torch.randint(0, len(X), (32,), generator=g)
         loss = torch.nn.functional.cross_entropy(model(X[idx]), y[idx])
         opt.zero_grad()
         loss.backward()
@@ -76,6 +77,16 @@ class TestDigitsMLP:
         paged = pages(run_page(daemon, "digits-blowup", last))
         assert paged and all(step >= 800 for step, _, _ in paged), paged
         assert any(a["status"] == "firing" and a["severity"] != "info" and a["step"] >= 800 for a in got)
+
+    def test_a_frozen_data_loader_pages_within_50_steps_and_stays_firing(self, daemon):
+        """The same batch from step 700 on: a critical drift by step 750, still firing at
+        the run's last step."""
+        with connect(daemon.ipc, run="digits-frozen") as emit:
+            last = train(emit, 2, frozen_at=700)
+        doc = run_page(daemon, "digits-frozen", last)
+        paged = pages(doc)
+        assert paged and paged[0][1:] == ("drift", "critical") and 700 < paged[0][0] <= 750, paged
+        assert [m for m in doc["markers"] if m["kind"] == "drift" and m["status"] == "resolved"] == []
 
     def test_nan_is_critical_at_its_step_and_stays_firing_after_the_run(self, daemon):
         with connect(daemon.ipc, run="digits-nan") as emit:

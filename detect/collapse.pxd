@@ -1,0 +1,17 @@
+from libc.math cimport exp, isfinite, log
+
+from .base cimport Detector
+
+cdef long long NO_STEP
+cdef double _NOISY
+
+cdef class CollapseDetector(Detector):
+    cdef readonly object ratio, fast_halflife, slow_halflife, warmup
+    cdef double _c_log_ratio, _c_fast, _c_slow
+    cdef long long _c_warmup
+    cdef public long long _last, _n
+    cdef public double _prev, _dprev, _fast, _slow, _lf, _ls, _flips
+    cdef public bint _on, _up
+    cdef readonly bint active
+    cdef readonly double scatter
+    cpdef observe(self, long long step, double loss)
