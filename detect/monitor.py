@@ -108,6 +108,8 @@ def _plateau_msg(pl, fc, rose: bool = False) -> str:
     if pl.rule == "no_learning":
         return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since the "
                 f"start ({pl.progress_z:.1f} times its point-to-point scatter)")
+    if pl.rule == "slowdown" and pl.expected <= 0.0:     # its onset: nothing measured yet
+        return f"loss {pl.level:.4g} stopped falling at its earlier pace at step {pl.onset}"
     if pl.rule == "slowdown":
         since = (f"in the {pl.step - pl.onset} steps since step {pl.onset}, where its own "
                  f"earlier pace would have taken it {pl.expected:.3g} lower")
@@ -299,7 +301,12 @@ class RunMonitor:
         most ``expected``: the promise is material too.) Keeps the ratio's peak
         (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
         ef = self._ef
-        ratio = pl.expected / pl.observed if pl.observed > pl.expected * 1e-6 else 1e6
+        if pl.expected <= 0.0:
+            ratio = 0.0     # nothing promised yet (the onset's own update: 0 / 0): no stall
+        elif pl.observed > pl.expected * 1e-6:
+            ratio = pl.expected / pl.observed
+        else:
+            ratio = 1e6
         if ratio > self.peak_scores.get("stall", -math.inf):
             self.peak_scores["stall"] = ratio
         return ratio > ef.stall_gate

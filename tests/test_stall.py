@@ -125,3 +125,25 @@ class TestShiftIsNoDivergence:
         its first 8.0, and held): critical, whether or not the level still grows."""
         got = pages(shifted(lambda t: 10.0))
         assert any(k == "divergence" and s == "critical" for _, k, s, _ in got), got
+
+
+class TestOnset:
+    def test_the_onsets_own_update_is_no_stall(self):
+        """At the update a slowdown begins, nothing has been promised or fallen yet (0 / 0):
+        that is no stall (the RNN-T log, every point logged twice, paged there), and its
+        info line says what happened instead of "it fell 0 in the 0 steps"."""
+        import csv
+
+        from helpers import need_shared_data
+
+        path = need_shared_data() / "real-logs-lr" / "mlperf10_rnnt_dell_dss8440_r0.csv"
+        rows = [(int(r["step"]), float(r["loss"])) for r in csv.DictReader(open(path)) if r.get("loss")]
+        mon = RunMonitor()
+        seen = []
+        for t, v in rows:
+            for _ in range(2):  # every point twice
+                seen += [f for f in mon.update_loss(t, v).findings if f.kind == "plateau" and f.active]
+        assert seen, "the slowdown shows (as info at least)"
+        assert not any("in the 0 steps" in f.message for f in seen)
+        assert not any(f.severity != "info" and "stopped falling at its earlier pace" in f.message
+                       for f in seen)
