@@ -12,7 +12,8 @@ daemon (from /proc) and the size of its database and WAL:
    shape) and one loss event (the detectors are built on it), until ``max_runs`` is full
    and further runs are refused;
 3. the emitter-id flood: ``emitters`` distinct 64-char emitter ids sent to one run, and
-   the per-run maximum of ids on every run of the table.
+   the per-run maximum of ids on every run of the table;
+4. after ``GET /api/runs`` and ``GET /metrics`` on that full table (``after_pages``).
 
 ``--text`` adds issue 24's free text to every run of the table: a 4 KiB ``kind`` on its
 ``run_start``, 32 ``rewind`` events (the longest kind and checkpoint the wire admits)
@@ -40,7 +41,7 @@ import zmq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from helpers import Daemon, wait_for  # noqa: E402
+from helpers import Daemon, http_get, wait_for  # noqa: E402
 from wtwin.daemon.config import RunsConfig  # noqa: E402
 from wtwin.emitters import connect, wire  # noqa: E402
 
@@ -159,6 +160,12 @@ def main() -> None:
             "refused_emitter_quota": m.get(("wtwind_events_dropped_total", (("reason", "emitter_quota"),)), 0),
             "rss_mb": round(rss_mb(pid), 1), "db_mb": round(db_mb(tmp), 1),
             "seconds": round(time.monotonic() - t0, 1)}
+
+        # the pages an operator opens on such a daemon: the run list and a scrape
+        t1 = time.monotonic()
+        sizes = {path: len(http_get(d.url + path, 300)[1]) for path in ("/api/runs", "/metrics")}
+        out["after_pages"] = {"rss_mb": round(rss_mb(pid), 1), "seconds": round(time.monotonic() - t1, 1),
+                              "bytes": sizes}
 
         legit.loss(2, float("nan"))
         out["legit_still_acked"] = legit.flush(20)
