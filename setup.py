@@ -25,6 +25,7 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 BUILD = runpy.run_path(os.path.join(HERE, "detect", "build.py"))
@@ -36,6 +37,15 @@ def _say(msg: str) -> None:
 
 def _on(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
+
+
+class PureBuildPy(build_py):
+    """The ``.pxd`` declarations are inputs of the compiled build only: a pure wheel (the
+    trainer side) leaves them out."""
+
+    def find_data_files(self, package, src_dir):
+        files = super().find_data_files(package, src_dir)
+        return files if COMPILE else [f for f in files if not f.endswith(".pxd")]
 
 
 # `setup.py build_ext` run by hand (`make build`); under pip or `python -m build` the
@@ -121,5 +131,5 @@ setup(
     # through pip or `python -m build` (PEP 517), setuptools hands this to the frontend as
     # a build requirement of this build only; by hand, Cython is the caller's (`[dev]`)
     setup_requires=["Cython>=3.1"] if COMPILE and not BY_HAND else [],
-    cmdclass={"build_ext": OptionalBuildExt},
+    cmdclass={"build_ext": OptionalBuildExt, "build_py": PureBuildPy},
 )

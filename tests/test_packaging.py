@@ -155,7 +155,7 @@ DETECT = textwrap.dedent("""
 """)
 # replay.py's doctest: the same run, the same alerts in either build
 ALERTS = [["drift", "info", "firing", 5113], ["drift", "warning", "firing", 5135],
-          ["divergence", "critical", "firing", 6377], ["drift", "warning", "resolved", 6477]]
+          ["drift", "critical", "firing", 5879], ["divergence", "critical", "firing", 6377]]
 
 
 def _compiler() -> bool:

@@ -106,10 +106,7 @@ class TestOwnRunsGoals:
     it: none recovers); a recovered blow-up resolves. The page reaches the trainer."""
 
     @pytest.mark.parametrize("case", [
-        pytest.param(c, id=c.name, marks=pytest.mark.xfail(
-            reason="a frozen data loader is issue 22 part 3's detection", strict=False)
-            if c.fault == "frozen_loader" else ())
-        for c in live_runs.CASES])
+        pytest.param(c, id=c.name) for c in live_runs.CASES])
     def test_meets_the_goal(self, daemon, case):
         o = live_runs.run_live(daemon, case)
         assert live_runs.verdict(o) == "ok", live_runs.table([o], live=True)
