@@ -100,6 +100,14 @@ def need_shared_data() -> Path:
     return SHARED_DATA
 
 
+def rss_mb(pid: int, key: str = "VmRSS") -> float:
+    """A process's resident memory (``VmRSS``) or its peak (``VmHWM``), in MB, from /proc."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no {key} for pid {pid}")
+
+
 class Daemon:
     """A real `wtwind` subprocess on a private ipc path, a free tcp port and HTTP port."""
 

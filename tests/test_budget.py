@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 import zmq
 
-from helpers import Daemon, http_get, parse_metrics, wait_for
+from helpers import Daemon, http_get, parse_metrics, rss_mb, wait_for
 from wtwin.daemon.config import ListenConfig
 from wtwin.daemon.errors import ConfigError
 from wtwin.daemon.inbound import PeerBuckets, rcvhwm
@@ -131,13 +130,6 @@ def _dealer(endpoint: str) -> zmq.Socket:
     return sock
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _rate_dropped(d: Daemon) -> float:
     status, body = http_get(d.url + "/metrics", 60)  # the loop may be inside a 10k-event frame
     return parse_metrics(body).get(("wtwind_frames_dropped_total", (("reason", "peer_rate"),)), 0.0)
@@ -165,7 +157,7 @@ class TestFloodsOverRealSockets:
                         flood.send(frame, zmq.NOBLOCK)
                     except zmq.Again:
                         stop.wait(0.001)
-                    peak[0] = max(peak[0], _rss_mb(d.proc.pid))
+                    peak[0] = max(peak[0], rss_mb(d.proc.pid))
 
             t = threading.Thread(target=send, daemon=True)
             t.start()

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from helpers import Daemon, wait_for
+from helpers import Daemon, rss_mb, wait_for
 from wtwin.daemon.store import codec
 from wtwin.emitters import wire
 
@@ -45,13 +45,6 @@ LIMIT_S = 600 + RUNS * EVENTS * 500e-6  # up to 500 us an event on a busy 2-core
 
 def bound_mb(runs: int) -> float:
     return BASE_MB + runs * PER_RUN_KB / 1024
-
-
-def rss_mb(pid: int, key: str = "VmRSS") -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {key}")
 
 
 @pytest.mark.slow  # about 3 minutes on 2 busy cores at the default 100 events a run

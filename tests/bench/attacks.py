@@ -34,16 +34,9 @@ import zmq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from helpers import Daemon, http_get, wait_for  # noqa: E402
+from helpers import Daemon, http_get, rss_mb, wait_for  # noqa: E402
 from wtwin.emitters import connect, wire  # noqa: E402
 from wtwin.sinks.testing import ThreadedRecorder  # noqa: E402
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class Sampler(threading.Thread):
