@@ -126,8 +126,10 @@ class TestUnreachableDaemon:
             assert emit.flush(10) and emit.stats["acked"] >= 21
             emit.close()
         back = [r.getMessage() for r in caplog.records if "acks again" in r.getMessage()]
-        assert len(back) == 1 and d.tcp in back[0]
-        assert len([r for r in caplog.records if "nothing acked" in r.getMessage()]) == 1
+        warned = [r.getMessage() for r in caplog.records if "nothing acked" in r.getMessage()]
+        # one recovery line per silence: on a busy machine the daemon's first commits can
+        # take longer than warn_unacked_s (0.5 s), a second silence with its own two lines
+        assert len(back) >= 1 and len(back) == len(warned) and all(d.tcp in m for m in back), (warned, back)
 
     def test_a_short_run_with_no_daemon_says_so_on_stderr_at_close(self, tmp_path):
         """Shorter than the warning period, no logging configured: the line still reaches stderr."""
