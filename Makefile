@@ -47,7 +47,7 @@ build: $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
 
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m wtwin.daemon.demo
+	$(BIN)/python -m wtwin.offline.daemon_demo
 
 # A tiny GPT trained on CPU with the one-line emitter, LR blow-up at step 300 (examples/tiny_gpt.py).
 demo-gpt: $(GPT_STAMP)

@@ -32,7 +32,7 @@ def install_hint(exc: ModuleNotFoundError) -> str:
 
 def _call(module: str, prog: str) -> int:
     try:
-        return importlib.import_module(module, __package__).main()
+        return importlib.import_module(module).main()
     except ModuleNotFoundError as exc:
         if missing_extra(exc) is None:
             raise
@@ -41,8 +41,8 @@ def _call(module: str, prog: str) -> int:
 
 
 def wtwind() -> int:
-    return _call(".cli", "wtwind")
+    return _call("wtwin.daemon.cli", "wtwind")
 
 
 def wtwin() -> int:
-    return _call(".offline_cli", "wtwin")
+    return _call("wtwin.offline.cli", "wtwin")

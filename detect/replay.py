@@ -93,7 +93,7 @@ class Replayed(NamedTuple):
 def replay(events: Iterable[tuple], *, run: str = "log", preset: str = "pretraining",
            **overrides) -> Iterator[Replayed]:
     """Replay ``(kind, step, value, lr)`` or ``(kind, step, value, lr, grad_norm)`` events
-    (``kind`` "loss" or "eval", as `wtwin.daemon.logs.TrainingLog.events` gives them)
+    (``kind`` "loss" or "eval", as `wtwin.offline.logs.TrainingLog.events` gives them)
     through one `Session`."""
     s = Session(run, preset, **overrides)
     for i, (kind, step, value, lr, *rest) in enumerate(events):

@@ -25,7 +25,7 @@ RUNS = {   # name -> preset (from-scratch training: pretraining)
 
 
 class OwnLog:
-    """The part of `wtwin.daemon.logs.TrainingLog` the harness uses."""
+    """The part of `wtwin.offline.logs.TrainingLog` the harness uses."""
 
     def __init__(self, events: list) -> None:
         self._events = events

@@ -39,7 +39,7 @@ import wtwin.detect as detect
 from wtwin.detect.base import REGISTRY
 from wtwin.detect.monitor import RunMonitor
 from wtwin.detect.replay import Session
-from wtwin.daemon.logs import read_log
+from wtwin.offline.logs import read_log
 
 out_path, snaps_path, restore_from, *logs = sys.argv[1:]
 result = {"compiled": detect.COMPILED, "build": detect.BUILD,

@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from wtwin.detect import RunMonitor
-from wtwin.daemon.logs import read_log
+from wtwin.offline.logs import read_log
 
 DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real-logs"
 if not DATA.is_dir():

@@ -5,7 +5,7 @@ import csv
 import json
 import random
 
-from wtwin.daemon.offline_cli import main as cli
+from wtwin.offline.cli import main as cli
 from wtwin.detect import RunMonitor
 from wtwin.detect.gradnorm import GradNormDetector
 from wtwin.detect.replay import alerts

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from wtwin.daemon.logs import LogError, read_log
+from wtwin.offline.logs import LogError, read_log
 
 DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real-logs"
 needs_data = pytest.mark.skipif(not DATA.is_dir() and os.environ.get("CI") != "true",

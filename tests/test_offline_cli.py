@@ -18,7 +18,7 @@ needs_data = pytest.mark.skipif(not DATA.is_dir() and os.environ.get("CI") != "t
 
 def wtwin(*args):
     exe = pathlib.Path(sys.executable).with_name("wtwin")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wtwin.daemon.offline_cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wtwin.offline.cli"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=120)
 
 

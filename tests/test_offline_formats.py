@@ -15,7 +15,7 @@ import random
 import pytest
 
 from test_offline_cli import wtwin
-from wtwin.daemon.logs import LogError, read_log
+from wtwin.offline.logs import LogError, read_log
 
 N, ONSET = 6000, 4000
 

@@ -16,9 +16,9 @@ import termios
 import pytest
 
 from test_offline_cli import wtwin, write_run
-from wtwin.daemon import offline_checks, offline_plot, offline_progress
-from wtwin.daemon.logs import read_log
-from wtwin.daemon.offline_cli import monitor_log
+from wtwin.offline import checks as offline_checks, plot as offline_plot, progress as offline_progress
+from wtwin.offline.logs import read_log
+from wtwin.offline.cli import monitor_log
 
 
 def nan_run(path):
@@ -109,7 +109,7 @@ class TestPlot:
         p = tmp_path / "run.csv"
         write_run(p, drift=False)
         code = ("import sys; sys.modules['matplotlib'] = None; "
-                "from wtwin.daemon.offline_cli import main; "
+                "from wtwin.offline.cli import main; "
                 f"sys.exit(main(['monitor', {str(p)!r}, '--plot', {str(tmp_path / 'o.png')!r}]))")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -129,8 +129,8 @@ class TestPlot:
 # `wtwin monitor` with the bar's delay at 0: the bar shows as soon as the replay starts, so
 # what is tested (a bar on a terminal, none with --json, none when piped) does not hang on
 # how fast this machine runs the detectors against the real 1.5 s delay
-NO_DELAY = ("import sys; from wtwin.daemon import offline_progress as p; p.DELAY_S = 0.0; "
-            "from wtwin.daemon.offline_cli import main; sys.exit(main(sys.argv[1:]))")
+NO_DELAY = ("import sys; from wtwin.offline import progress as p; p.DELAY_S = 0.0; "
+            "from wtwin.offline.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 class TestProgress:

@@ -7,14 +7,14 @@ import sys
 
 from helpers import http_get, need_shared_data, wait_for
 
-from wtwin.daemon.logs import read_log
+from wtwin.offline.logs import read_log
 from wtwin.emitters import connect
 
 LOG = "real-logs-lr/mlperf20_maskrcnn_h3c_r4_nan_frozen.csv"   # a sustained jump, then frozen
 
 
 def _cli(path):
-    r = subprocess.run([sys.executable, "-m", "wtwin.daemon.offline_cli", "monitor", str(path), "--json"],
+    r = subprocess.run([sys.executable, "-m", "wtwin.offline.cli", "monitor", str(path), "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return [(a["step"], a["kind"], a["severity"]) for a in json.loads(r.stdout)["alerts"]]

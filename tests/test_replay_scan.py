@@ -9,7 +9,7 @@ import math
 import pytest
 from helpers import need_shared_data
 
-from wtwin.daemon.logs import read_log
+from wtwin.offline.logs import read_log
 from wtwin.detect.replay import replay, scan
 
 LOGS = ["real-logs/llmc__HectorFCardenas_gpt2_124M_job11672255_nan.csv",

@@ -36,7 +36,7 @@ def _data():
 
 
 def _events(e):
-    from wtwin.daemon.logs import read_log
+    from wtwin.offline.logs import read_log
     return list(read_log(e.path).events())
 
 

@@ -308,8 +308,8 @@ class TestApi:
 
     def test_analyze_picks_the_preset_by_the_clis_rule(self, fed, tmp_path):
         """No preset: a fine-tune's trainer_state.json gets the preset `wtwin monitor` gives it."""
-        from wtwin.daemon.logs import read_log
-        from wtwin.daemon.offline_checks import choose_preset
+        from wtwin.offline.logs import read_log
+        from wtwin.offline.checks import choose_preset
 
         history = [{"step": t, "loss": 1.2 * 0.999 ** t + 0.5, "learning_rate": 2e-5} for t in range(1, 400)]
         state = json.dumps({"global_step": 399, "max_steps": 399, "log_history": history}).encode()

@@ -182,8 +182,8 @@ class TestAnalyzeFile:
     def test_the_page_pages_where_the_offline_cli_does(self, name):
         """/analyze and `wtwin monitor` agree on the first warning/critical step of real logs."""
         from helpers import need_shared_data
-        from wtwin.daemon.logs import read_log
-        from wtwin.daemon.offline_cli import monitor_log
+        from wtwin.offline.logs import read_log
+        from wtwin.offline.cli import monitor_log
 
         path = need_shared_data() / "real-logs" / name
         page = analyze_file(str(path), name, "pretraining")

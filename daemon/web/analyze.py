@@ -3,7 +3,7 @@
 The upload is streamed to a private temporary directory (at most ``MAX_UPLOAD_BYTES`` and
 ``MAX_ROWS`` lines, counted as the bytes arrive, within ``BODY_TIMEOUT_S``: issue 15, a 15
 MiB CSV of tiny rows once added 1.46 GB of RSS and two slow uploads held both slots),
-read with `wtwin.daemon.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
+read with `wtwin.offline.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
 through a fresh `RunMonitor` and `AlertPolicy`, exactly as live events would be, into the
 same `RunSeries` the run page plots. Nothing is kept afterwards. A file that cannot be read
 gives one readable sentence that starts with the file's name as the user called it (once:
@@ -26,8 +26,8 @@ from wtwin.detect.alert import SEVERITIES
 
 from wtwin.detect import PRESETS
 from wtwin.detect.replay import Session
-from ..logs import LogError, read_log
-from ..offline_checks import choose_preset
+from wtwin.offline.logs import LogError, read_log
+from wtwin.offline.checks import choose_preset
 from ..series import RunSeries
 from .views import alert_view, num
 
@@ -50,7 +50,7 @@ def display_name(filename: str | None) -> str:
 def analyze_file(path: str, name: str, preset: str | None, default: str = "pretraining") -> dict[str, Any]:
     """Read ``path`` and replay it; errors name ``name`` once, first. Runs in a worker thread.
 
-    No ``preset``: the same rule as ``wtwin monitor`` (``offline_checks.choose_preset``: a
+    No ``preset``: the same rule as ``wtwin monitor`` (``wtwin.offline.checks.choose_preset``: a
     ``trainer_state.json`` that looks like a fine-tune is one), else ``default``."""
     if preset and preset not in PRESETS:
         raise AnalyzeError(f"{name}: preset must be one of {', '.join(PRESETS)}, not {preset!r}.")

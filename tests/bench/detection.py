@@ -62,7 +62,7 @@ def load(e):
     if e.path is None:
         import own_runs
         return own_runs.load(e.name)
-    from wtwin.daemon.logs import read_log
+    from wtwin.offline.logs import read_log
     return read_log(e.path)
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compiled_core import NO_CORE, PROBE  # noqa: E402
 
 WTWIN = Path(sys.executable).with_name("wtwin")   # the console script; else python -m
-CLI = [str(WTWIN)] if WTWIN.exists() else [sys.executable, "-m", "wtwin.daemon.offline_cli"]
+CLI = [str(WTWIN)] if WTWIN.exists() else [sys.executable, "-m", "wtwin.offline.cli"]
 
 def write_log(path: Path, n: int, seed: int = 0) -> None:
     """A clean run up to 95% of its steps, then a loss that climbs (0.5 over the last 5%):
@@ -84,7 +84,7 @@ def phases(log: str, bare: bool) -> dict:
         return time.perf_counter(), time.process_time()
 
     t, c = time.perf_counter(), time.process_time()
-    from wtwin.daemon import offline_cli
+    from wtwin.offline import cli as offline_cli
     import wtwin.detect as detect
     t, c = mark("imports", t, c)
     args = offline_cli.parser().parse_args(["monitor", "--json", log])

@@ -33,8 +33,8 @@ from monitor_1m import write_log  # noqa: E402
 
 WORKER = r"""
 import json, sys, time
-from wtwin.daemon.logs import read_log
-from wtwin.daemon import offline_cli
+from wtwin.offline.logs import read_log
+from wtwin.offline import cli as offline_cli
 from wtwin.detect import RunMonitor
 from wtwin.detect.finding import MonitorState
 

@@ -22,7 +22,7 @@ import sys
 from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
 
-from . import offline_checks, offline_plot, offline_progress
+from . import checks, plot, progress
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
@@ -67,8 +67,8 @@ def _human(res: dict, path: str) -> str:
 
 
 def _monitor(a) -> int:
-    if a.plot and not offline_plot.available():
-        print(f"wtwin: {offline_plot.INSTALL_HINT}", file=sys.stderr)
+    if a.plot and not plot.available():
+        print(f"wtwin: {plot.INSTALL_HINT}", file=sys.stderr)
         return 2
     try:
         log = read_log(a.path, loss_col=a.loss_col, run=a.run)
@@ -78,23 +78,23 @@ def _monitor(a) -> int:
     res = analyse(log, a)
     if a.plot:
         try:
-            offline_plot.plot(res, a.plot, a.path)
+            plot.plot(res, a.plot, a.path)
         except (OSError, ValueError) as e:
             print(f"wtwin: cannot write the plot {a.plot}: {e}", file=sys.stderr)
             return 2
     print(render(res, log, a))
-    return 1 if offline_checks.failed(res["alerts"], a.fail_on) else 0
+    return 1 if checks.failed(res["alerts"], a.fail_on) else 0
 
 
 def analyse(log, a) -> dict:
     """The preset, the replay and the caveats: what ``--json`` prints (with ``_series``
     for ``--plot``). `_monitor` reads, analyses and renders; tests/bench/monitor_1m.py
     times the three apart with these same functions."""
-    preset, source = offline_checks.choose_preset(log, a.preset)
-    shown = offline_progress.with_progress(log, offline_progress.wanted(a.json))
+    preset, source = checks.choose_preset(log, a.preset)
+    shown = progress.with_progress(log, progress.wanted(a.json))
     res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
     res["preset_from"] = source
-    res["caveats"] = offline_checks.warmup_caveats(log, preset)
+    res["caveats"] = checks.warmup_caveats(log, preset)
     return res
 
 
@@ -103,7 +103,7 @@ def render(res: dict, log, a) -> str:
     res = {k: v for k, v in res.items() if k != "_series"}
     if a.json:
         return json.dumps(res)
-    note = offline_checks.preset_note(res["preset"], res["preset_from"], log)
+    note = checks.preset_note(res["preset"], res["preset_from"], log)
     return "\n".join([*(["note: " + note] if note else []),
                       *("caveat: " + c for c in res["caveats"]), _human(res, a.path)])
 
