@@ -19,7 +19,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--print-config", action="store_true",
                    help="print the effective config (file + env + defaults) as TOML and exit")
     p.add_argument("--version", action="version", version=f"wtwind {__version__}")
-    from .store.cli import add_commands  # state | alerts | keys (operator commands)
+    from .ops import add_commands  # state | alerts | keys (operator commands)
 
     add_commands(p)
     return p
@@ -28,10 +28,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from . import config as config_mod
-    from .store import cli as store_cli
+    from . import ops
 
     if args.command == "keys":
-        return store_cli.run_keys(args)
+        return ops.run_keys(args)
 
     try:
         cfg = config_mod.load(args.config, shard=args.shard)
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wtwind: config error: {exc}", file=sys.stderr)
         return 2
     if args.command is not None:
-        return store_cli.run_command(args, cfg)
+        return ops.run_command(args, cfg)
     if args.print_config:
         from .configdump import to_toml
 

@@ -1,9 +1,7 @@
 """Poison isolation for run snapshots: one run that cannot be stored never blocks the rest.
 
 A run's snapshot can fail to encode (a value no codec takes) or to write (a value SQLite
-cannot bind: ``store/quarantine.py``). Before issue 15 either failure rolled back the whole
-flush, re-marked every run dirty and failed again at every flush, forever: no run was
-acked, nothing was persisted. Now the failing run alone is *quarantined*: logged (ERROR,
+cannot bind: ``store/run_rows.py``). The failing run alone is *quarantined*: logged (ERROR,
 rate-limited, with the reason), counted, no longer snapshotted, its emitters told once
 with an ``error`` reply (reason ``quarantined``) and never acked, so they keep their
 events. The run stays in memory and keeps being watched; the rest of the flush commits.

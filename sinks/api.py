@@ -4,7 +4,7 @@
 /api/alerts/replay[?sink=NAME][&ids=1,2]`` puts them (all, or those rows) back to
 pending and returns how many; ``GET /api/sinks`` gives each sink's health, disabled
 reason and outbox counts. The dead-letter CLI (``wtwind alerts``, in
-``daemon/alerts_cli.py``) replays through here while the daemon runs, and lists
+``daemon/ops/alerts.py``) replays through here while the daemon runs, and lists
 through here with ``--url``; whichever outbox the daemon runs (memory or SQLite),
 replay goes through the live delivery.
 """

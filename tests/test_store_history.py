@@ -20,7 +20,7 @@ from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec, envelope, history, retention, series_rows
 from wtwin.daemon.store.config import StateConfig
 from wtwin.daemon.store.db import open_db
-from wtwin.daemon.store.quarantine import write_runs
+from wtwin.daemon.store.run_rows import write_runs
 from wtwin.emitters import connect
 
 

@@ -24,7 +24,7 @@ import structlog
 from .config import StateConfig
 from .db import connect, open_db
 from .outbox import SqliteOutbox
-from .quarantine import write_runs
+from .run_rows import write_runs
 from .retention import Pruned, prune
 from .writer import Writer
 

@@ -19,7 +19,7 @@ from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
 from wtwin.daemon.store.db import open_db
 from wtwin.daemon.store.history import list_runs, run_record
-from wtwin.daemon.store.quarantine import UPSERT_RUN as _UPSERT_RUN
+from wtwin.daemon.store.run_rows import UPSERT_RUN as _UPSERT_RUN
 
 
 def ms(fn) -> tuple[float, object]:

@@ -35,7 +35,7 @@ from wtwin.daemon.run_state import RunState  # noqa: E402
 from wtwin.daemon.series import RunSeries  # noqa: E402
 from wtwin.daemon.store import codec, retention  # noqa: E402
 from wtwin.daemon.store.db import open_db  # noqa: E402
-from wtwin.daemon.store.quarantine import write_runs  # noqa: E402
+from wtwin.daemon.store.run_rows import write_runs  # noqa: E402
 
 State = namedtuple("State", "l_pred band_lo band_hi W")
 

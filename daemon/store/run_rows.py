@@ -1,4 +1,4 @@
-"""Writing run rows so that one row SQLite cannot take never blocks the others.
+"""Writing the ``runs`` rows, so that one row SQLite cannot take never blocks the others.
 
 ``write_runs`` upserts a batch of run snapshots with one fast ``executemany``; only when
 that fails on a value (``POISON``) does it write each row under a savepoint and report

@@ -1,5 +1,4 @@
-"""Operator commands on the store: ``wtwind state ...``, ``wtwind keys``; and the
-registration of ``wtwind alerts ...`` (the dead-letter CLI, ``daemon/alerts_cli.py``).
+"""``wtwind state``: the runs in the store (ls, show RUN, forget RUN).
 
 Reading (``state ls|show``) works while the daemon runs (SQLite WAL readers never
 block it). Writing (``state forget``) takes the database's owner lock, so it refuses
@@ -8,56 +7,26 @@ while a daemon holds it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from datetime import datetime, timezone
 
 from ..errors import ConfigError
-from . import codec
-from .db import open_db, open_readonly
+from ..store import codec
+from ..store.db import open_db, open_readonly
 
 
-def add_commands(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="command", metavar="{state,alerts,keys}")
+def add_parser(sub) -> None:
     st = sub.add_parser("state", help="runs in the store: ls | show RUN | forget RUN")
     st.add_argument("action", choices=("ls", "show", "forget"))
     st.add_argument("run", nargs="?", help="run id (show, forget)")
     st.add_argument("--json", action="store_true", help="machine-readable output")
-    from ..alerts_cli import add_parser
-
-    add_parser(sub)
-    ky = sub.add_parser("keys", help="CURVE keys: generate a key pair (public 0644, secret 0600)")
-    ky.add_argument("action", choices=("generate",))
-    ky.add_argument("--dir", default=".", help="where to write NAME.key and NAME.key_secret")
-    ky.add_argument("--name", default="wtwind", help="file name stem")
 
 
-def run_keys(args) -> int:
-    from ..zmq_auth import generate_keys
-
-    try:
-        public, secret = generate_keys(args.dir, args.name)
-    except OSError as exc:
-        print(f"wtwind keys: cannot write keys in {args.dir}: {exc.strerror}", file=sys.stderr)
-        return 1
-    print(f"public key file: {public}\nsecret key file: {secret} (mode 0600; keep it private)")
-    return 0
+def run(args, cfg) -> int:
+    return _state(args, cfg.state.path)
 
 
-def run_command(args, cfg) -> int:
-    try:
-        if args.command == "state":
-            return _state(args, cfg.state.path)
-        from ..alerts_cli import run
-
-        return run(args, cfg)
-    except ConfigError as exc:
-        print(f"wtwind {args.command}: {exc}", file=sys.stderr)
-        return 1
-
-
-# ---- state ------------------------------------------------------------------------------
 def _state(args, path: str) -> int:
     if args.action in ("show", "forget") and not args.run:
         raise ConfigError(f"state {args.action}: which run? (wtwind state {args.action} RUN)")

@@ -18,8 +18,8 @@ import time
 
 from wtwin.sinks.base import redact_url
 
-from .errors import ConfigError
-from .store.db import Lock, open_db, open_readonly
+from ..errors import ConfigError
+from ..store.db import Lock, open_db, open_readonly
 
 _KEYS = ("id", "sink", "state", "attempts", "run", "kind", "status", "step", "key", "last_error")
 
@@ -121,7 +121,7 @@ def _replay(args, cfg) -> int:
         n = _over_http("replay", args, cfg)["replayed"]
         print(f"replayed {n} dead alert(s)")
         return 0
-    from .store.outbox import SqliteOutbox
+    from ..store.outbox import SqliteOutbox
 
     async def go() -> int:
         box = SqliteOutbox(cfg.state.path)
