@@ -1,4 +1,5 @@
-"""WW-PGD (emitters/wwpgd.py): each corrected property checked directly."""
+"""WW-PGD (daemon/spectral/projection.py, and the WWPGD optimizer of emitters/wwpgd.py):
+each corrected property checked directly."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ torch = pytest.importorskip("torch")
 
 from wtwin.daemon.spectral import analyze  # noqa: E402
 from wtwin.daemon.spectral.powerlaw import fit_power_law  # noqa: E402
-from wtwin.emitters import wwpgd  # noqa: E402
-from wtwin.emitters.wwpgd import WWPGD, cayley_factor, project_weight, upstream_cayley_factor  # noqa: E402
+from wtwin.daemon.spectral import projection as wwpgd  # noqa: E402
+from wtwin.daemon.spectral.projection import cayley_factor, project_weight, upstream_cayley_factor  # noqa: E402
+from wtwin.emitters.wwpgd import WWPGD  # noqa: E402
 
 
 def _heavy(shape, df=3.0, seed=0):
