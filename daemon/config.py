@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from wtwin.emitters.emitter import DEFAULT_ENDPOINT, default_ipc_endpoint
+from wtwin.emitters.endpoints import DEFAULT_ENDPOINT, default_ipc_endpoint
 from wtwin.emitters.bounds import MAX_CONFIG_BYTES
 from wtwin.emitters.wire import DEFAULT_MAX_FRAME_BYTES
 from wtwin.sinks import registry, secrets

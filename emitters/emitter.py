@@ -8,17 +8,15 @@ per-emitter ``seq``, batches whatever has queued up, and sends without blocking.
 Replies from the daemon (alerts, projection_ready) are queued back and handed to
 ``on_alert`` / ``on_projection`` on the caller's thread at its next emit or ``poll()``.
 
-Acknowledged delivery (docs/RELIABILITY.md): sent events stay in a bounded replay
-buffer (``replay_size``) until the daemon acks their ``seq`` (it does once their
-effects are persisted). Each frame carries ``base``, the oldest seq still held. When
-the daemon asks for a re-send (an ack with ``resend``: it saw a gap it knows this
-emitter can fill) or no ack progress is seen for ``ack_timeout_s``, everything held
-is re-sent in order; the daemon drops what it already has by seq. Past its bound the
-buffer drops oldest-first and counts it (``replay_evicted``); timeouts back off
-(doubling, at most 60 s) until acks progress again. All of this runs on the
-I/O thread: the caller's cost is unchanged. The daemon's half of the protocol (which
-seq it admits, when it nacks, when it acks) is ``wtwin.daemon.emitter_link``, whose
-docstring describes both halves side by side.
+Acknowledged delivery (docs/RELIABILITY.md): sent events stay in a bounded resend
+buffer (``resend_size``, ``resend.py``) until the daemon acks their ``seq`` (it does
+once their effects are persisted). Each frame carries ``base``, the oldest seq still
+held. When the daemon asks for a re-send (an ack with ``resend``: it saw a gap it
+knows this emitter can fill) or no ack progress is seen for ``ack_timeout_s``,
+everything held is re-sent in order; the daemon drops what it already has by seq. All
+of this runs on the I/O thread: the caller's cost is unchanged. The daemon's half of
+the protocol (which seq it admits, when it nacks, when it acks) is
+``wtwin.daemon.emitter_link``, whose docstring describes both halves side by side.
 
 Several endpoints (``WTWIN_ENDPOINT`` or ``endpoint=`` holding a list) are shards: the
 run's name picks one once, at construction, by rendezvous hashing (``shards.py``,
@@ -29,13 +27,10 @@ A daemon that does not answer is said once in the trainer's log (``reach.py``): 
 acked for ``warn_unacked_s`` while events wait, with the endpoint, and again when acks
 come back; ``stats`` has ``unreachable`` and ``no_ack_s``.
 
-Why this module is over 300 lines: `Emitter` is one thread's state machine (the queue,
-seq, the replay buffer, ack and re-send timing, the socket), and all of that state is
-touched by the I/O thread only; split across objects it would need the same fields
-passed back and forth. What is separable lives beside it: the event builders
-(`events.py`), the no-op emitter (`null.py`), the run secret (`run_secret.py`), the
-unreachable-daemon warning (`reach.py`), the shard pick (`shards.py`) and the wire
-format (`wire.py`).
+Beside it: the default endpoint (`endpoints.py`), the socket (`dealer.py`), the resend
+buffer (`resend.py`), the event builders (`events.py`), the no-op emitter (`null.py`),
+the run secret (`run_secret.py`), the unreachable-daemon warning (`reach.py`), the
+shard pick (`shards.py`) and the wire format (`wire.py`).
 """
 
 from __future__ import annotations
@@ -50,35 +45,12 @@ from typing import Any, Callable, Sequence
 
 import zmq
 
-from . import ipc_trust, run_secret, shards, wire
+from . import run_secret, shards, wire
+from .dealer import open_dealer
+from .endpoints import DEFAULT_ENDPOINT, default_endpoint, default_ipc_endpoint  # noqa: F401 (re-exported)
 from .events import BUILDERS
-from .reach import Reach, log
-
-DEFAULT_ENDPOINT = "ipc:///run/wtwind/wtwind.sock"  # a system wtwind's RuntimeDirectory
-
-
-def default_ipc_endpoint(environ=None) -> str:
-    """Where the local ipc socket is, the same for the daemon and its trainers: a system
-    daemon's ``/run/wtwind`` (systemd ``RuntimeDirectory=wtwind``, mode 0750: the trainers'
-    group may connect, nobody else may create anything there) when it exists, else the
-    user's ``$XDG_RUNTIME_DIR/wtwind``, else ``/tmp/wtwind-<uid>`` (created 0750 by the
-    daemon, refused if someone else owns it). Never a shared name in ``/tmp``, which any
-    local user could squat (issue 15)."""
-    env = os.environ if environ is None else environ
-    if env.get("RUNTIME_DIRECTORY"):  # the daemon under systemd
-        return f"ipc://{env['RUNTIME_DIRECTORY'].split(':')[0]}/wtwind.sock"
-    if os.path.isdir("/run/wtwind"):
-        return DEFAULT_ENDPOINT
-    if env.get("XDG_RUNTIME_DIR"):
-        return f"ipc://{env['XDG_RUNTIME_DIR']}/wtwind/wtwind.sock"
-    return f"ipc://{ipc_trust.default_tmp_folder()}/wtwind.sock"
-
-
-def default_endpoint() -> str:
-    """``$WTWIN_ENDPOINT`` (one endpoint, or several separated by commas or whitespace:
-    the shards, ``shards.py``), else the local socket."""
-    return os.environ.get("WTWIN_ENDPOINT") or default_ipc_endpoint()
-
+from .reach import Reach
+from .resend import ResendBuffer
 
 class Emitter:
     """Publishes one run's events to wtwind. Use ``wtwin.emitters.connect()``."""
@@ -90,14 +62,14 @@ class Emitter:
                  on_projection: Callable[[dict], Any] | None = None,
                  queue_size: int = 10_000, batch_max: int = 512,
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
-                 curve: dict | None = None, replay_size: int = 20_000,
+                 curve: dict | None = None, resend_size: int = 20_000,
                  ack_timeout_s: float = 5.0, secret: str | None = None,
                  secret_dir: str | os.PathLike | None = None,
                  warn_unacked_s: float = 30.0) -> None:
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
-        if replay_size < 0 or ack_timeout_s <= 0:
-            raise ValueError("replay_size must be >= 0 and ack_timeout_s > 0")
+        if resend_size < 0 or ack_timeout_s <= 0:
+            raise ValueError("resend_size must be >= 0 and ack_timeout_s > 0")
         if endpoint and endpoints:
             raise ValueError("give endpoint or endpoints, not both (either may hold a list)")
         if run is not None and not (isinstance(run, str) and run.isprintable() and 0 < len(run) <= 200):
@@ -121,19 +93,12 @@ class Emitter:
         self._q: collections.deque = collections.deque()
         self._inbox: collections.deque = collections.deque()
         self._pending: collections.deque = collections.deque()  # [events, frame | None]
-        self._unacked: collections.deque = collections.deque()  # events sent, not acked
-        self._replay_size = replay_size
-        self._ack_timeout_s = ack_timeout_s
-        self._acked = 0
-        self._ack_seen = False
-        self._ack_progress = time.monotonic()
-        self._ack_wait = ack_timeout_s  # doubles on each timeout without progress (max 60 s)
         self._idle = threading.Event()
         self._idle_at = 0.0
-        self._resent_after, self._resent_at = -1, 0.0
         self._close_wait = linger_ms / 1000
         self._dropped = 0
         self._stats = collections.Counter()
+        self._held = ResendBuffer(resend_size, ack_timeout_s, self._stats)
         self._seq = 0
         self._closing = threading.Event()
         self._closed = False
@@ -208,14 +173,14 @@ class Emitter:
         s = dict(self._stats)
         s["dropped"] = self._dropped + s.get("dropped_io", 0)
         s["queued"] = len(self._q) + sum(len(p[0]) for p in self._pending)
-        s["unacked"] = len(self._unacked)
-        s["acked"] = self._acked
+        s["unacked"] = len(self._held.unacked)
+        s["acked"] = self._held.acked
         s["unreachable"] = int(self._reach.unreachable)
         s["no_ack_s"] = int(self._reach.silent_s(time.monotonic()))
         return s
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything emitted so far is acked (sent, with ``replay_size=0``).
+        """Wait until everything emitted so far is acked (sent, with ``resend_size=0``).
 
         Returns False at ``timeout`` (a daemon that is down, or one that never acks)."""
         start = time.monotonic()
@@ -228,7 +193,7 @@ class Emitter:
         return True
 
     def _is_idle(self) -> bool:
-        return not self._q and not self._pending and not self._unacked
+        return not self._q and not self._pending and not self._held.unacked
 
     def close(self, status: str = "completed", timeout: float = 5.0) -> None:
         if self._closed:
@@ -255,29 +220,8 @@ class Emitter:
 
     # ---- I/O thread ---------------------------------------------------------------------
     def _io_main(self) -> None:
-        ctx = zmq.Context.instance()
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, self._linger_ms)
-        sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.setsockopt(zmq.RCVHWM, 1000)
-        if self._curve:
-            sock.curve_secretkey = self._curve["secret_key"]
-            sock.curve_publickey = self._curve["public_key"]
-            sock.curve_serverkey = self._curve["server_key"]
-        untrusted = ipc_trust.problem(self.endpoint)
-        if untrusted:
-            self._stats["untrusted_endpoint"] += 1
-            log.warning("wtwin: not connecting to %s: %s. This run's events are dropped; point "
-                        "WTWIN_ENDPOINT at your wtwind's socket", self.endpoint, untrusted)
-            sock.close(linger=0)
-            self._drain_forever_without_socket()
-            return
-        try:
-            sock.connect(self.endpoint)
-        except zmq.ZMQError as exc:
-            self._stats["connect_errors"] += 1
-            log.warning("wtwin: cannot connect to wtwind at %s (%s); this run's events are dropped",
-                        self.endpoint, exc)
+        sock = open_dealer(self.endpoint, self._linger_ms, self._curve, self._stats)
+        if sock is None:
             self._drain_forever_without_socket()
             return
         try:
@@ -305,7 +249,7 @@ class Emitter:
                 next_hb = time.monotonic() + self._heartbeat_s
                 self._q.append(("heartbeat", time.time()))
             self._check_ack_timeout()
-            self._reach.check(time.monotonic(), self._last_sent - self._acked)
+            self._reach.check(time.monotonic(), self._last_sent - self._held.acked)
             if self._is_idle():  # judged here, on the thread that moves events around
                 self._idle_at = time.monotonic()
                 self._idle.set()
@@ -313,7 +257,7 @@ class Emitter:
                 self._receive(s)
 
     def _final_flush(self, sock, poller) -> None:
-        wait = self._close_wait if self._ack_seen else self._linger_ms / 1000
+        wait = self._close_wait if self._held.ack_seen else self._linger_ms / 1000
         deadline = time.monotonic() + wait
         while not self._is_idle() and time.monotonic() < deadline:
             self._check_ack_timeout()
@@ -323,10 +267,10 @@ class Emitter:
         for events, _ in self._pending:
             self._stats["dropped_io"] += len(events)
         self._pending.clear()
-        if self._ack_seen and self._unacked:  # sent, but the daemon never confirmed them
-            self._stats["unacked_at_close"] += len(self._unacked)
-        if not self._ack_seen:
-            self._reach.closing(time.monotonic(), self._last_sent - self._acked)
+        if self._held.ack_seen and self._held.unacked:  # sent, but the daemon never confirmed them
+            self._stats["unacked_at_close"] += len(self._held.unacked)
+        if not self._held.ack_seen:
+            self._reach.closing(time.monotonic(), self._last_sent - self._held.acked)
 
     def _pack_queue(self) -> None:
         while self._q:
@@ -357,11 +301,11 @@ class Emitter:
 
     def _encode(self, events: list) -> bytes:
         """Encoded at send time, so ``base`` (the oldest seq still held) is current."""
-        if self._replay_size == 0:
+        if self._held.size == 0:
             if len(events) == 1:
                 return wire.encode({**events[0], "auth": self._secret} if self._secret else events[0])
             return wire.encode_batch(events, self.id, auth=self._secret)
-        held = self._unacked[0] if self._unacked else events[0]
+        held = self._held.unacked[0] if self._held.unacked else events[0]
         return wire.encode_batch(events, self.id, base=held["seq"], auth=self._secret)
 
     def _flush(self, sock) -> None:
@@ -381,53 +325,28 @@ class Emitter:
             self._stats["sent"] += len(item[0])
             self._last_sent = max(self._last_sent, item[0][-1]["seq"])
             self._reach.sent(time.monotonic())
-            if self._replay_size:
-                self._hold(item[0])
+            if self._held.size:
+                self._held.hold(item[0])
 
-    # ---- acknowledged delivery (I/O thread) --------------------------------------------
-    def _hold(self, events: list) -> None:
-        unacked = self._unacked
-        unacked.extend(events)
-        while len(unacked) > self._replay_size:
-            unacked.popleft()
-            self._stats["replay_evicted"] += 1
-
+    # ---- acknowledged delivery (I/O thread; the buffer is resend.py) -------------------
     def _on_ack(self, msg: dict) -> None:
         seq = msg.get("seq")
         if type(seq) is not int:
             self._stats["bad_replies"] += 1
             return
-        self._ack_seen = True
         self._reach.heard(time.monotonic(), all_acked=seq >= self._last_sent)
-        if msg.get("resend"):  # "I have up to seq in memory": not an ack (not yet persisted)
-            if seq == self._resent_after and time.monotonic() - self._resent_at < self._ack_timeout_s:
-                self._stats["resend_requests_ignored"] += 1  # that re-send is still on its way
-                return
+        if self._held.on_ack(seq, bool(msg.get("resend"))):
             self._resend(seq)
-            return
-        if seq > self._acked:
-            self._acked = seq
-            self._ack_progress = time.monotonic()
-            self._ack_wait = self._ack_timeout_s
-        unacked = self._unacked
-        while unacked and unacked[0]["seq"] <= seq:
-            unacked.popleft()
 
     def _check_ack_timeout(self) -> None:
-        if (self._ack_seen and self._unacked
-                and time.monotonic() - self._ack_progress > self._ack_wait):
-            self._ack_wait = min(2 * self._ack_wait, 60.0)  # a slow daemon is not hammered
-            self._resend(self._acked)
+        if self._held.timed_out():
+            self._resend(self._held.acked)
 
     def _resend(self, after: int) -> None:
         """Everything held with seq > ``after`` goes out again, in seq order, first."""
-        self._ack_progress = self._resent_at = time.monotonic()
-        self._resent_after = after
-        events = [e for e in self._unacked if e["seq"] > after]
+        events = self._held.take_after(after)
         for pending_events, _ in self._pending:
             events.extend(e for e in pending_events if e["seq"] > after)
-        while self._unacked and self._unacked[-1]["seq"] > after:  # the rest awaits its ack
-            self._unacked.pop()
         self._pending.clear()
         for i in range(0, len(events), self._batch_max):
             self._pending.append([events[i:i + self._batch_max], None])

@@ -62,7 +62,7 @@ class Reach:
             self.unreachable = True
             self.warnings += 1
             log.warning("wtwin: nothing acked by wtwind at %s for %.0f s (%d events waiting); "
-                        "%s Events are held and re-sent when it answers (up to replay_size)",
+                        "%s Events are held and re-sent when it answers (up to resend_size)",
                         self.endpoint, now - self.waiting_since, waiting, self._cause())
 
     def closing(self, now: float, waiting: int) -> None:

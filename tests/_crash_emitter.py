@@ -33,7 +33,7 @@ def loss_at(step: int, rng: random.Random, kind: int, n: int) -> float:
 def main() -> int:
     endpoint, run, seed, n, rate = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     rng = random.Random(seed)
-    emit = Emitter(endpoint, run=run, heartbeat_s=3600, replay_size=50_000, queue_size=50_000,
+    emit = Emitter(endpoint, run=run, heartbeat_s=3600, resend_size=50_000, queue_size=50_000,
                    ack_timeout_s=2.0)
     t0 = time.monotonic()
     for step in range(1, n + 1):

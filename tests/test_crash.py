@@ -118,7 +118,7 @@ def test_sigkill_at_random_points_gives_the_same_alerts_delivered_at_least_once(
     assert shape(reference), "the injected failures raised no alerts at all"
     assert {r[2] for r in reference} >= {"nonfinite"}
     assert shape(crashed) == shape(reference), stats
-    assert all(s["acked_all"] and s["dropped"] == 0 and s.get("replay_evicted", 0) == 0 for s in stats), stats
+    assert all(s["acked_all"] and s["dropped"] == 0 and s.get("resend_evicted", 0) == 0 for s in stats), stats
     ids = hook_ids(rec)
     keys = [k for k, *_ in crashed]
     assert len(set(keys)) == len(keys)  # one idempotency key per transition, never two

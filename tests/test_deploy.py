@@ -508,7 +508,7 @@ class TestSafeByDefault:
         assert allowed == ports == {"http", "zmq"}
 
     def test_emitter_default_socket_is_never_a_shared_tmp_name(self):
-        from wtwin.emitters.emitter import default_ipc_endpoint
+        from wtwin.emitters.endpoints import default_ipc_endpoint
 
         for env in ({}, {"XDG_RUNTIME_DIR": "/run/user/1000"}, {"RUNTIME_DIRECTORY": "/run/wtwind"}):
             ep = default_ipc_endpoint(env)

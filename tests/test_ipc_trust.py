@@ -12,7 +12,7 @@ import zmq
 
 from wtwin.emitters import Emitter
 from wtwin.emitters import ipc_trust
-from wtwin.emitters.emitter import default_ipc_endpoint
+from wtwin.emitters.endpoints import default_ipc_endpoint
 
 ME, OTHER, DAEMON_USER = 1000, 2000, 3000
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="making another user's files needs root")

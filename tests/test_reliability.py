@@ -58,7 +58,7 @@ class TestRestart:
             d.stop()
 
     def test_sigkill_mid_stream_loses_and_doubles_nothing(self, tmp_path):
-        """Events in flight at a SIGKILL are re-sent from the replay buffer, each processed once."""
+        """Events in flight at a SIGKILL are re-sent from the resend buffer, each processed once."""
         d = daemon(tmp_path).start()
         emit = Emitter(d.tcp, run="crashy", heartbeat_s=3600, ack_timeout_s=0.5,
                        queue_size=50_000)  # a 10k burst must not hit the emitter's own bound
@@ -76,7 +76,7 @@ class TestRestart:
         st = state_show(tmp_path / "state.db", "crashy")
         assert st["snapshot"]["events"] == total + 1  # run_start + every loss, exactly once
         assert st["step"] == total
-        assert emit.stats.get("replay_evicted", 0) == 0 and emit.stats["dropped"] == 0
+        assert emit.stats.get("resend_evicted", 0) == 0 and emit.stats["dropped"] == 0
         emit.close(timeout=1)
 
 
@@ -181,13 +181,13 @@ class TestSpectralPersisted:
 
 class TestEmitterReplayBuffer:
     def test_bound_drops_oldest_first_counts_and_resends_what_it_holds(self, tmp_path):
-        """Past replay_size the oldest unacked go (counted); a re-send request gets the
+        """Past resend_size the oldest unacked go (counted); a re-send request gets the
         rest, in seq order, with base = the oldest seq still held; an ack releases them."""
         router = zmq.Context.instance().socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         endpoint = f"ipc://{tmp_path}/r.sock"
         router.bind(endpoint)
-        emit = Emitter(endpoint, run="buf", heartbeat_s=3600, replay_size=100, queue_size=10_000)
+        emit = Emitter(endpoint, run="buf", heartbeat_s=3600, resend_size=100, queue_size=10_000)
         for step in range(1, 500):
             emit.loss(step, 1.0)  # with run_start: seqs 1..500
         poller = zmq.Poller()
@@ -203,7 +203,7 @@ class TestEmitterReplayBuffer:
             return seen
 
         wait_for(lambda: drain() and seen[-1][1][-1] == 500, what="all 500 sent")
-        wait_for(lambda: emit.stats.get("replay_evicted") == 400, what="400 evicted")
+        wait_for(lambda: emit.stats.get("resend_evicted") == 400, what="400 evicted")
         seen.clear()
         router.send_multipart([ident, wire.reply("ack", seq=0, emitter=emit.id, resend=True)])
         wait_for(lambda: drain() and seen[-1][1][-1] == 500, what="re-send")

@@ -131,18 +131,18 @@ def _received(d: Daemon, kind: str) -> float:
     return d.metrics().get(("wtwind_events_received_total", (("type", kind),)), 0)
 
 
-def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
+def loss_across_sigkill(events: int, tmp: Path, resend_size: int) -> dict:
     """Stream ``events`` losses, SIGKILL the daemon half way, emit the rest while it is
     down, restart it: how many losses does the store say were processed, once each?
 
     The run's ``run_start`` is persisted before the stream begins and its ``run_end`` is
     waited for after it, so the count of processed losses is exact: the snapshot's
-    ``events`` minus those two. Without a replay buffer, what was in flight at the kill
+    ``events`` minus those two. Without a resend buffer, what was in flight at the kill
     (or unacknowledged in the daemon's memory) is gone; with one, nothing should be."""
-    db = tmp / f"kill-{replay_size}.db"
-    (tmp / f"k{replay_size}").mkdir(parents=True)
-    d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"k{replay_size}")).start()
-    emit = Emitter(d.tcp, run="kill", heartbeat_s=3600, replay_size=replay_size,
+    db = tmp / f"kill-{resend_size}.db"
+    (tmp / f"k{resend_size}").mkdir(parents=True)
+    d = Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp / f"k{resend_size}")).start()
+    emit = Emitter(d.tcp, run="kill", heartbeat_s=3600, resend_size=resend_size,
                    queue_size=2 * events)  # the emitter's own queue bound is not what is measured
     wait_for(lambda: state_show(db, "kill"), timeout=30, interval=0.1, what="run_start persisted")
     for step in range(1, events // 2 + 1):
@@ -161,7 +161,7 @@ def loss_across_sigkill(events: int, tmp: Path, replay_size: int) -> dict:
     snap = state_show(db, "kill")["snapshot"]
     processed = snap["events"] - 1 - int(got_end)  # minus run_start and run_end
     return {"emitted": events, "processed_once": processed, "lost": events - processed,
-            "acked_all": acked, "evicted": emit.stats.get("replay_evicted", 0)}
+            "acked_all": acked, "evicted": emit.stats.get("resend_evicted", 0)}
 
 
 def _wait_quiet(d: Daemon) -> bool:
@@ -239,7 +239,7 @@ def main() -> None:
               f"opening + loading the store {med(loads):.3f} s")
     for i, rs in [(i, rs) for i in range(args.kill_repeat) for rs in (20_000, 0)]:
         r = loss_across_sigkill(args.events, tmp / f"kill{i}", rs)
-        print(f"SIGKILL mid-stream, replay_size={rs:<6} emitted {r['emitted']}, processed once "
+        print(f"SIGKILL mid-stream, resend_size={rs:<6} emitted {r['emitted']}, processed once "
               f"{r['processed_once']}, lost {r['lost']} (acked all: {r['acked_all']}, evicted {r['evicted']})")
     walls, cpus = {"on": [], "off": []}, {"on": [], "off": []}
     for i in range(args.repeat):  # interleaved, so a busy neighbour hurts both alike

@@ -1,0 +1,75 @@
+"""The emitter's resend buffer: events sent and not yet acked, held to be sent again.
+
+Acknowledged delivery (docs/RELIABILITY.md), the trainer's half: every sent event is
+held (at most ``resend_size``; past that the oldest goes, counted as
+``resend_evicted``) until the daemon acks its ``seq``. An ack with ``resend`` asks for
+everything held after its seq; so does ``ack_timeout_s`` without ack progress, which
+then doubles (at most 60 s) until acks progress again. The daemon's half is
+``wtwin.daemon.emitter_link``. Touched by the emitter's I/O thread only.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+MAX_ACK_WAIT_S = 60.0
+
+
+class ResendBuffer:
+    """What the I/O thread holds for a re-send, and when it must re-send."""
+
+    def __init__(self, size: int, ack_timeout_s: float, stats: collections.Counter) -> None:
+        self.size = size
+        self.ack_timeout_s = ack_timeout_s
+        self.stats = stats
+        self.unacked: collections.deque = collections.deque()  # events sent, not acked
+        self.acked = 0
+        self.ack_seen = False
+        self._progress = time.monotonic()
+        self._wait = ack_timeout_s  # doubles on each timeout without progress
+        self._resent_after, self._resent_at = -1, 0.0
+
+    def hold(self, events: list) -> None:
+        unacked = self.unacked
+        unacked.extend(events)
+        while len(unacked) > self.size:
+            unacked.popleft()
+            self.stats["resend_evicted"] += 1
+
+    def on_ack(self, seq: int, resend: bool) -> bool:
+        """Take the daemon's ack of ``seq``; True when it asks for a re-send after ``seq``.
+
+        ``resend`` means "I have up to seq in memory": not an ack (not yet persisted). A
+        request for the re-send that is still on its way is counted and ignored."""
+        self.ack_seen = True
+        if resend:
+            if seq == self._resent_after and time.monotonic() - self._resent_at < self.ack_timeout_s:
+                self.stats["resend_requests_ignored"] += 1
+                return False
+            return True
+        if seq > self.acked:
+            self.acked = seq
+            self._progress = time.monotonic()
+            self._wait = self.ack_timeout_s
+        unacked = self.unacked
+        while unacked and unacked[0]["seq"] <= seq:
+            unacked.popleft()
+        return False
+
+    def timed_out(self) -> bool:
+        """No ack progress for the current wait while events are held (the wait doubles)."""
+        if self.ack_seen and self.unacked and time.monotonic() - self._progress > self._wait:
+            self._wait = min(2 * self._wait, MAX_ACK_WAIT_S)  # a slow daemon is not hammered
+            return True
+        return False
+
+    def take_after(self, after: int) -> list:
+        """The held events with seq > ``after``, in seq order, out of the buffer (the
+        rest awaits its ack)."""
+        self._progress = self._resent_at = time.monotonic()
+        self._resent_after = after
+        events = [e for e in self.unacked if e["seq"] > after]
+        while self.unacked and self.unacked[-1]["seq"] > after:
+            self.unacked.pop()
+        return events
