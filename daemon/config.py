@@ -2,10 +2,12 @@
 
 Every section is a keyword-only frozen dataclass that checks itself in
 ``__post_init__`` and is owned by the component it configures; ``configload.build`` is
-the one walker from TOML to them. This module is the only one that reads the process
-environment: ``load()`` (``WTWIND_<SECTION>__<KEY>=value`` overrides a key,
+the one walker from TOML to them. This module reads the process environment for the
+config: ``load()`` (``WTWIND_<SECTION>__<KEY>=value`` overrides a key,
 ``WTWIND_HTTP__PORT=9500``), and ``resolve_secret``/``build_sinks``, which hand it to
-the one secret resolver (``wtwin.sinks.secrets``).
+the one secret resolver (``wtwin.sinks.secrets``). The other readers: ``sdnotify.py`` reads
+systemd's own variables (``NOTIFY_SOCKET``, ``WATCHDOG_USEC``, ``WATCHDOG_PID``), and
+``preflight.py`` (``wtwind --check``) hands ``os.environ`` to this module's resolvers.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ class RunsConfig:
     # (and that alert) this long
     ended_series_s: float = 900.0
     max_series_runs: int = 1000
-    # per-run free text a client may make the daemon keep (issue 24)
+    # per-run free text a client may make the daemon keep
     max_kind_chars: int = 64          # run_start.kind; a rewind's kind and checkpoint name
     max_eval_metrics: int = 16        # eval metrics kept as the run's last values
     max_rewinds_kept: int = 32        # rewind audit records kept per run
@@ -158,7 +160,7 @@ class RunsConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetConfig:
-    """``[budget]``: the memory the daemon is sized to stay under (issue 24). The bounds
+    """``[budget]``: the memory the daemon is sized to stay under. The bounds
     that keep it there are the other sections' (``[listen]`` queues and each peer's
     share, ``[runs]`` quotas and free text, the delivery's hold); ``/metrics`` shows the
     stated budget (``wtwind_memory_budget_bytes``) and what each

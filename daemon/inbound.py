@@ -1,4 +1,4 @@
-"""What one client may put between the socket and the handlers (issue 24), bounded.
+"""What one client may put between the socket and the handlers, bounded.
 
 - **Queued bytes.** libzmq queues each connection's messages in a pipe of ``RCVHWM``
   messages; a message is at most ``max_frame_bytes``, so the pipe holds at most
@@ -7,9 +7,9 @@
   by the live connections (at least one message each). A full pipe is back-pressure:
   libzmq stops reading that connection's socket, the sender's own queue fills, and its
   sends fail there (the emitter counts them and re-sends what was not acked).
-- **Loop time.** What a frame costs is not its size (one 510 KB batch of 10,000
-  losses takes the loop 0.5-2 s; a 60-byte NaN on a new run, a run creation, a
-  detector build and an alert commit), so each peer (the CURVE key when CURVE is on,
+- **Loop time.** What a frame costs is not its size (a batch of thousands of losses
+  costs the loop far more than its bytes suggest; so does a small NaN on a new run: a
+  run creation, a detector build and an alert commit), so each peer (the CURVE key when CURVE is on,
   else the connection) has a token bucket of *handler seconds*: refilled at
   ``peer_loop_share`` seconds a second, ``peer_burst_s`` deep, charged with what each
   of its frames took (a frame handled within ``FREE_S`` is free: cheap frames keep
@@ -40,7 +40,7 @@ from collections import OrderedDict
 from typing import Callable
 
 MAX_PEERS = 4096
-ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take 2 s)
+ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take seconds)
 MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
 LIGHT = 0.1  # of a peer's rate and burst: what it may spend while the shared bucket is empty
 # A frame handled within this is free: cheap frames keep ZeroMQ's round-robin quick (a

@@ -1,14 +1,13 @@
 """`wtwind --check`: everything start-up would load, loaded, without starting anything.
 
-A config that passes ``--check`` must not then fail at start for a file it names
-(issue 23): the CURVE server key and every allowed client key are read, the HTTP token
+A config that passes ``--check`` must not then fail at start for a file it names: the CURVE server key and every allowed client key are read, the HTTP token
 resolved, the sinks' secret references resolved, the store's database opened read-only
 (integrity and schema version) or its folder found writable, and each ipc socket's
 folder checked for its owner and mode. Nothing is created, bound or locked: a running
 daemon on the same store does not make ``--check`` fail.
 
 It also refuses an HTTP port bound beyond loopback with neither ``[http] allowed_hosts``
-(which turns the Host check on: DNS rebinding) nor a token (issue 24).
+(which turns the Host check on: DNS rebinding) nor a token.
 
 ``problems(cfg)`` returns every problem found, in words; none means the config is good.
 """

@@ -28,7 +28,7 @@ Handler = Callable[..., None]  # (identity, frame) or, with user ids, (identity,
 def secure_ipc_dir(folder: str) -> None:
     """The ipc socket's folder: created 0750 if missing; refused (ConfigError) when another
     user owns it, or when others may write into it without the sticky bit (they could
-    replace the socket and receive the trainers' events: issue 15)."""
+    replace the socket and receive the trainers' events)."""
     if not folder:
         return
     try:
@@ -128,19 +128,17 @@ class Receiver:
 
         Time-bounded rather than count-bounded, so a burst of expensive events cannot
         starve the HTTP server, the tick or alert delivery: the rest is picked up on the
-        next turn. 2 ms: an alert's delivery takes several loop turns (outbox read, the
-        HTTP exchange, the outcome write), and with 10 ms slices a saturated daemon sent
-        one webhook message in a 3 s burst; with 2 ms it sent 38-122, at no measurable
-        cost to ingest (a loop turn costs tens of microseconds; docs/BENCHMARKS.md).
+        next turn. The slice is short because an alert's delivery takes several loop
+        turns (outbox read, the HTTP exchange, the outcome write); docs/BENCHMARKS.md has
+        the measurements behind its value.
         """
         sock, handler, n = self.sock, self.handler, 0
         if handler is None:  # not started: leave the frames queued in the socket
             return 0
         if self.user_ids:
             return self._drain_with_user_ids(handler)
-        # two recv() and one RCVMORE look: half the cost of recv_multipart() (1.3 vs 2.7 us a
-        # message, docs/BENCHMARKS.md); a ZeroMQ message arrives whole, so the frame after
-        # the identity is there
+        # two recv() and one RCVMORE look, cheaper than recv_multipart() (docs/BENCHMARKS.md);
+        # a ZeroMQ message arrives whole, so the frame after the identity is there
         recv, more, nowait = sock.recv, sock.getsockopt, zmq.NOBLOCK
         take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
         dropped = self.buckets.dropped_frames

@@ -1,8 +1,8 @@
 """``build(config)``: the daemon's object graph, constructed in dependency order, once.
 
 Read top to bottom, this is who depends on whom; nothing is set later and no component
-reaches into another to add a hook. The per-event path the graph serves
-(``Server.handle_event``):
+reaches into another to add a hook. The per-event path the graph serves (each frame
+enters at ``Server.handle_frame``):
 
     receiver -> emitter link (seq, acks) -> run state -> detectors -> policy
              -> alert path (journal + snapshot commit) -> delivery -> sinks

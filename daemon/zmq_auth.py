@@ -84,7 +84,7 @@ def server_keys(cfg: CurveConfig, environ: Mapping[str, str] | None = None) -> t
             raise ConfigError(f"curve.server_key_file: {cfg.server_key_file} has no secret key "
                               "(give the .key_secret file)")
         return public, secret
-    from .config import resolve_secret  # the config module is the one reader of the environment
+    from .config import resolve_secret  # secrets resolve in one place
 
     secret_txt = resolve_secret("curve.server_key", env=cfg.server_key_env, file=None, environ=environ) or ""
     require(len(secret_txt) == 40, f"curve.server_key_env: {cfg.server_key_env} is not a 40-char Z85 key")

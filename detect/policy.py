@@ -4,8 +4,9 @@ Pure: the caller passes ``now`` (Unix seconds). A kind fires on its first active
 finding, stays deduplicated while active (a higher severity upgrades it), and resolves
 once it has stayed inactive for ``resolve_after_steps`` training steps (like
 Alertmanager's ``keep_firing_for``: a score hovering at its threshold does not flap).
-Detectors report a kind only when it changes, so the run state calls ``advance(step)``
-on every loss event to let a held resolve come due.
+Detectors report a kind only when it changes, so a held resolve or firing comes due
+through ``advance(step)``, which the caller runs on a loss event whenever the policy is
+not ``idle`` (``replay.observe_loss``: an idle policy and no findings skip it).
 Kinds in ``immediate_kinds`` (``stalled``: its step does not advance) resolve at once.
 
 A cooldown delays a page while its condition holds: a firing of a kind within
@@ -15,10 +16,8 @@ comes first; an escalation (a severity above the one that resolved) fires at onc
 ``delayed`` counts the firings held back; ``withdrawn`` those whose condition ended
 while held (a kind resolves only once its loss recovered, `detect/recovery.py`: an
 episode that begins and recovers inside the cooldown is not sent). Detectors report a
-kind only when it changes, so before 2026-12-03 a firing inside the cooldown was gone
-for good (a small MLP's LR x100 at step 800 raised no alert at all), and until
-2026-12-04 one that went quiet was still sent at run end, fired and resolved in the
-same millisecond.
+kind only when it changes: a firing held by the cooldown is kept until it is sent or
+withdrawn, and one whose condition went quiet is not sent at run end.
 
 This is the only deduplication and cooldown on an alert's path: the router
 (``sinks/routing.py``) only matches and holds, so what the policy emits is what is

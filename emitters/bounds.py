@@ -2,9 +2,9 @@
 
 Everything a client sends ends up in memory, in a SQLite row or in a JSON document,
 so every number must fit the column it is written to (SQLite integers are int64), and
-every nested value must have a bounded depth and size: a 2 KB frame with a config
-nested 999 deep once made ``json.dumps`` raise ``RecursionError`` inside the daemon's
-flush timer, and a step of 2**64-1 made every SQLite flush fail (issue 15).
+every nested value must have a bounded depth and size: a small frame with a deeply
+nested config would make ``json.dumps`` raise ``RecursionError`` inside the daemon's
+flush timer, and a step of 2**64-1 would make every SQLite flush fail.
 
 Checks raise ``(reason, detail)`` through the caller's ``WireError``; this module
 imports only msgpack and the stdlib (it is on the trainer's side).

@@ -1,8 +1,8 @@
 """The fast path of ``logs.py``: a log read a column at a time, not a row at a time,
 and kept as columns (`Records`; a `Record` is one row, built when asked for).
 
-``logs._build`` reads row by row (a dict, five ``_number`` calls and a check a row: about
-4 s for a million rows). Here the common shapes take a few C-level passes a column:
+``logs._build`` reads row by row (a dict, five ``_number`` calls and a check a row). Here
+the common shapes take a few C-level passes a column:
 
 - a CSV as loggers write it (`plain_csv`): a plain header, ``,`` between fields, no
   quotes, the same number of fields on every row, ``\\n`` or ``\\r\\n`` line ends;

@@ -8,7 +8,7 @@ An empty cell means "not logged here"; a literal ``nan`` is kept (a non-finite l
 an event, not a parse error). Every failure is a `LogError` with one clear sentence.
 
 Rows are kept as columns (`Records`). A plain CSV and JSON rows of numbers are read a
-column at a time (`log_columns`: a 10^6-row CSV in about 1 s where row by row took 5 s);
+column at a time (`log_columns`, several times faster than row by row);
 whatever that path cannot read exactly as `_build` would goes through `_build`, row by
 row, so both give the same records and the same errors.
 """
@@ -252,7 +252,7 @@ def _csv_by_rows(path, text, loss_col) -> TrainingLog:
 
 def _csv_rows(path, reader):
     """The rows one at a time: only the parsed records stay in memory, not a dict a row
-    (a 12 MiB CSV of 199k rows took 345 MB as dicts; issue 15)."""
+    (dicts would take many times the file's size)."""
     try:
         yield from reader
     except csv.Error as e:

@@ -2,9 +2,9 @@
 ``delay``); none with ``--json`` or when stderr is not a terminal.
 
 ``with_progress(log, on)`` wraps a `TrainingLog` so that iterating its ``events()``
-advances the bar (every `STRIDE` events: ~0.01 s per 10^6 events, where tqdm's own
-iterator took 0.15 s); everything else reads through to the log, so the replay loop that
-consumes it is unchanged.
+advances the bar (every `STRIDE` events, cheaper than tqdm's own per-event iterator);
+everything else reads through to the log, so the replay loop that consumes it is
+unchanged.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ class SinkBase:
 
 
 def check_url(field: str, value: Any) -> None:
-    """The value is never echoed: it may be a secret (issue 15)."""
+    """The value is never echoed: it may be a secret."""
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         shown = f"a {len(value)}-character string" if isinstance(value, str) else type(value).__name__
         raise ConfigError(f"{field} must be an http:// or https:// URL, got {shown} (not shown)")

@@ -9,8 +9,8 @@ the job ran cannot send the projection outside ``[jobs] checkpoint_roots``. A to
 checkpoint is written as the bare state_dict (optimizer state and other entries of
 a wrapping dict are not carried over); a safetensors file stays safetensors.
 
-A projection never overwrites a file it did not create (issue 15: ``want=["project"]``
-on another directory's ``model.pt`` once replaced its ``model.wwpgd.pt``). Each file it
+A projection never overwrites a file it did not create (``want=["project"]`` on another
+directory's ``model.pt`` must not replace that directory's ``model.wwpgd.pt``). Each file it
 writes carries the extended attribute ``user.wtwin.projection``; an existing target
 without it is left alone and the job fails with reason ``target_exists``. Where the
 filesystem has no user xattrs, an existing target is never replaced. The new file gets

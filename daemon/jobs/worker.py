@@ -49,7 +49,7 @@ def init_pool_worker(engine: str = "fast", threads: int = 1, memory_bytes: int |
 
     The limit is on the worker's address space (``RLIMIT_AS``): a checkpoint that makes a
     job allocate past it fails that job with a MemoryError instead of taking the host's
-    memory (issue 15: a 1.9 KB file once took 750 MB and 117 s of CPU)."""
+    memory (a tiny crafted file can ask for gigabytes)."""
     watch_parent()
     if memory_bytes:
         import resource

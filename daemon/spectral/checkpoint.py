@@ -9,8 +9,8 @@ the kind of failure but never quote the loader's own error text: the run page sh
 them, and torch's text once leaked a file's first byte ("Unsupported operand 118").
 
 Before any math, each tensor's claimed size (elements x element size) is checked
-against the storage that backs it: a stride-0 ``expand()`` of a 1-element storage to
-20000x4000 once passed as an 80 million element tensor (issue 15, the worker bomb).
+against the storage that backs it: a stride-0 ``expand()`` of a 1-element storage
+would otherwise pass as a tensor of millions of elements (a worker bomb).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which checkpoint paths the daemon may open: ``[jobs] checkpoint_roots`` (issue 15).
+"""Which checkpoint paths the daemon may open: ``[jobs] checkpoint_roots``.
 
 A checkpoint event names a path, and the daemon (not the trainer) opens it. Without a
 bound any client could make it open ``/etc/shadow`` or ``/proc/self/environ`` and learn

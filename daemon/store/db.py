@@ -60,12 +60,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX deliveries_state ON deliveries(state, sink, id);
     """,
-    # 2: an alert is committed with its outbox rows (issue 17): nothing is left unrouted
+    # 2: an alert is committed with its outbox rows: nothing is left unrouted
     """
     DROP INDEX alerts_unrouted;
     ALTER TABLE alerts DROP COLUMN routed;
     """,
-    # 3: a run's whole history as min/max buckets, kept with the run (issue 23; series_rows.py)
+    # 3: a run's whole history as min/max buckets, kept with the run (series_rows.py)
     """
     CREATE TABLE series (
         id INTEGER PRIMARY KEY,

@@ -8,8 +8,8 @@ futures resolved on the loop, or as plain callbacks run on the loop
 (``poll_completed``). A failed batch is rolled back, nothing half-written, and its
 operations are run again in halves (and halves of those): one poisoned operation (a
 value SQLite cannot store) fails alone, and every other run's snapshot and every alert
-in the batch still commit (issue 15: one bad step once stopped persistence for every
-run). Operations must therefore be safe to run again after a rollback.
+in the batch still commit (one bad step must not stop persistence for every run).
+Operations must therefore be safe to run again after a rollback.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """`/api/analyze`: run the daemon's detectors over a dropped training log, on this machine.
 
 The upload is streamed to a private temporary directory (at most ``MAX_UPLOAD_BYTES`` and
-``MAX_ROWS`` lines, counted as the bytes arrive, within ``BODY_TIMEOUT_S``: issue 15, a 15
-MiB CSV of tiny rows once added 1.46 GB of RSS and two slow uploads held both slots),
+``MAX_ROWS`` lines, counted as the bytes arrive, within ``BODY_TIMEOUT_S``: a large CSV of
+tiny rows costs far more memory than its size, and slow uploads would hold the slots),
 read with `wtwin.offline.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
 through a fresh `RunMonitor` and `AlertPolicy`, exactly as live events would be, into the
 same `RunSeries` the run page plots. Nothing is kept afterwards. A file that cannot be read

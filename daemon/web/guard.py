@@ -1,4 +1,4 @@
-"""Who may talk to the HTTP port: the Host check and state-changing requests (issue 15).
+"""Who may talk to the HTTP port: the Host check and state-changing requests.
 
 - **Host.** A request whose ``Host`` is not this daemon's is refused (421), which stops DNS
   rebinding (a page on ``evil.example`` that resolves to 127.0.0.1 sends ``Host:
