@@ -1,8 +1,8 @@
 """The run pages on the daemon's HTTP port: `/`, `/runs/<id>`, `/analyze`, and their JSON.
 
-``add_routes(app, server)`` is the one call `daemon/http.py` makes. Pages are static HTML
-+ JS under ``static/`` (uPlot vendored, no CDN, no build step) that poll the JSON API
-every two seconds. Read-only: the only POST, `/api/analyze`, changes no daemon state.
+``add_routes(app, server)`` is the one call `daemon/http.py` makes. Pages are HTML
+(``pages.py``: one shell around each page's ``<main>``) + JS under ``static/`` (uPlot
+vendored, no CDN, no build step) that poll the JSON API every two seconds. Read-only: the only POST, `/api/analyze`, changes no daemon state.
 With shards, each run (and the list) carries this daemon's ``shard`` name
 (docs/SHARDING.md). See docs/HTTP.md.
 """
@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 
 import structlog
 from aiohttp import web
 
 from ..store import history
-from . import views
+from . import pages, views
 from .analyze import AnalyzeError, analyze_file, private_tmpdir, save_upload
 
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = pages.STATIC
 POLL_MS = 2000
 DEFAULT_LIMIT = 500
 log = structlog.get_logger("wtwind.web")
@@ -38,10 +37,10 @@ _HEADERS = {
 def add_routes(app: web.Application, server) -> None:
     h = Handlers(server)
     r = app.router
-    r.add_get("/", h.page("index.html"), name="web.index")
-    r.add_get("/runs/{run:.+}", h.page("run.html"), name="web.run")
-    r.add_get("/analyze", h.page("analyze.html"), name="web.analyze")
-    r.add_get("/compare", h.page("compare.html"), name="web.compare")
+    r.add_get("/", h.page("index"), name="web.index")
+    r.add_get("/runs/{run:.+}", h.page("run"), name="web.run")
+    r.add_get("/analyze", h.page("analyze"), name="web.analyze")
+    r.add_get("/compare", h.page("compare"), name="web.compare")
     r.add_get("/api/runs", h.runs, name="web.api_runs")
     r.add_get("/api/runs/{run:.+}", h.run, name="web.api_run")
     r.add_post("/api/analyze", h.analyze, name="web.api_analyze")
@@ -62,10 +61,8 @@ class Handlers:
         self._parse_slot = asyncio.Semaphore(1)      # files parsed and replayed in memory at once
 
     def page(self, name: str):
-        path = STATIC / name
-
         async def handler(request: web.Request) -> web.Response:
-            return web.Response(body=path.read_bytes(), content_type="text/html", charset="utf-8",
+            return web.Response(body=pages.render(name), content_type="text/html", charset="utf-8",
                                 headers={"Cache-Control": "no-cache"})
         return handler
 
