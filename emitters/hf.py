@@ -47,41 +47,30 @@ from transformers import TrainerCallback
 
 from . import run_secret
 from .actions import AlertFilter
+from .framework import FrameworkCallback
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
 _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
 
 
-class WTwinCallback(TrainerCallback):
+class WTwinCallback(FrameworkCallback, TrainerCallback):
     def __init__(self, run: str | None = None, endpoint: str | None = None, *,
                  preset: str | None = None, stop_on: str | None = "critical",
                  stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
                  embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
                  monitor: dict | None = None, emitter=None, raw_loss: bool = True,
                  rewind: Rewind | None = None) -> None:
-        self.run = run
-        self.endpoint = endpoint
-        self.preset = preset
-        self.stop_filter = AlertFilter(stop_on, stop_kinds) if stop_on else None
+        self._setup(run=run, endpoint=endpoint, preset=preset, stop_on=stop_on, stop_kinds=stop_kinds,
+                    on_alert=on_alert, embedded=embedded, wandb=wandb, monitor=monitor, emitter=emitter,
+                    analyze_checkpoints=analyze_checkpoints, rewind=rewind)
         self.save_filter = AlertFilter(save_on) if save_on else None
-        self.user_on_alert = on_alert
-        self.embedded = embedded
-        self.wandb = wandb
-        self.analyze_checkpoints = analyze_checkpoints
-        self.monitor = monitor
-        self.emitter = emitter
-        self.tracker: Tracker | None = None
-        self.alerts: list[dict] = []
-        self.stop_alert: dict | None = None
         self._want_stop = False
         self._want_save = False
         self.raw_loss = raw_loss
         self._raw = None            # the summed raw loss of the current optimizer step (a tensor)
         self._hook = None
         self._sent_step = -1        # the step whose (non-finite) loss was sent from the hook
-        self.rewind = rewind
-        self._own_restore = rewind is not None and rewind.restore is None   # else the user's
 
     # ---- lifecycle -------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -182,13 +171,8 @@ class WTwinCallback(TrainerCallback):
 
     # ---- alerts ----------------------------------------------------------------------
     def _on_alert(self, alert: dict) -> None:
-        self.alerts.append(alert)
-        if self.user_on_alert is not None:
-            self.user_on_alert(alert)
-        if self.rewind is not None:
-            self.rewind(alert)
-            if self.rewind.pending is not None and self.rewind.pending.alert is alert:
-                return        # taken: recovered from, not stopped on
+        if not self._take(alert):
+            return
         if self.stop_filter is not None and self.stop_filter.matches(alert):
             self._want_stop = True
             if self.stop_alert is None:

@@ -39,38 +39,26 @@ except ImportError:  # the standalone package
     from pytorch_lightning.callbacks import Callback
 
 from . import run_secret
-from .actions import AlertFilter
+from .framework import FrameworkCallback
 from .buffer import LossBuffer
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
 
-class WTwinCallback(Callback):
+class WTwinCallback(FrameworkCallback, Callback):
     def __init__(self, run: str | None = None, endpoint: str | None = None, *,
                  preset: str = "pretraining", log_every: int = 10,
                  stop_on: str | None = "critical", stop_kinds=None,
                  on_alert: Callable[[dict], Any] | None = None, embedded: bool | None = None,
                  wandb=None, monitor: dict | None = None, emitter=None,
                  analyze_checkpoints: bool = True, rewind: Rewind | None = None) -> None:
-        self.run = run
-        self.endpoint = endpoint
-        self.preset = preset
-        self.stop_filter = AlertFilter(stop_on, stop_kinds) if stop_on else None
-        self.user_on_alert = on_alert
-        self.embedded = embedded
-        self.wandb = wandb
-        self.monitor = monitor
-        self.emitter = emitter
-        self.analyze_checkpoints = analyze_checkpoints
-        self.tracker: Tracker | None = None
-        self.alerts: list[dict] = []
-        self.stop_alert: dict | None = None
+        self._setup(run=run, endpoint=endpoint, preset=preset, stop_on=stop_on, stop_kinds=stop_kinds,
+                    on_alert=on_alert, embedded=embedded, wandb=wandb, monitor=monitor, emitter=emitter,
+                    analyze_checkpoints=analyze_checkpoints, rewind=rewind)
         self._buf = LossBuffer(log_every)
         self._last_step = -1
         self._sent_ckpts: set[str] = set()
         self._pending_state: dict | None = None
-        self.rewind = rewind
-        self._own_restore = rewind is not None and rewind.restore is None   # else the user's
         self._saving_step = 0          # the step of the checkpoint being written
         self._grad_norm = None         # this optimizer step's gradient norm (a tensor)
 
@@ -186,13 +174,8 @@ class WTwinCallback(Callback):
             trainer.should_stop = True
 
     def _on_alert(self, alert: dict) -> None:
-        self.alerts.append(alert)
-        if self.user_on_alert is not None:
-            self.user_on_alert(alert)
-        if self.rewind is not None:
-            self.rewind(alert)
-            if self.rewind.pending is not None and self.rewind.pending.alert is alert:
-                return        # taken: recovered from, not stopped on
+        if not self._take(alert):
+            return
         if self.stop_filter is not None and self.stop_alert is None and self.stop_filter.matches(alert):
             self.stop_alert = alert
 

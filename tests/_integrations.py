@@ -169,3 +169,36 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def kick(parameters, sigma: float, seed: int = 5) -> None:
+    """What a bad batch does to the weights: seeded noise of scale ``sigma`` added to each
+    parameter (torch tensors), in place."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in parameters:
+            p.add_(torch.randn(p.shape, generator=g) * sigma)
+
+
+class KickAt:
+    """Counts the batches it is called on; at the ``batch``-th (by data position, so a
+    rewind does not replay it) it kicks the weights (``kick``)."""
+
+    def __init__(self, batch: int, sigma: float) -> None:
+        self.batch, self.sigma, self.seen = batch, sigma, 0
+
+    def __call__(self, parameters) -> None:
+        self.seen += 1
+        if self.seen == self.batch:
+            kick(parameters, self.sigma)
+
+
+def run_result(d, name: str):
+    """Run ``name``'s alerts as (kind, severity, status, step), its rewind audit and its
+    last state, once its ``run_end`` has reached the daemon ``d`` (an `InProcessDaemon`)."""
+    run = d.server.table.get(name)
+    wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+    alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == name]
+    return alerts, list(run.rewinds), run.last_state

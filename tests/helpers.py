@@ -78,6 +78,21 @@ def parse_metrics(text: str) -> dict[tuple[str, tuple], float]:
     return out
 
 
+def sample(d, name: str, **labels) -> float | None:
+    """One sample of a daemon's ``/metrics`` (``d``: a `Daemon`), or None when absent."""
+    return d.metrics().get((name, tuple(sorted(labels.items()))))
+
+
+def raw_dealer(endpoint: str):
+    """A bare DEALER socket connected to ``endpoint``: frames as any client could send them."""
+    import zmq
+
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 1000)
+    sock.connect(endpoint)
+    return sock
+
+
 def need_binary(name: str) -> str:
     """Path of a Debian binary; skip when absent, except under CI where it fails."""
     import pytest

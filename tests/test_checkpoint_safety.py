@@ -16,15 +16,11 @@ import sys
 
 import pytest
 
-from helpers import http_get, wait_for
+from helpers import http_get, sample, wait_for
 from wtwin.daemon.spectral.checkpoint import CheckpointError, load_state_dict
 from wtwin.emitters import connect
 
 torch = pytest.importorskip("torch")
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
 
 
 class TestRoots:

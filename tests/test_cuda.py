@@ -17,6 +17,7 @@ from wtwin.daemon.spectral import analyze, fast  # noqa: E402
 from wtwin.daemon.spectral.layers import select_layers  # noqa: E402
 from wtwin.daemon.spectral.projection import project_weight  # noqa: E402
 from wtwin.emitters.wwpgd import WWPGD  # noqa: E402
+from test_wwpgd import fit  # noqa: E402
 
 
 def _student_t(shape, df, seed):
@@ -114,13 +115,7 @@ class TestWWPGDOnCuda:
         opt = WWPGD(model, torch.optim.AdamW(model.parameters(), lr=1e-3), warmup=0.0, ramp=0.0)
         x = torch.randn(1024, 256, device="cuda")
         y = torch.randint(0, 10, (1024,), device="cuda")
-        losses = []
-        for _ in range(50):
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+        losses = fit(model, opt, x, y, 50)
         report = opt.project(5, 10)
         assert losses[-1] < losses[0]
         assert report and all(p.device.type == "cuda" for p in model.parameters())

@@ -12,12 +12,8 @@ import pytest
 import zmq
 import zmq.auth
 
-from helpers import Daemon, wait_for
+from helpers import Daemon, sample, wait_for
 from wtwin.emitters.emitter import Emitter
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
 
 
 def keygen(directory, name) -> tuple[str, str]:

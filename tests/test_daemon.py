@@ -6,21 +6,9 @@ import signal
 import threading
 
 import msgpack
-import zmq
 
-from helpers import Daemon, http_get, wait_for
+from helpers import Daemon, http_get, raw_dealer, sample, wait_for
 from wtwin.emitters import connect, wire
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
-
-
-def raw_dealer(endpoint):
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 1000)
-    sock.connect(endpoint)
-    return sock
 
 
 class TestMalformedFrames:

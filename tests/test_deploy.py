@@ -24,21 +24,13 @@ import pytest
 yaml = pytest.importorskip("yaml")
 
 from _integrations import InProcessDaemon, http_get, wait_for  # noqa: E402
+from helpers import need_binary  # noqa: E402
 from wtwin.daemon import config as config_mod  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 CI = os.environ.get("CI") == "true"
-
-
-def need_binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if CI:
-            pytest.fail(f"{name} is required in CI")
-        pytest.skip(f"{name} not installed")
-    return path
 
 
 def unit() -> configparser.ConfigParser:

@@ -38,6 +38,26 @@ def start(cmd: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
+def start_alertmanager(am_bin: str, tmp_path: Path, port: int, hook_url: str) -> subprocess.Popen:
+    """A real Alertmanager on ``port`` whose one route posts every group (and its
+    resolution) to ``hook_url`` within about a second."""
+    (tmp_path / "am.yml").write_text(f"""
+route:
+  receiver: hook
+  group_by: [alertname, run]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: hook
+    webhook_configs:
+      - url: {hook_url}
+        send_resolved: true
+""")
+    return start([am_bin, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am-data'}",
+                  f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], tmp_path / "am.log")
+
+
 def up(url: str) -> bool:
     try:
         return http_get(url, 1.0)[0] == 200
@@ -56,19 +76,6 @@ def stack(tmp_path):
     prom_bin, am_bin = need_binary("prometheus"), need_binary("prometheus-alertmanager")
     recv = ThreadedRecorder()
     am_port, prom_port = free_port(), free_port()
-    (tmp_path / "am.yml").write_text(f"""
-route:
-  receiver: hook
-  group_by: [alertname, run]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: {recv.base}/alertmanager
-        send_resolved: true
-""")
     cfg = tmp_path / "wtwind.toml"
     cfg.write_text(f"""
 [[sinks]]
@@ -96,8 +103,7 @@ scrape_configs:
     static_configs: [{{targets: ["127.0.0.1:{daemon.http_port}"]}}]
 """)
     procs = [
-        start([am_bin, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am-data'}",
-               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp_path / "am.log"),
+        start_alertmanager(am_bin, tmp_path, am_port, f"{recv.base}/alertmanager"),
         start([prom_bin, f"--config.file={tmp_path / 'prometheus.yml'}",
                f"--storage.tsdb.path={tmp_path / 'prom-data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
               tmp_path / "prom.log"),

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from _integrations import InProcessDaemon, wait_for, one_torch_thread  # noqa: E402,F401
+from _integrations import InProcessDaemon, KickAt, one_torch_thread, run_result, wait_for  # noqa: E402,F401
 from wtwin.emitters.hf import WTwinCallback  # noqa: E402
 
 VOCAB, SEQ, MAX_STEPS, BLOWUP_AT = 48, 24, 400, 220
@@ -148,20 +148,14 @@ class TestRawLoss:
         assert cb.stop_alert is not None and trainer.state.global_step < self.STEPS
 
 
-class KickAt(transformers.TrainerCallback):
-    """What a bad batch does to the weights, at the ``batch``-th batch the Trainer takes
-    (counted by data position, not by step: a rewind does not replay it)."""
+class Kick(transformers.TrainerCallback):
+    """What a bad batch does to the weights, at the ``batch``-th batch the Trainer takes."""
 
     def __init__(self, batch: int, sigma: float) -> None:
-        self.batch, self.sigma, self.seen = batch, sigma, 0
+        self.at = KickAt(batch, sigma)
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
-        self.seen += 1
-        if self.seen == self.batch:
-            g = torch.Generator().manual_seed(5)
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.add_(torch.randn(p.shape, generator=g) * self.sigma)
+        self.at(model.parameters())
 
 
 class TestRewind:
@@ -178,12 +172,9 @@ class TestRewind:
             cb = WTwinCallback(run="hf-rewind", endpoint=d.endpoint, rewind=rewind)
             trainer = make_trainer(tmp_path, cb, max_steps=self.STEPS, blowup_at=None,
                                    save_strategy="steps", save_steps=50)
-            trainer.add_callback(KickAt(300, 1.0))
+            trainer.add_callback(Kick(300, 1.0))
             trainer.train()
-            run = d.server.table.get("hf-rewind")
-            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
-            alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == "hf-rewind"]
-            audit, state = list(run.rewinds), run.last_state
+            alerts, audit, state = run_result(d, "hf-rewind")
         assert len(rewind.done) == 1, (alerts, rewind.refused)
         plan = rewind.done[0]
         assert plan.to_step == 200 and plan.alert["kind"] in ("divergence", "spike")

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from helpers import http_get
+from helpers import http_get, raw_dealer
 from test_http_guard import request
-from test_ownership import error_replies, raw_dealer
+from test_ownership import error_replies
 from wtwin.emitters import Emitter, wire
 
 

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 L = pytest.importorskip("lightning.pytorch")
 
-from _integrations import InProcessDaemon, wait_for, one_torch_thread  # noqa: E402,F401
+from _integrations import InProcessDaemon, KickAt, one_torch_thread, run_result, wait_for  # noqa: E402,F401
 from wtwin.emitters.lightning import WTwinCallback  # noqa: E402
 
 MAX_STEPS, BLOWUP_AT = 400, 220
@@ -88,19 +88,14 @@ class TestLightningCallback:
         assert saved["tracker"]["monitor"] is not None and saved["last_step"] >= 190
 
 
-class KickAt(L.Callback):
+class Kick(L.Callback):
     """What a bad batch does to the weights, at the ``batch``-th batch (data position)."""
 
     def __init__(self, batch: int, sigma: float) -> None:
-        self.batch, self.sigma, self.seen = batch, sigma, 0
+        self.at = KickAt(batch, sigma)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self.seen += 1
-        if self.seen == self.batch:
-            g = torch.Generator().manual_seed(5)
-            with torch.no_grad():
-                for p in pl_module.parameters():
-                    p.add_(torch.randn(p.shape, generator=g) * self.sigma)
+        self.at(pl_module.parameters())
 
 
 class TestRewind:
@@ -118,13 +113,10 @@ class TestRewind:
                                                save_top_k=-1)
             trainer = L.Trainer(max_steps=self.STEPS, accelerator="cpu", devices=1, logger=False,
                                 enable_progress_bar=False, enable_model_summary=False,
-                                limit_val_batches=0, callbacks=[cb, ckpt, KickAt(300, 0.5)],
+                                limit_val_batches=0, callbacks=[cb, ckpt, Kick(300, 0.5)],
                                 default_root_dir=str(tmp_path))
             trainer.fit(TinyNet(None), _data(40000, 1))
-            run = d.server.table.get("pl-rewind")
-            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
-            alerts = [(a.kind, a.severity, a.status, a.step) for a in d.alerts if a.run == "pl-rewind"]
-            audit, state = list(run.rewinds), run.last_state
+            alerts, audit, state = run_result(d, "pl-rewind")
         assert len(rewind.done) == 1, (alerts, rewind.refused)
         plan = rewind.done[0]
         assert plan.to_step == 200 and plan.alert["kind"] in ("divergence", "spike")

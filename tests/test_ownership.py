@@ -18,14 +18,10 @@ import pytest
 import zmq
 import zmq.auth
 
-from helpers import Daemon, http_get, wait_for
+from helpers import Daemon, http_get, raw_dealer, sample, wait_for
 from test_curve import client as curve_client, curve_keys
 from wtwin.emitters import connect, run_secret, wire
 from wtwin.emitters.emitter import Emitter
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
 
 
 def step_of(d, run):
@@ -49,13 +45,6 @@ TRAINER = textwrap.dedent("""
 def trainer(endpoint, run, first, last, **env) -> int:
     return subprocess.run([sys.executable, "-c", TRAINER, endpoint, run, str(first), str(last)],
                           env=dict(os.environ, **env), timeout=120).returncode
-
-
-def raw_dealer(endpoint):
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 1000)
-    sock.connect(endpoint)
-    return sock
 
 
 def error_replies(sock, n, timeout=10.0) -> list[dict]:

@@ -14,25 +14,13 @@ import asyncio
 import sqlite3
 import time
 
-import zmq
 
-from helpers import http_get, until, wait_for
+from helpers import http_get, raw_dealer, sample, until, wait_for
 from test_wire import deep_config_frame
 from wtwin.daemon.config import DaemonConfig, HttpConfig, ListenConfig
 from wtwin.daemon.server import Server
 from wtwin.daemon.store.config import StateConfig
 from wtwin.emitters import connect, wire
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
-
-
-def raw_dealer(endpoint):
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 1000)
-    sock.connect(endpoint)
-    return sock
 
 
 def hostile_frames() -> list[bytes]:

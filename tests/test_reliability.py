@@ -11,13 +11,9 @@ import sys
 import pytest
 import zmq
 
-from helpers import Daemon, http_get, wait_for
+from helpers import Daemon, http_get, sample, wait_for
 from wtwin.emitters import wire
 from wtwin.emitters.emitter import Emitter
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
 
 
 def state_show(db, run) -> dict:

@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 
 from helpers import Daemon, free_port, need_binary, wait_for
-from test_e2e_alerting import api, start, up
+from test_e2e_alerting import api, start_alertmanager, up
 from wtwin.emitters import connect
 from wtwin.detect.alert import Alert
 from wtwin.sinks.alertmanager import AlertmanagerConfig, AlertmanagerSink, postable
@@ -97,21 +97,7 @@ def alertmanager(tmp_path):
     am_bin = need_binary("prometheus-alertmanager")
     recv = ThreadedRecorder()
     port = free_port()
-    (tmp_path / "am.yml").write_text(f"""
-route:
-  receiver: hook
-  group_by: [alertname, run]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: {recv.base}/am
-        send_resolved: true
-""")
-    proc = start([am_bin, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am-data'}",
-                  f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], tmp_path / "am.log")
+    proc = start_alertmanager(am_bin, tmp_path, port, f"{recv.base}/am")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: up(url + "/-/ready"), 30, 0.1, "alertmanager ready")

@@ -8,13 +8,9 @@ import sys
 
 import pytest
 
-from helpers import Daemon, http_get, wait_for
+from helpers import Daemon, http_get, sample, wait_for
 from wtwin.emitters import connect
 from wtwin.sinks.testing import Reply, ThreadedRecorder
-
-
-def sample(d, name, **labels):
-    return d.metrics().get((name, tuple(sorted(labels.items()))))
 
 
 def wtwind(daemon, *args) -> subprocess.CompletedProcess:

@@ -18,6 +18,18 @@ from wtwin.daemon.spectral.projection import cayley_factor, project_weight, upst
 from wtwin.emitters.wwpgd import WWPGD  # noqa: E402
 
 
+def fit(model, opt, x, y, steps: int) -> list[float]:
+    """``steps`` full-batch steps of cross-entropy on (x, y); the loss before each."""
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def _heavy(shape, df=3.0, seed=0):
     torch.manual_seed(seed)
     return torch.distributions.StudentT(df).sample(shape).float()
@@ -123,14 +135,7 @@ class TestWWPGDOptimizer:
         model = self._model()
         opt = WWPGD(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
         assert isinstance(opt, torch.optim.Optimizer)
-        x, y = torch.randn(256, 32), torch.randint(0, 10, (256,))
-        losses = []
-        for _ in range(30):
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+        losses = fit(model, opt, torch.randn(256, 32), torch.randint(0, 10, (256,)), 30)
         assert losses[-1] < losses[0]
 
     def test_lr_scheduler_drives_the_base_optimizer(self):
