@@ -13,7 +13,8 @@ import os
 import sys
 from typing import Sequence
 
-from .emitter import DEFAULT_ENDPOINT, Emitter, default_endpoint
+from .emitter import Emitter
+from .endpoints import DEFAULT_ENDPOINT, default_endpoint
 from .null import NullEmitter
 
 __all__ = ["connect", "Emitter", "NullEmitter", "DEFAULT_ENDPOINT", "default_endpoint"]

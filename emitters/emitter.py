@@ -47,7 +47,7 @@ import zmq
 
 from . import run_secret, shards, wire
 from .dealer import open_dealer
-from .endpoints import DEFAULT_ENDPOINT, default_endpoint, default_ipc_endpoint  # noqa: F401 (re-exported)
+from .endpoints import default_endpoint
 from .events import BUILDERS
 from .reach import Reach
 from .resend import ResendBuffer
