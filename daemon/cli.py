@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is not None:
         return ops.run_command(args, cfg)
     if args.print_config:
-        from .configdump import to_toml
+        from .config.dump import to_toml
 
         print(to_toml(cfg), end="")
         return 0

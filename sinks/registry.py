@@ -1,7 +1,7 @@
 """Sink registry: config ``type`` -> (config dataclass, sink class); module name = key.
 
 ``AnySinkConfig`` is the tagged union of the sink configs: the daemon's config loader
-(``wtwin.daemon.configload``, the one config walker) picks the class by a ``[[sinks]]``
+(``wtwin.daemon.config.load``, the one config walker) picks the class by a ``[[sinks]]``
 table's ``type``. ``check_sinks`` checks what no single sink can (unique names, routes
 that name known sinks); ``build_sinks(configs, env)`` resolves secret references
 against ``env`` (the daemon's config module passes the environment) and returns live

@@ -73,7 +73,7 @@ class TestCheckCommand:
 
 class TestPrintConfig:
     def test_printed_config_loads_back_to_the_same_config(self, tmp_path):
-        from wtwin.daemon.configdump import to_toml
+        from wtwin.daemon.config.dump import to_toml
 
         cfg = config.load(environ={})
         p = tmp_path / "dump.toml"

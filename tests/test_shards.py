@@ -1,4 +1,4 @@
-"""The emitter's shard pick (emitters/shards.py) and a daemon's shard name (daemon/config.py).
+"""The emitter's shard pick (emitters/shards.py) and a daemon's shard name (daemon/config/).
 
 The pick must be a fixed function of the run name and the endpoint list: the same in
 every process (whatever PYTHONHASHSEED), on every machine and in every release, or a

@@ -17,7 +17,7 @@ from wtwin.detect.alert import Alert
 from wtwin.sinks.alertmanager import AlertmanagerConfig, AlertmanagerSink, postable
 from wtwin.sinks.errors import ConfigError, SinkError
 from wtwin.daemon.config import DaemonConfig
-from wtwin.daemon.configload import build
+from wtwin.daemon.config.load import build
 from wtwin.sinks.testing import Recorder, Reply, ThreadedRecorder
 
 T0 = 1_700_000_000.0

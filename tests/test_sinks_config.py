@@ -10,8 +10,8 @@ import pytest
 
 from wtwin.daemon import config as config_mod
 from wtwin.daemon.config import DaemonConfig
-from wtwin.daemon.configdump import to_toml
-from wtwin.daemon.configload import build
+from wtwin.daemon.config.dump import to_toml
+from wtwin.daemon.config.load import build
 from wtwin.daemon.errors import ConfigError
 from wtwin.sinks import errors as sink_errors
 from wtwin.sinks import secrets

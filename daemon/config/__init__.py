@@ -1,7 +1,7 @@
 """wtwind's configuration: one TOML file -> frozen dataclasses; env overrides.
 
 Every section is a keyword-only frozen dataclass that checks itself in
-``__post_init__`` and is owned by the component it configures; ``configload.build`` is
+``__post_init__`` and is owned by the component it configures; ``load.build`` is
 the one walker from TOML to them. This module reads the process environment for the
 config: ``load()`` (``WTWIND_<SECTION>__<KEY>=value`` overrides a key,
 ``WTWIND_HTTP__PORT=9500``), and ``resolve_secret``/``build_sinks``, which hand it to
@@ -27,11 +27,11 @@ from wtwin.sinks.log import LogConfig as LogSinkConfig
 from wtwin.sinks.registry import AnySinkConfig, DeliveryConfig
 from wtwin.sinks.routing import RouteConfig
 
-from .configload import apply_env, build
-from .errors import ConfigError, require
-from .jobs.config import JobsConfig
-from .store.config import StateConfig, default_state_path
-from .zmq_auth import CurveConfig
+from ..errors import ConfigError, require
+from ..jobs.config import JobsConfig
+from ..store.config import StateConfig, default_state_path
+from ..zmq_auth import CurveConfig
+from .load import apply_env, build
 
 
 @dataclass(frozen=True, kw_only=True)

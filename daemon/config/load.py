@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any, Mapping
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def build(cls: type, data: Mapping[str, Any], path: str = "") -> Any:
