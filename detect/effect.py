@@ -63,6 +63,7 @@ from . import base
 from .base import Detector, check, gap_decay, positive, register
 
 INF = cython.declare(cython.double, math.inf)
+SHRINK = cython.declare(cython.double, 2.0)   # a third difference this many times the next one
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
 _new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
@@ -201,7 +202,7 @@ class EffectDetector(Detector):
             self._sample(level, judging)
             self._next = step + 2.0 * tau
 
-    @cython.locals(devs=list, srt=list, q=cython.double, i=cython.Py_ssize_t,
+    @cython.locals(devs=list, srt=list, q=cython.double, i=cython.Py_ssize_t, d=cython.double,
                    l1=cython.double, l2=cython.double, l3=cython.double)
     def _sample(self, level: float, judging: bool) -> None:
         l1, l2, l3 = self._lags
@@ -209,12 +210,15 @@ class EffectDetector(Detector):
         self._k += 1
         if self._k < 4 or judging:
             return
-        self._kw += 1
+        d = level - 3.0 * l1 + 3.0 * l2 - l3
         devs = self._devs
-        devs.append(abs(level - 3.0 * l1 + 3.0 * l2 - l3))
+        while devs and devs[-1] * d > 0.0 and abs(devs[-1]) > SHRINK * abs(d):
+            del devs[-1]     # the descent's curvature, still shrinking: not a wobble
+        devs.append(d)
         if len(devs) > self.wobble_samples:
             del devs[0]
-        srt = sorted(devs)
+        self._kw = len(devs)
+        srt = sorted([abs(v) for v in devs])
         q = 0.25 * (len(srt) - 1)              # the lower quartile, interpolated
         i = int(q)
         self._wob = srt[i] + (q - i) * (srt[min(i + 1, len(srt) - 1)] - srt[i])
