@@ -63,7 +63,7 @@ from . import base
 from .base import Detector, check, gap_decay, positive, register
 
 INF = cython.declare(cython.double, math.inf)
-SHRINK = cython.declare(cython.double, 2.0)   # a third difference this many times the next one
+SHRINK = cython.declare(cython.double, 1.5)   # a third difference this many times the next one
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
 _new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
