@@ -212,8 +212,9 @@ class EffectDetector(Detector):
             return
         d = level - 3.0 * l1 + 3.0 * l2 - l3
         devs = self._devs
-        while devs and devs[-1] * d > 0.0 and abs(devs[-1]) > SHRINK * abs(d):
-            del devs[-1]     # the descent's curvature, still shrinking: not a wobble
+        if self._k <= self.wobble_samples + 3:     # the run's first window: its descent
+            while devs and devs[-1] * d > 0.0 and abs(devs[-1]) > SHRINK * abs(d):
+                del devs[-1]     # the descent's curvature, still shrinking: not a wobble
         devs.append(d)
         if len(devs) > self.wobble_samples:
             del devs[0]
