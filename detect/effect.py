@@ -19,7 +19,12 @@ the statistics that page (levels over about a hundred steps, not single steps):
   phase, whose differences are large, is ignored as soon as a quarter of the samples
   come after it; a 1,750-step run has only eight samples), as a standard deviation of
   the level (/0.3186 for a normal's lower quartile of absolute values, /sqrt 20 for a
-  third difference). Frozen while a deviation is being judged
+  third difference). In the run's first window (``wobble_samples`` + 3 samples), a
+  third difference that the next one, of the same sign, undercuts ``SHRINK`` (1.5) times
+  is dropped: that is a descent's curvature still shrinking, not a wobble (a wobble's
+  consecutive third differences are anti-correlated, -0.75: they seldom share a sign,
+  let alone shrink together); a short run otherwise measured its wobble inside its fast
+  early descent, at ~19x ``rho`` x progress. Frozen while a deviation is being judged
   (``judging=True``), so a building failure does not raise its own bar.
 
 A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
@@ -35,7 +40,7 @@ level did fall: a run that merely slowed down keeps a good part of its decline.
 ``gate``, ``jump_gate`` and ``stall_gate`` are chosen by a written procedure from clean
 real runs of other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). One
 point's jump is also judged against one point's scatter (``noise``, from the absolute
-one-step changes), and so is everything until the wobble has been measured (two second
+one-step changes), and so is everything until the wobble has been measured (two kept third
 differences of the level): a young run's level is judged as conservatively as a point.
 
 >>> import random
