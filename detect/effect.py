@@ -19,7 +19,12 @@ the statistics that page (levels over about a hundred steps, not single steps):
   phase, whose differences are large, is ignored as soon as a quarter of the samples
   come after it; a 1,750-step run has only eight samples), as a standard deviation of
   the level (/0.3186 for a normal's lower quartile of absolute values, /sqrt 20 for a
-  third difference). Frozen while a deviation is being judged
+  third difference). In the run's first window (``wobble_samples`` + 3 samples), a
+  third difference that the next one, of the same sign, undercuts ``SHRINK`` (1.5) times
+  is dropped: that is a descent's curvature still shrinking, not a wobble (a wobble's
+  consecutive third differences are anti-correlated, -0.75: they seldom share a sign,
+  let alone shrink together); a short run otherwise measured its wobble inside its fast
+  early descent, at ~19x ``rho`` x progress. Frozen while a deviation is being judged
   (``judging=True``), so a building failure does not raise its own bar.
 
 A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
@@ -35,7 +40,7 @@ level did fall: a run that merely slowed down keeps a good part of its decline.
 ``gate``, ``jump_gate`` and ``stall_gate`` are chosen by a written procedure from clean
 real runs of other sources (tests/bench/calibrate.py); ``rho`` is fixed (docs/DETECTION.md). One
 point's jump is also judged against one point's scatter (``noise``, from the absolute
-one-step changes), and so is everything until the wobble has been measured (two second
+one-step changes), and so is everything until the wobble has been measured (two kept third
 differences of the level): a young run's level is judged as conservatively as a point.
 
 >>> import random
@@ -63,6 +68,7 @@ from . import base
 from .base import Detector, check, gap_decay, positive, register
 
 INF = cython.declare(cython.double, math.inf)
+SHRINK = cython.declare(cython.double, 1.5)   # a third difference this many times the next one
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
 _new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
@@ -201,7 +207,7 @@ class EffectDetector(Detector):
             self._sample(level, judging)
             self._next = step + 2.0 * tau
 
-    @cython.locals(devs=list, srt=list, q=cython.double, i=cython.Py_ssize_t,
+    @cython.locals(devs=list, srt=list, q=cython.double, i=cython.Py_ssize_t, d=cython.double,
                    l1=cython.double, l2=cython.double, l3=cython.double)
     def _sample(self, level: float, judging: bool) -> None:
         l1, l2, l3 = self._lags
@@ -209,12 +215,16 @@ class EffectDetector(Detector):
         self._k += 1
         if self._k < 4 or judging:
             return
-        self._kw += 1
+        d = level - 3.0 * l1 + 3.0 * l2 - l3
         devs = self._devs
-        devs.append(abs(level - 3.0 * l1 + 3.0 * l2 - l3))
+        if self._k <= self.wobble_samples + 3:     # the run's first window: its descent
+            while devs and devs[-1] * d > 0.0 and abs(devs[-1]) > SHRINK * abs(d):
+                del devs[-1]     # the descent's curvature, still shrinking: not a wobble
+        devs.append(d)
         if len(devs) > self.wobble_samples:
             del devs[0]
-        srt = sorted(devs)
+        self._kw = len(devs)
+        srt = sorted([abs(v) for v in devs])
         q = 0.25 * (len(srt) - 1)              # the lower quartile, interpolated
         i = int(q)
         self._wob = srt[i] + (q - i) * (srt[min(i + 1, len(srt) - 1)] - srt[i])

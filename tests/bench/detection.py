@@ -237,7 +237,8 @@ def _inject_log(args) -> list[dict]:
         m = monitor(e, gates)
         m.restore(snaps[i0])
         hit, hk = first_page(m, steps, y, lrs, i0)
-        rec = {"log": e.name, "group": e.group, "kind": kind, "seed": s, "onset": int(steps[i0]),
+        rec = {"log": e.name, "group": e.group, "kind": kind, "seed": s, "points": n,
+               "onset": int(steps[i0]),
                "H": float(H), "sigma": sigma, "ours": None if hit is None else hit - int(steps[i0]),
                "ours_kind": hk}
         for b in BASELINES:
@@ -352,6 +353,10 @@ def report(es, stats, thr, shipped, real, recs, robust, secs, a):
             print(f"- progressive user-scale, {m}: {len(d)}/{len(prog)} = {len(d) / len(prog):.1%}, "
                   f"median delay {pct(d, 50)}, pre-onset alarms "
                   f"{sum(bool(r.get(m + '_fa')) for r in prog)}")
+        for name, rs in (("logs >= 3000 points", [r for r in prog if r["points"] >= 3000]),
+                         ("logs < 3000 points", [r for r in prog if r["points"] < 3000])):
+            c = sum(r["ours"] is not None and r["ours"] >= 0 for r in rs)
+            print(f"- progressive user-scale, ours, {name}: {c}/{len(rs)} = {c / max(len(rs), 1):.1%}")
         byg = {}
         for r in prog:
             byg.setdefault(r["group"], []).append(r["ours"] is not None and r["ours"] >= 0)
