@@ -159,6 +159,7 @@ class RunMonitor:
         self._emitted = {}
         self._kinds = 0            # _BIT of each kind in _emitted
         self._alert = False        # any warning/critical kind active (follows _emitted)
+        self._out = []             # the findings of the update in progress (`_push`)
         self._rec = Recovery()     # the band each page of the loss level left (`recovery`)
         self._held = self._rec.held
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
@@ -215,7 +216,9 @@ class RunMonitor:
                    pl_active=cython.bint, judging=cython.bint, on=cython.bint)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
-        out = self._out = []    # this update's findings (`_push`)
+        out = self._out         # this update's findings (`_push`): one list, emptied here
+        if out:
+            del out[:]
         loss = float(loss)
         if lr is not None and lr < 0:
             lr = None       # no schedule has one (the laws take its log): read as unknown
@@ -417,7 +420,8 @@ class RunMonitor:
                 + self._size(up) if dv_active else "")
         dv_page = dv_active and dv_sev == "critical"
         sev: str
-        if sp.severity == "info":
+        sp_sev = sp.severity       # None, "info" or "warning"
+        if sp_sev is not None and sp_sev == "info":
             if self._due("spike", True, "info"):
                 self._push("spike", True, "info", step,
                            f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
