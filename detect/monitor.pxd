@@ -2,7 +2,9 @@
 # per event (and to its rewind points), so that those calls and reads are C.
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
-from cpython.type cimport PyType_GenericAlloc
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(type t, Py_ssize_t nitems)   # Cython's own takes an object
 
 from .collapse cimport CollapseDetector
 from .divergence cimport DivergenceDetector

@@ -238,7 +238,6 @@ class RunMonitor:
             self._gn.observe(s, grad_norm)
         nf.observe(s, x, grad_norm)
         rj = self._rj
-        emitted = self._emitted
         sev: str
         if rj.active:
             sev = rj.severity
