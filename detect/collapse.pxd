@@ -13,5 +13,4 @@ cdef class CollapseDetector(Detector):
     cdef public double _prev, _dprev, _fast, _slow, _lf, _ls, _flips
     cdef public bint _on, _up
     cdef readonly bint active
-    cdef readonly double scatter
     cpdef observe(self, long long step, double loss)

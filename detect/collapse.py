@@ -88,7 +88,6 @@ class CollapseDetector(Detector):
         self._on = self._up = False
         self._flips = 0.0         # EWMA (slow) of "the second difference changed sign"
         self.active = False
-        self.scatter = 1.0
 
     @cython.locals(u=cython.double, c=cython.double, k=cython.double, d=cython.double,
                    flip=cython.bint)
@@ -127,7 +126,12 @@ class CollapseDetector(Detector):
         self._on = (self._n > self._c_warmup and self._fast - self._slow < self._c_log_ratio
                     and self._lf < self._ls and self._flips > _NOISY)
         self.active = self._on
-        self.scatter = exp(self._fast - self._slow)
+
+    @property
+    def scatter(self) -> float:
+        """The fast scatter over the slow one at the last point (1.0 before two), computed
+        when read (a message), not per point."""
+        return exp(self._fast - self._slow) if self._fast == self._fast else 1.0
 
     def update(self, step: int, loss: float) -> CollapseState:
         self.observe(step, loss)

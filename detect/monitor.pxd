@@ -1,5 +1,11 @@
 # The C side of monitor.py (docs/COMPILED.md): typed references to the detectors it calls
 # per event (and to its rewind points), so that those calls and reads are C.
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(type t, Py_ssize_t nitems)   # Cython's own takes an object
+
 from .collapse cimport CollapseDetector
 from .divergence cimport DivergenceDetector
 from .effect cimport EffectDetector
@@ -14,6 +20,10 @@ from .rise cimport RiseDetector
 from .spike cimport SpikeDetector
 
 cdef long long NO_STEP
+cdef double _NAN
+cdef int _RJ, _NF, _DV, _SP, _PL, _DR
+
+cdef object _state(tuple fields)
 
 cdef class RunMonitor:
     cdef readonly object preset, overrides
@@ -21,7 +31,7 @@ cdef class RunMonitor:
     cdef object _rec
     cdef str _main
     cdef bint _alert
-    cdef int _pl_mode
+    cdef int _pl_mode, _kinds
     cdef readonly RewindPoints _points
     cdef double _next_at, _dv_at
     cdef public dict peak_scores

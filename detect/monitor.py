@@ -30,6 +30,7 @@ Pure: no I/O, no clock, no logging.
 
 from __future__ import annotations
 
+import functools
 import math
 
 try:
@@ -45,6 +46,7 @@ from .recovery import Recovery
 from .rewind import RewindPoints
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
+_NAN = cython.declare(cython.double, math.nan)
 
 # a critical divergence has run away by at least this fraction of the run's progress
 DIVERGENCE_OF_PROGRESS = 0.1
@@ -61,6 +63,33 @@ SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
 
 _NO_LEARNING = ("no_learning", "frozen")
 _new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
+
+# the kinds emitted so far, as bits of ``_kinds`` (a C test per update, not a dict lookup)
+_RJ = cython.declare(cython.int, 1)
+_NF = cython.declare(cython.int, 2)
+_DV = cython.declare(cython.int, 4)
+_SP = cython.declare(cython.int, 8)
+_PL = cython.declare(cython.int, 16)
+_DR = cython.declare(cython.int, 32)
+_BIT = {"resume_jump": _RJ, "nonfinite": _NF, "divergence": _DV, "spike": _SP,
+        "plateau": _PL, "drift": _DR}
+
+
+@cython.locals(i=cython.Py_ssize_t)
+def _state(fields: tuple):
+    """A `MonitorState` from its fields. Compiled, the tuple subtype is allocated and
+    filled in place (``tuple.__new__`` parses its arguments and copies the tuple: a
+    tenth of an update's instructions)."""
+    st = PyType_GenericAlloc(MonitorState, 11)     # noqa: F821  (the C API: monitor.pxd)
+    for i in range(11):
+        v = fields[i]
+        Py_INCREF(v)                               # noqa: F821  (SET_ITEM steals it)
+        PyTuple_SET_ITEM(st, i, v)                 # noqa: F821
+    return st
+
+
+if not cython.compiled:     # pure build: tuple.__new__, called from C
+    _state = functools.partial(_new, MonitorState)     # noqa: F811
 
 
 def _build(preset: str, overrides: dict) -> dict:
@@ -128,7 +157,9 @@ class RunMonitor:
         self.overrides = overrides
         self._setup(_build(preset, overrides))
         self._emitted = {}
+        self._kinds = 0            # _BIT of each kind in _emitted
         self._alert = False        # any warning/critical kind active (follows _emitted)
+        self._out = []             # the findings of the update in progress (`_push`)
         self._rec = Recovery()     # the band each page of the loss level left (`recovery`)
         self._held = self._rec.held
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
@@ -166,6 +197,7 @@ class RunMonitor:
         """Emit the finding `_due` allowed (into this update's findings); ``text`` is the
         message of an active one, formatted only when a finding is emitted."""
         self._emitted[kind] = [active, severity]
+        self._kinds |= _BIT.get(kind, 0)
         if active and severity != "info":
             self._rec.paged(kind, step, self._ef)
         elif not active and kind in self._held:
@@ -184,7 +216,9 @@ class RunMonitor:
                    pl_active=cython.bint, judging=cython.bint, on=cython.bint)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
-        out = self._out = []    # this update's findings (`_push`)
+        out = self._out         # this update's findings (`_push`): one list, emptied here
+        if out:
+            del out[:]
         loss = float(loss)
         if lr is not None and lr < 0:
             lr = None       # no schedule has one (the laws take its log): read as unknown
@@ -204,7 +238,6 @@ class RunMonitor:
             self._gn.observe(s, grad_norm)
         nf.observe(s, x, grad_norm)
         rj = self._rj
-        emitted = self._emitted
         sev: str
         if rj.active:
             sev = rj.severity
@@ -216,10 +249,10 @@ class RunMonitor:
                 self._push("resume_jump", True, sev, step,
                            f"step went back from {rj.from_step} to {step}; loss moved by "
                            f"{rj.jump:+.4g} ({where})")
-        elif "resume_jump" in emitted and self._due("resume_jump", False, "info"):
+        elif self._kinds & _RJ and self._due("resume_jump", False, "info"):
             self._push("resume_jump", False, "info", step, "")
         on = nf.active or nf.grad_bad
-        if on or "nonfinite" in emitted:
+        if on or self._kinds & _NF:
             sev = "critical" if nf.active else "info"
             if self._due("nonfinite", on, sev):
                 self._push("nonfinite", on, sev, step, _obvious_msg(nf, step, loss) if on else "")
@@ -228,8 +261,7 @@ class RunMonitor:
                        f"loss {loss:.4g} is {abs(loss) / nf._ref:.3g} times the largest loss of the "
                        f"run's first {nf._n_ref} points ({nf._ref:.4g}): it blew up")
         if nf.active or nf.blown:
-            return _new(MonitorState, (step, loss, None, None, None, None, None, None, None, True,
-                                       tuple(out)))
+            return _state((step, loss, None, None, None, None, None, None, None, True, tuple(out)))
         fc = self._fc
         fc.observe(step, loss, lr)
         sp = self._sp
@@ -267,8 +299,8 @@ class RunMonitor:
         if s >= self._next_at:
             self._points.take(step, self._d)
             self._next_at = self._points.next_at
-        return _new(MonitorState, (step, loss, l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T,
-                                   fc.W, self._alert, tuple(out) if out else ()))
+        return _state((step, loss, l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
+                       self._alert, tuple(out) if out else ()))
 
     def _escalate(self, step) -> None:
         """A page whose loss stays above the band it left for ``ESCALATE_AFTER`` x the
@@ -378,8 +410,8 @@ class RunMonitor:
             if shift:
                 dv_sev = "info"
         else:
-            self._dv_at = math.nan
-        if (dv_active or "divergence" in emitted) and self._due("divergence", dv_active, dv_sev):
+            self._dv_at = _NAN
+        if (dv_active or self._kinds & _DV) and self._due("divergence", dv_active, dv_sev):
             self._push("divergence", dv_active, dv_sev, step, (
                 f"loss level {dv.level:.4g} shifted up from its best {dv.best:.4g} and holds "
                 "there (not growing)" if shift else
@@ -387,11 +419,12 @@ class RunMonitor:
                 + self._size(up) if dv_active else "")
         dv_page = dv_active and dv_sev == "critical"
         sev: str
-        if sp.severity == "info":
+        sp_sev = sp.severity       # None, "info" or "warning"
+        if sp_sev is not None and sp_sev == "info":
             if self._due("spike", True, "info"):
                 self._push("spike", True, "info", step,
                            f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
-        elif sp_active or "spike" in emitted:
+        elif sp_active or self._kinds & _SP:
             sev = "warning" if not sp_active or self._big("spike", sp.height) else "info"
             if self._due("spike", sp_active and not dv_page, sev):
                 self._push("spike", sp_active and not dv_page, sev, step,
@@ -412,7 +445,7 @@ class RunMonitor:
         pl_up = slowdown and self._pl_mode == 2
         drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
         plateau = pl_active and not (slowdown and (drift or dv_page))
-        if plateau or "plateau" in emitted:
+        if plateau or self._kinds & _PL:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
             if plateau and pl.rule not in _NO_LEARNING and not (
@@ -424,7 +457,7 @@ class RunMonitor:
                 self._push("plateau", plateau, sev, step, _plateau_msg(pl, fc) + (
                     self._size(effect) if pl.rule not in _NO_LEARNING else "") if plateau else "")
         co = self._co
-        if co.active or "drift" in emitted and emitted["drift"][1] == "critical":
+        if co.active or self._kinds & _DR and emitted["drift"][1] == "critical":
             if self._due("drift", co.active, "critical"):      # a frozen data loader
                 self._push("drift", co.active, "critical", step,
                            f"loss {loss:.4g} fell below its course while its batch-to-batch "
@@ -432,7 +465,7 @@ class RunMonitor:
                            "batch repeated? (a frozen data loader)" if co.active else "")
             if co.active or emitted["drift"][0]:
                 return
-        if drift or "drift" in emitted:
+        if drift or self._kinds & _DR:
             effect = self._rise(fc.l_pred if fc_alert else None)
             if pl_up and not (fc_alert or rising):
                 effect = max(effect, pl.shortfall)
@@ -480,6 +513,8 @@ class RunMonitor:
             raise ConfigError("monitor snapshot is not version 1")
         self.__init__(snap["preset"], **snap.get("overrides", {}))
         self._emitted = {k: list(v) for k, v in snap["emitted"].items()}
+        for k in self._emitted:
+            self._kinds |= _BIT.get(k, 0)
         self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
         self._rec.restore(snap.get("recovery", {}))
         for k, s in snap["detectors"].items():

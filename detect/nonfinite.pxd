@@ -7,6 +7,7 @@ cdef long long NO_STEP
 cdef class NonfiniteDetector(Detector):
     cdef readonly object blowup, ref_points, grad_run, start_run
     cdef double _c_blowup
+    cdef long long _c_ref_points, _c_grad_run, _c_start_run
     cdef public long long _count, _first, _n_ref, _grun, _gfirst
     cdef public double _ref, _prev
     cdef public bint _gseen

@@ -76,6 +76,7 @@ class NonfiniteDetector(Detector):
         self.blowup, self.ref_points, self.grad_run, self.start_run = (
             blowup, ref_points, grad_run, start_run)
         self._c_blowup = blowup
+        self._c_ref_points, self._c_grad_run, self._c_start_run = ref_points, grad_run, start_run
         self._count = 0
         self._first = NO_STEP
         self._ref = NAN           # largest |loss| of the first ref_points finite points
@@ -113,12 +114,12 @@ class NonfiniteDetector(Detector):
                 reason = "stuck"
             elif self._ref > 0.0 and a > self._c_blowup * self._ref:
                 self.blown, reason = True, "blown"
-            elif self._n_ref < self.ref_points:
+            elif self._n_ref < self._c_ref_points:
                 self._n_ref += 1
                 if not (self._ref >= a):      # NaN (no point yet) or smaller
                     self._ref = a
             self._prev = loss
-        need = self.grad_run if self._gseen else self.start_run + 1
+        need = self._c_grad_run if self._gseen else self._c_start_run + 1
         if not reason and self._grun >= need:
             reason = "grad"
         self.reason = reason

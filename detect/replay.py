@@ -117,14 +117,17 @@ def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrainin
     keep = series.append if series is not None else None
     out: list[Alert] = []
     n = 0
+    idle = policy.idle          # read again after each call that can change the policy
     for i, (kind, step, value, lr, grad) in enumerate(_five(events)):
         if kind != "loss":
             out += s.eval(step, {"val_loss": value}, now=float(i))[1]
+            idle = policy.idle
             continue
         n += 1
         state = update(step, value, lr, grad)
-        if state.findings or not policy.idle:   # else `_apply` returns []: skip it
+        if state.findings or not idle:   # else `_apply` returns []: skip it
             out += _apply(policy, state, step, float(i), advance=True)
+            idle = policy.idle
         if keep is not None:
             keep((step, value, state.l_pred, state.band_lo, state.band_hi, state.W))
     return out, n

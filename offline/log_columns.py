@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import methodcaller
+from itertools import chain, compress, repeat
+from operator import is_not, methodcaller
 from typing import Callable, Iterator
 
 FIELD_LIMIT = 131_072   # csv.field_size_limit()'s default: a longer field is the csv module's error
@@ -205,3 +205,19 @@ def _kept(loss: list, val: list, n: int) -> list[int] | None:
         return None
     keep = [i for i, (a, b) in enumerate(zip(loss, val)) if a is not None or b is not None]
     return None if len(keep) == n else keep
+
+
+def row_events(kind: str, with_grad: bool, steps: list, losses: list, vals: list, lrs: list,
+               grads: list) -> Iterator[tuple]:
+    """`logs.TrainingLog.events` of rows that all hold a loss (some a val_loss too):
+    each row's loss event, then its ``kind`` event where it has a val_loss, as C-level
+    zips over the runs of rows between evals (no generator frame per row)."""
+    cols = [iter(c) for c in ((steps, losses, lrs, grads) if with_grad else (steps, losses, lrs))]
+    tail = (None, None) if with_grad else (None,)
+    parts, start = [], 0
+    for j in compress(range(len(vals)), map(is_not, vals, repeat(None))):
+        parts.append(zip(repeat("loss", j + 1 - start), *cols))
+        parts.append(((kind, steps[j], vals[j], *tail),))
+        start = j + 1
+    parts.append(zip(repeat("loss"), *cols))
+    return chain.from_iterable(parts)

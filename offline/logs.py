@@ -77,7 +77,9 @@ class TrainingLog:
             eval_as_loss = self.n_loss == 0
         kind = "loss" if eval_as_loss else "eval"
         steps, losses, vals, lrs, grads = self.records.columns()
-        if not self.n_val:                 # the common shape: a loss on every row
+        if self.n_loss == len(losses):     # the common shape: a loss on every row
+            return log_columns.row_events(kind, with_grad, steps, losses, vals, lrs, grads)
+        if not self.n_val:
             if with_grad:
                 return (("loss", s, v, lr, g) for s, v, lr, g in zip(steps, losses, lrs, grads) if v is not None)
             return (("loss", s, v, lr) for s, v, lr in zip(steps, losses, lrs) if v is not None)
