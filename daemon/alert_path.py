@@ -21,12 +21,14 @@ memory outbox. A failure is counted and logged; the next step still runs.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 import structlog
 
 from wtwin.detect.alert import Alert
 from wtwin.emitters import wire
+from wtwin.sinks.delivery import Routed
 
 log = structlog.get_logger("wtwind")
 
@@ -59,7 +61,7 @@ class AlertPath:
             run.series.mark(alert)
         try:
             routed = self.delivery.route(alert)
-            row = self.snapshots.encode(run, "alert") if run is not None else None
+            row = self.snapshots.encode(run, "alert") if run is not None and self.store.durable else None
             self._journal(routed, row, 0)
         except Exception:
             self.stats.loop_errors += 1
@@ -71,9 +73,9 @@ class AlertPath:
                 self.stats.loop_errors += 1
                 log.exception("alert_listener_failed", run=alert.run, kind=alert.kind)
 
-    def _journal(self, routed, row, attempt: int) -> None:
+    def _journal(self, routed: Routed, row: tuple | None, attempt: int) -> None:
         """The alert row, the run's snapshot ``row`` and the outbox rows: one transaction."""
-        if self.store.writer is None:  # the memory outbox: applied now, nothing to retry
+        if not self.store.durable:  # the memory outbox: applied now, nothing to retry
             try:
                 res, err = (None, routed.staged.op(None)), None
             except Exception as exc:
@@ -83,13 +85,13 @@ class AlertPath:
         self.store.commit_alert(row, routed.staged.op,
                                 lambda res, err: self._journaled(routed, res, err, attempt))
 
-    def _journaled(self, routed, res, err: BaseException | None, attempt: int) -> None:
+    def _journaled(self, routed: Routed, res, err: BaseException | None, attempt: int) -> None:
         """On the loop, once the journal's transaction committed or failed."""
         alert = routed.plan.alert
         if err is not None and attempt < len(RETRY_S):
             self.journal_errors += 1
             log.warning("alert_commit_retry", run=alert.run, kind=alert.kind, error=str(err)[:300])
-            self.store.writer.loop.call_later(RETRY_S[attempt], self._journal, routed, None, attempt + 1)
+            asyncio.get_running_loop().call_later(RETRY_S[attempt], self._journal, routed, None, attempt + 1)
             return
         rows = [] if err is not None else routed.staged.rows(res[1])[0]
         self.delivery.committed(routed, rows, err)
