@@ -2,13 +2,12 @@
 
 It opens the file (lock, checks, migrations: ``db.py``), owns the one writer thread
 (``writer.py``) and the durable outbox (``outbox.py``). ``open`` reads the outbox's
-pending rows on the loop, before the writer thread starts; from then on every
-statement of the store, reads included, runs on that thread, through its one
-connection (the run pages read the file through read-only connections of their own, on
-executor threads: ``history.py``). Who decides
-what to write and when is elsewhere: run snapshots in ``daemon/snapshots.py``, the
-alert journal in ``daemon/alert_path.py``, bringing runs back in ``daemon/restores.py``,
-alert delivery in ``sinks/delivery.py``.
+pending rows on the loop, before the writer thread starts; from then on every statement
+of the store, reads included, runs on that thread, through its one connection (the run
+pages read the file through read-only connections of their own, on executor threads:
+``history.py``). Who decides what to write and when is elsewhere: run snapshots in
+``daemon/snapshots.py``, the alert journal in ``daemon/alert_path.py``, bringing runs
+back in ``daemon/restores.py``, alert delivery in ``sinks/delivery.py``.
 
 Reads go through the writer's queue too, so a read sees every write submitted before
 it (a run evicted from memory and wanted again a moment later reads its last snapshot,
