@@ -2,37 +2,51 @@
 
 In order: counted (``wtwind_alerts_total``, firing only), sent back to the run's
 trainers (their ``on_alert``), marked on the run's chart (``RunState.series``), routed
-by delivery (``Delivery.stage``: which sinks, when) and committed with the run's
-snapshot and its outbox rows in one FULL transaction (``Snapshots.on_alert``); sinks
-see it once that has committed. Then any ``listeners`` (tests watch alerts there). A
-failure is counted and logged; the next step still runs. Every source of alerts calls
-the same ``publish``: events (``Server.handle_event``), the stall check on the tick,
-and spectral job results.
+(``Delivery.route``: which sinks, when), journaled, then any ``listeners`` (tests watch
+alerts there). Every source of alerts calls the same ``publish``: events (the ingest
+path), the stall check on the tick, and spectral job results.
+
+The journal is one operation: one ``synchronous=FULL`` transaction on the store's
+writer thread holds the alert row (written once), its run's snapshot and its outbox
+rows (``Store.commit_alert``), so a replay after a crash resumes just after the alert
+and cannot raise it a second time under another idempotency key, and a committed alert
+is never left unrouted: its rows are in the outbox, delivered on restart if not before.
+One completion callback (``_journaled``) follows on the loop: the rows become due
+(``Staged.rows``) and delivery wakes their sinks (``Delivery.committed``). A failed
+transaction is tried again after ``RETRY_S``, without the snapshot (the run is still
+dirty: the next flush writes it); then delivery holds the alert in memory and keeps
+trying (``Delivery._hold``). With no store the same operation runs at once on the
+memory outbox. A failure is counted and logged; the next step still runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 import structlog
 
 from wtwin.detect.alert import Alert
 from wtwin.emitters import wire
+from wtwin.sinks.delivery import Routed
 
 log = structlog.get_logger("wtwind")
 
 Listener = Callable[[Alert], None]
+RETRY_S = (0.25, 0.5)  # a failed journal transaction is tried again after these (a busy disk)
 
 
 class AlertPath:
-    def __init__(self, table, stats, send: Callable[[bytes, bytes], bool], *, snapshots,
+    def __init__(self, table, stats, send: Callable[[bytes, bytes], bool], *, store, snapshots,
                  delivery) -> None:
         self.table = table
         self.stats = stats
         self.send = send
+        self.store = store
         self.snapshots = snapshots
         self.delivery = delivery
         self.listeners: list[Listener] = []
+        self.journal_errors = 0  # journal transactions that failed (each tried again, then held)
 
     def publish(self, alert: Alert) -> None:
         if alert.status == "firing":
@@ -45,8 +59,10 @@ class AlertPath:
             for identity in run.identities.values():
                 self.send(identity, frame)
             run.series.mark(alert)
-        try:  # routed now; journaled with its run's snapshot and its outbox rows, one FULL commit
-            self.snapshots.on_alert(alert, self.delivery.stage(alert))
+        try:
+            routed = self.delivery.route(alert)
+            row = self.snapshots.encode(run, "alert") if run is not None and self.store.durable else None
+            self._journal(routed, row, 0)
         except Exception:
             self.stats.loop_errors += 1
             log.exception("alert_commit_failed", run=alert.run, kind=alert.kind)
@@ -56,3 +72,31 @@ class AlertPath:
             except Exception:
                 self.stats.loop_errors += 1
                 log.exception("alert_listener_failed", run=alert.run, kind=alert.kind)
+
+    def _journal(self, routed: Routed, row: tuple | None, attempt: int) -> None:
+        """The alert row, the run's snapshot ``row`` and the outbox rows: one transaction."""
+        if not self.store.durable:  # the memory outbox: applied now, nothing to retry
+            try:
+                res, err = (None, routed.staged.op(None)), None
+            except Exception as exc:
+                res, err = None, exc
+            self._journaled(routed, res, err, len(RETRY_S))
+            return
+        self.store.commit_alert(row, routed.staged.op,
+                                lambda res, err: self._journaled(routed, res, err, attempt))
+
+    def _journaled(self, routed: Routed, res, err: BaseException | None, attempt: int) -> None:
+        """On the loop, once the journal's transaction committed or failed."""
+        alert = routed.plan.alert
+        if err is not None and attempt < len(RETRY_S):
+            self.journal_errors += 1
+            log.warning("alert_commit_retry", run=alert.run, kind=alert.kind, error=str(err)[:300])
+            asyncio.get_running_loop().call_later(RETRY_S[attempt], self._journal, routed, None, attempt + 1)
+            return
+        rows = [] if err is not None else routed.staged.rows(res[1])[0]
+        self.delivery.committed(routed, rows, err)
+        if err is not None:
+            if not routed.plan.due:  # with sinks, delivery holds it and keeps trying
+                log.error("alert_not_journaled", run=alert.run, kind=alert.kind, error=str(err)[:300])
+        elif res[0]:
+            self.snapshots.write_failed(res[0])

@@ -11,12 +11,9 @@ seq the snapshot covers (``EmitterLink.ack``). Periodic flushes are paced to
 ``flush_share`` of the loop's time. A run whose state no codec or SQLite takes is
 quarantined alone (``daemon/quarantine.py``).
 
-An alert transition forces an immediate snapshot of its run, committed with
-``synchronous=FULL`` together with the alert itself and its outbox rows (``on_alert``,
-one commit), so a replay after a crash resumes just after the alert and cannot raise it
-a second time under another idempotency key, and a committed alert is never left
-unrouted. With ``[state] enabled = false`` the same code acks at each flush
-without writing.
+An alert transition also takes an immediate snapshot of its run (``encode``), which the
+alert journal (``daemon/alert_path.py``) commits with the alert and its outbox rows.
+With ``[state] enabled = false`` the same code acks at each flush without writing.
 """
 
 from __future__ import annotations
@@ -27,8 +24,6 @@ import time
 
 import structlog
 
-from wtwin.detect.alert import Alert
-
 from .emitter_link import EmitterLink
 from .store import codec
 from .store.config import StateConfig
@@ -37,7 +32,6 @@ from .store.store import Store
 
 log = structlog.get_logger("wtwind.store")
 
-ALERT_RETRY_S = (0.25, 0.5)  # a failed alert commit is tried again after these (a busy disk)
 FLUSH_MAX_RUNS = 500  # runs snapshotted per flush call (~0.5-1 ms each, on the loop)
 
 
@@ -58,7 +52,6 @@ class Snapshots:
         self.flush_loop_s = 0.0  # event-loop seconds spent taking snapshots, in all
         self.flushes = 0
         self.flush_errors = 0
-        self.journal_errors = 0  # alerts whose journal row failed (the outbox row is separate)
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -140,7 +133,7 @@ class Snapshots:
         """Encode each run (a failure quarantines that run alone) and hand the rows over."""
         rows, kept = [], []
         for r in runs:
-            row = self._encode_or_quarantine(r, "encode")
+            row = self.encode(r, "encode")
             if row is not None:
                 rows.append(row)
                 kept.append(r)
@@ -149,7 +142,8 @@ class Snapshots:
         marks = self.link.marks(kept)
         self.store.write_runs(rows, lambda failed, err: self._flushed(kept, marks, failed, err))
 
-    def _encode_or_quarantine(self, run, where: str):
+    def encode(self, run, where: str):
+        """The run's snapshot row (``codec.encode``), or None: quarantined, now or before."""
         if run.run in self.quarantine:
             return None
         try:
@@ -172,43 +166,17 @@ class Snapshots:
         self.flushes += 1
         self.link.ack([m for m in marks if m[0].run not in failed])
 
+    def write_failed(self, failed: dict[str, str]) -> None:
+        """Runs whose snapshot row SQLite refused (``{run: why}``) in another transaction
+        (the alert journal's): quarantined, as a flush's would be."""
+        for name, why in failed.items():
+            run = self.table.get(name)
+            if run is not None:
+                self.flush_errors += 1
+                self.quarantine.add(run, why, "write")
+
     def evict(self, run) -> None:
         """A run leaving memory (TTL): make sure its last state is written."""
         if self.dirty.pop(run.run, None) is not None and self.store.writer is not None:
             self._write([run])
         self.quarantine.forget(run.run)
-
-    # ---- alerts -----------------------------------------------------------------------------
-    def on_alert(self, alert: Alert, staged=None) -> None:
-        """Journal the alert with its run's snapshot and its outbox rows (``staged``, routed
-        by delivery), in one FULL transaction, before any sink sees it. With no store, the
-        rows go to the memory outbox at once. A failed commit is tried again twice, without
-        the snapshot (the run is still dirty: the next flush writes it)."""
-        if self.store.writer is None:
-            if staged is not None:
-                staged.finish(staged.op(None), None)
-            return
-        run = self.table.get(alert.run)
-        row = self._encode_or_quarantine(run, "alert") if run is not None else None
-        self._commit_alert(alert, staged, row, 0)
-
-    def _commit_alert(self, alert: Alert, staged, row, attempt: int) -> None:
-        self.store.commit_alert(alert, row, staged,
-                                lambda res, err: self._journaled(res, err, alert, staged, attempt))
-
-    def _journaled(self, res, err, alert: Alert, staged, attempt: int) -> None:
-        if err is not None and attempt < len(ALERT_RETRY_S):
-            self.journal_errors += 1
-            log.warning("alert_commit_retry", run=alert.run, kind=alert.kind, error=str(err)[:300])
-            self.store.writer.loop.call_later(ALERT_RETRY_S[attempt], self._commit_alert, alert, staged,
-                                              None, attempt + 1)
-            return
-        if staged is not None:
-            staged.finish(None if err else res[1], err)
-        if err is not None:
-            if staged is None:  # with rows, delivery reports it (alert_lost)
-                log.error("alert_not_journaled", run=alert.run, kind=alert.kind, error=str(err)[:300])
-        elif res[0]:
-            run = self.table.get(alert.run)
-            if run is not None:
-                self.quarantine.add(run, res[0][alert.run], "write")

@@ -80,7 +80,7 @@ def build(config: DaemonConfig) -> Parts:
                         routes=config.routes, policy=config.delivery.retry,
                         intake_size=config.delivery.intake_size,
                         group_of=lambda alert: getattr(table.get(alert.run), "owner", None) or "anonymous")
-    alerts = AlertPath(table, stats, send, snapshots=snapshots, delivery=delivery)
+    alerts = AlertPath(table, stats, send, store=store, snapshots=snapshots, delivery=delivery)
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)
     admission = Admission(config.runs, table, stats, send, curve=curve is not None,
@@ -91,7 +91,7 @@ def build(config: DaemonConfig) -> Parts:
                                       ended_series_s=runs.ended_series_s, shard=config.shard.name,
                                       budget=config),
                       JobsCollector(spectral.runner, table, max_series_runs=runs.max_series_runs),
-                      receiver, StoreCollector(store, snapshots, restores),
+                      receiver, StoreCollector(store, snapshots, restores, alerts),
                       DeliveryCollector(delivery), *([curve] if curve is not None else [])):
         registry.register(collector)
     return Parts(config=config, stats=stats, table=table, receiver=receiver, curve=curve, store=store,

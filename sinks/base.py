@@ -3,7 +3,7 @@
 A sink turns a batch of ``Alert`` values into one message and delivers it once:
 ``send`` returns on success and raises on failure (``SinkError`` for an answer,
 aiohttp/timeout errors for transport); it never retries and never sleeps. The
-delivery worker (``sinks.delivery``) owns the queue, the rate limit and the retry
+delivery worker (``sinks.worker``) owns the queue, the rate limit and the retry
 policy. ``max_batch`` is how many alerts one message may carry (Slack coalesces a
 burst into one message; the webhook sends one alert per message so that
 ``webhook-id`` is the alert's idempotency key); ``min_interval_s`` is the sink's

@@ -1,34 +1,23 @@
 """Delivery: route each alert, commit it to the outbox, then one worker per sink sends it.
 
-``stage(alert)`` routes the transition at once (``sinks.routing``: which sinks, and a
-``for_s`` hold as a row due later) and returns the outbox write (``Outbox.stage``); the
-daemon runs it in the same FULL transaction that journals the alert and its run's
-snapshot (``daemon/snapshots.py``), so an alert is committed once, with its rows.
-``submit_nowait(alert)`` stages and commits on its own (no store: the memory outbox,
-tests). Neither blocks: alerts whose transaction has not committed yet are bounded by
-``intake_size`` (beyond it: an ERROR and a counter). Once committed, the rows' sinks'
-workers are woken. Each worker is its own task reading its own rows, so one slow or
-dead sink never stalls detection or the other sinks; a sink's pending rows are its
-bounded queue (``queue_size``; beyond it new rows are written dead as ``dropped``,
-counted and replayable).
-
-A worker honours its sink's rate limit (``min_interval_s``); whatever becomes due
-meanwhile goes out as one message of up to ``max_batch`` alerts (Slack's burst
-coalescing). On failure it asks ``RetryPolicy.decide`` (the one retry decision) and
-backs the whole sink off (the endpoint is what failed), recording attempts and the
-next attempt time on each row (one ``record_many`` per attempt); a row whose attempts
-are exhausted is dead. A failed attempt costs the event loop one connection attempt
-and one outbox write, whatever the batch size; waiting out a backoff or a timeout
-costs it nothing. A sink that says it is gone (``disable``) is disabled with an ERROR;
-its rows are dead-lettered.
+``route(alert)`` routes the transition at once (``sinks.routing``: which sinks, and a
+``for_s`` hold as a row due later) and returns it as ``Routed``, with its outbox write
+(``Outbox.stage``); the daemon's alert journal (``daemon/alert_path.py``) runs that
+write in the FULL transaction that also holds the run's snapshot, and calls
+``committed`` once it has committed (or failed). ``submit_nowait(alert)`` does both on
+its own (tests, tools). Neither blocks: alerts whose transaction has not committed yet
+are bounded by ``intake_size`` (beyond it: an ERROR and a counter, and the write holds
+the alert row alone). Once committed, the rows' sinks' workers are woken
+(``sinks/worker.py``: one task per sink, reading its own rows, so one slow or dead sink
+never stalls detection or the other sinks); a sink's pending rows are its bounded
+queue (``queue_size``; beyond it new rows are written dead as ``dropped``, counted and
+replayable).
 
 Pages first (issue 24): each sink serves its pending rows one group (the principal
 owning the alert's run) at a time in turn, and holds at most ``group_cap`` pending rows
 of one principal (``anonymous_cap`` for anonymous runs). An alert whose outbox write
 failed (a full disk) is held in memory, at most ``hold_size``, and written again with
 backoff until it commits; then it is delivered (``_hold``).
-
-Outcomes are counted per (sink, outcome), outcome in ``OUTCOMES``.
 """
 
 from __future__ import annotations
@@ -37,147 +26,32 @@ import asyncio
 import random
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import structlog
 
 from wtwin.detect.alert import Alert
 from .base import Sink
-from .outbox import QUEUE_FULL, Outbox, Outcome, Row, Staged
+from .outbox import QUEUE_FULL, Outbox, Row, Staged
 from .retry import RetryPolicy
 from .routing import Plan, RouteConfig, Router
+from .worker import Counters, Worker
 
-OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
 HELD_RETRY_S, HELD_RETRY_MAX_S = 1.0, 30.0  # a held alert's write is tried again after these
 _log = structlog.get_logger("wtwin.sinks.delivery")
 
 
-class Counters:
-    """``{(sink, outcome): n}``, read by the metrics collector at scrape time."""
+@dataclass(frozen=True)
+class Routed:
+    """One alert routed: its plan, the sinks whose queue was full, when, and its outbox
+    write. ``counted``: it holds a place in the intake until ``Delivery.committed``."""
 
-    def __init__(self, sinks: Sequence[str]) -> None:
-        self.values = {(s, o): 0 for s in sinks for o in OUTCOMES}
-        self.intake_dropped = 0
-        self.lost = 0    # alerts whose transaction failed with the hold full (``Delivery._hold``)
-        self.recovered = 0  # held alerts written once the store could again
-        self.errors = 0
-
-    def add(self, sink: str, outcome: str, n: int = 1) -> None:
-        self.values[(sink, outcome)] = self.values.get((sink, outcome), 0) + n
-
-
-class Worker:
-    """Sends one sink's due rows, one message at a time."""
-
-    def __init__(self, sink: Sink, outbox: Outbox, policy: RetryPolicy, counters: Counters,
-                 clock: Callable[[], float], rng: random.Random) -> None:
-        self.sink, self.outbox, self.policy, self.counters = sink, outbox, policy, counters
-        self.clock, self.rng = clock, rng
-        self.disabled: str | None = None
-        self._wake = asyncio.Event()
-        self._not_before = 0.0
-        self._failures = 0  # consecutive failed attempts of this sink
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        while True:
-            try:
-                await self._step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # task boundary: log, count, keep the sink alive
-                self.counters.errors += 1
-                _log.exception("delivery_worker_error", sink=self.sink.name)
-                await self._sleep(1.0)
-
-    async def _step(self) -> None:
-        self._wake.clear()
-        now = self.clock()
-        if now < self._not_before:
-            await self._sleep(self._not_before - now)
-            return
-        rows = await self.outbox.due(self.sink.name, now, self.sink.max_batch)
-        if not rows:
-            nxt = await self.outbox.next_due(self.sink.name)
-            await self._sleep(None if nxt is None else max(nxt - now, 0.0))
-        elif self.disabled is not None:
-            await self._finish(rows, "dead", "disabled", f"sink disabled: {self.disabled}", now)
-        elif (until := self._linger_until(rows)) > now:
-            await self._sleep(until - now)
-        else:
-            await self._attempt(rows)
-
-    def _linger_until(self, rows: list[Row]) -> float:
-        """A fresh, not yet full batch waits ``linger_s`` for the rest of its burst."""
-        if not self.sink.linger_s or len(rows) >= self.sink.max_batch or rows[0].attempts:
-            return 0.0
-        return min(r.created_at for r in rows) + self.sink.linger_s
-
-    async def _sleep(self, timeout: float | None) -> None:
-        """Until woken (new rows) or ``timeout`` passes; never busy-waits."""
-        try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-
-    async def _attempt(self, rows: list[Row]) -> None:
-        start = self.clock()
-        self._not_before = start + self.sink.min_interval_s
-        try:
-            await self.sink.send([r.alert for r in rows])
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # classified below; never escapes
-            await self._failed(rows, exc)
-            return
-        now = self.clock()
-        self._failures = 0
-        await self._finish(rows, "delivered", "success", "", now)
-        _log.info("alerts_delivered", sink=self.sink.name, n=len(rows), latency_s=round(now - start, 4))
-
-    async def _failed(self, rows: list[Row], exc: Exception) -> None:
-        """One decision and one delay for the batch; the sink backs off as a whole.
-
-        The backoff step is the sink's consecutive failures (or the oldest row's attempts,
-        if more), so fresh alerts do not make a dead endpoint be hammered; the youngest
-        row's attempts decide retry or dead, and a row whose own attempts are exhausted
-        is dead.
-        """
-        now = self.clock()
-        self._failures += 1
-        step = max(self._failures, max(r.attempts for r in rows) + 1)
-        decision = self.policy.decide(min(r.attempts for r in rows) + 1, exc, self.rng, step=step)
-        reason = decision.reason
-        if decision.action == "disable":
-            self.disabled = reason
-            _log.error("sink_disabled", sink=self.sink.name, reason=reason,
-                       hint="alerts for this sink are dead-lettered; fix its config, restart, replay")
-            await self._finish(rows, "dead", "disabled", f"sink disabled: {reason}", now, attempts=1)
-            return
-        retry = decision.action == "retry"
-        if retry:
-            self._not_before = max(self._not_before, now + decision.delay)
-        outcomes = []
-        for row in rows:
-            if retry and not self.policy.exhausted(row.attempts + 1):
-                outcomes.append(Outcome(row.id, "pending", row.attempts + 1, now + decision.delay, reason))
-            else:
-                outcomes.append(Outcome(row.id, "dead", row.attempts + 1, now, reason))
-        await self.outbox.record_many(outcomes, now)
-        dead = sum(o.state == "dead" for o in outcomes)
-        self.counters.add(self.sink.name, "retry", len(rows) - dead)
-        self.counters.add(self.sink.name, "dead", dead)
-        (_log.error if dead else _log.warning)(
-            "delivery_failed", sink=self.sink.name, n=len(rows), error=reason, dead=dead,
-            retry_in_s=round(decision.delay, 3) if retry and dead < len(rows) else None)
-
-    async def _finish(self, rows: list[Row], state: str, outcome: str, error: str, now: float,
-                      attempts: int = 0) -> None:
-        extra = 1 if state == "delivered" else attempts
-        await self.outbox.record_many([Outcome(r.id, state, r.attempts + extra, now, error) for r in rows], now)
-        self.counters.add(self.sink.name, outcome, len(rows))
+    plan: Plan
+    full: frozenset[str]
+    now: float
+    staged: Staged
+    counted: bool = True
 
 
 class Delivery:
@@ -206,9 +80,8 @@ class Delivery:
         rng = rng or random.Random()
         self.workers = {s.name: Worker(s, outbox, policy or RetryPolicy(), self.counters, clock, rng) for s in sinks}
         self.group_of, self.group_cap, self.anonymous_cap = group_of, group_cap, anonymous_cap
-        self._index = getattr(outbox, "_index", None)  # the outbox's pending view (sinks/pending.py)
-        if group_of is not None and self._index is not None:
-            self._index.group_of = group_of
+        if group_of is not None:
+            outbox.index.group_of = group_of  # the outbox's pending view groups by it
         self._staged_groups: dict[tuple[str, str], int] = {}  # (sink, group) -> rows not committed yet
         self.intake_size = intake_size  # alerts staged whose transaction has not committed yet
         self.held: deque[Plan] = deque()  # alerts whose write failed, retried (``_hold``)
@@ -218,21 +91,22 @@ class Delivery:
         self._staged = 0
         self._staged_rows = dict.fromkeys(names, 0)
         self._tasks: list[asyncio.Task] = []
+        self._writes: set[asyncio.Future] = set()  # submit_nowait's writes in flight
 
     async def start(self) -> None:
         """Start the workers; rows left pending earlier are picked up."""
         self._tasks = [asyncio.create_task(w.run(), name=f"wtwin-sink-{n}") for n, w in self.workers.items()]
 
-    def stage(self, alert: Alert, now: float | None = None,
-              then: Callable[[list[Row]], None] | None = None) -> Staged | None:
-        """Hot path: route ``alert`` now and return its outbox write, for the caller's
-        transaction; None (ERROR, counted) when ``intake_size`` alerts already wait for
-        theirs. ``then(rows)`` runs once the rows are committed."""
+    def route(self, alert: Alert, now: float | None = None) -> Routed:
+        """Hot path: route ``alert`` now, with its outbox write for the caller's
+        transaction. With ``intake_size`` alerts already waiting for theirs (ERROR,
+        counted) it goes to no sink: the write holds the alert row alone."""
+        now = self.clock() if now is None else now
         if self._staged >= self.intake_size:
             self.counters.intake_dropped += 1
             _log.error("alert_dropped", reason="delivery intake full", run=alert.run, kind=alert.kind)
-            return None
-        now = self.clock() if now is None else now
+            plan = Plan(alert, {})
+            return Routed(plan, frozenset(), now, self.outbox.stage([plan], now), counted=False)
         plan = self.router.route(alert, now)
         counts = self.outbox.counts()
         group = self._group(alert)
@@ -242,40 +116,67 @@ class Delivery:
         for sink in plan.due:
             self._staged_rows[sink] += 1
             self._staged_groups[(sink, group)] = self._staged_groups.get((sink, group), 0) + 1
-        return self.outbox.stage([plan], now, lambda rows, err: self._committed(plan, full, now, rows, err, then),
-                                 full=full)
+        return Routed(plan, full, now, self.outbox.stage([plan], now, full=full))
 
     def _group(self, alert: Alert) -> str:
-        return self.group_of(alert) if self.group_of is not None and self._index is not None else ""
+        return self.group_of(alert) if self.group_of is not None else ""
 
     def _group_full(self, sink: str, group: str) -> bool:
         """The group's pending rows for ``sink`` are at their cap (pages first: issue 24)."""
-        if self.group_of is None or self._index is None:
+        if self.group_of is None:
             return False
         cap = self.anonymous_cap if group == "anonymous" else self.group_cap
-        return self._index.pending_in(sink, group) + self._staged_groups.get((sink, group), 0) >= cap
+        return self.outbox.index.pending_in(sink, group) + self._staged_groups.get((sink, group), 0) >= cap
 
     def submit_nowait(self, alert: Alert) -> bool:
         """Route and commit on its own; False (ERROR, counted) if the intake is full."""
-        staged = self.stage(alert)
-        if staged is not None:
-            self.outbox.commit(staged)
-        return staged is not None
+        routed = self.route(alert)
+        if routed.counted:
+            task = self._commit(routed)
+            self._writes.add(task)
+            task.add_done_callback(self._written)
+        return routed.counted
 
     async def submit(self, alert: Alert) -> list[Row]:
         """Route and commit now; returns the outbox rows (committed before any sink sees them)."""
-        got: asyncio.Future = asyncio.get_running_loop().create_future()
-        staged = self.stage(alert, then=lambda rows: got.done() or got.set_result(rows))
-        if staged is None:
+        routed = self.route(alert)
+        if not routed.counted:
             return []
-        self.outbox.commit(staged)
-        return await got
+        try:
+            return await self._commit(routed)
+        except Exception:  # held and counted by ``committed``
+            return []
 
-    def _committed(self, plan: Plan, full: frozenset[str], now: float, found, error, then) -> None:
-        """On the loop, once the alert's transaction committed (or failed): wake its sinks."""
+    def _written(self, task: asyncio.Future) -> None:
+        self._writes.discard(task)
+        if not task.cancelled():
+            task.exception()  # seen: a failed write is held and counted by ``committed``
+
+    def _commit(self, routed: Routed) -> asyncio.Task:
+        """The write in a transaction of its own (started now); ``committed`` runs before
+        its rows are returned."""
+        written = self.outbox.commit(routed.staged)
+
+        async def settle() -> list[Row]:
+            try:
+                rows = (await written)[0]
+            except BaseException as exc:
+                self.committed(routed, [], exc)
+                raise
+            self.committed(routed, rows, None)
+            return rows
+
+        return asyncio.ensure_future(settle())
+
+    def committed(self, routed: Routed, rows: list[Row], error: BaseException | None) -> None:
+        """On the loop, once the alert's transaction committed (``rows``: its outbox rows,
+        ``routed.staged.rows``) or failed: its intake place is freed, a failed page is
+        held (``_hold``), the rows' sinks are woken."""
+        if not routed.counted:
+            return
         self._staged -= 1
-        alert = plan.alert
-        group = self._group(alert)
+        plan = routed.plan
+        group = self._group(plan.alert)
         for sink in plan.due:
             self._staged_rows[sink] -= 1
             left = self._staged_groups.pop((sink, group), 1) - 1
@@ -283,12 +184,7 @@ class Delivery:
                 self._staged_groups[(sink, group)] = left
         if error is not None:
             self._hold(plan, error)
-            rows = []
-        else:
-            rows = found[0]
-        self._woken(rows, full, now)
-        if then is not None:
-            then(rows)
+        self._woken(rows, routed.full, routed.now)
 
     # ---- a page survives a full disk (issue 24) ------------------------------------------
     def _hold(self, plan: Plan, error: BaseException) -> None:
@@ -315,7 +211,8 @@ class Delivery:
             return
         now = self.clock()
 
-        def done(found, error) -> None:
+        def done(f: asyncio.Future) -> None:
+            error = asyncio.CancelledError() if f.cancelled() else f.exception()
             if error is not None:
                 self._retry_s = min(self._retry_s * 2, HELD_RETRY_MAX_S)
                 if self._retry is None:
@@ -328,11 +225,11 @@ class Delivery:
             self._retry_s = HELD_RETRY_S
             self.counters.recovered += len(plans)
             _log.warning("alerts_recovered", n=len(plans), held=len(self.held))
-            self._woken([r for rows in found for r in rows], frozenset(), now)
+            self._woken([r for rows in f.result() for r in rows], frozenset(), now)
             if self.held and self._retry is None:
                 self._retry = asyncio.get_running_loop().call_soon(self._retry_held)
 
-        self.outbox.commit(self.outbox.stage(plans, now, done))
+        self.outbox.commit(self.outbox.stage(plans, now)).add_done_callback(done)
 
     def _woken(self, rows: list[Row], full: frozenset[str], now: float) -> None:
         """Committed rows: count the ones written dead for a full queue, wake the sinks."""

@@ -1,31 +1,33 @@
-"""The alert outbox: every alert is committed here before any sink sees it.
+"""The alert outbox: its contract, its in-memory pending view, and ``MemoryOutbox``.
 
 One *row* per (alert transition, sink). A row is ``pending`` until its sink delivers
 it (``delivered``) or the retry policy gives up (``dead``). Dead rows are listed and
 replayed (``wtwind alerts replay``): replay puts them back to ``pending`` with zero
-attempts. ``put`` is idempotent per (sink, idempotency key): offering the same
+attempts. Writing is idempotent per (sink, idempotency key): offering the same
 transition twice (say, after a restart) adds no row. A row may be due later than
 its creation: a route's ``for_s`` hold (``sinks.routing``) is a row due at the end of
 the hold, cancelled (deleted) if the episode resolves first.
 
-The interface is small on purpose so a durable implementation (SQLite, in
-``wtwin.daemon.store``) can stand in for ``MemoryOutbox``; the conformance tests in
-``tests/test_sinks_outbox.py`` run against every implementation. Methods are
-coroutines so an implementation may fsync in a thread; ``counts()`` is synchronous
-and cheap (it is read at scrape time), so keep counters in memory.
+This module is the one home of the contract; implementations import it, never the
+other way: ``MemoryOutbox`` below and the durable ``SqliteOutbox``
+(``wtwin.daemon.store.outbox``). The conformance tests in ``tests/test_sinks_outbox.py``
+run against both. Reads of what is due and ``counts()`` are answered from memory
+(``PendingIndex``), so neither costs I/O.
 
 Contract, per method:
 
-- ``stage(plans, now, done, full=)``: a ``Staged`` write of routed alerts
-  (``routing.Plan``): ``op`` runs inside a transaction the caller commits (in the
-  daemon, the one that also journals the alert and its run's snapshot), ``done(rows,
-  error)`` runs on the loop after it. ``commit(staged)`` runs one on its own. The rows
-  are not due (nor counted) before ``done``. New rows for a sink in ``full`` (its queue
-  is full) are written ``dead`` with the error ``queue full`` (replayable).
+- ``stage(plans, now, full=)``: a ``Staged`` write of routed alerts
+  (``routing.Plan``) in two plain steps: ``op(conn)`` runs inside a transaction the
+  caller commits (in the daemon, the alert journal's: ``daemon/alert_path.py``), then
+  ``rows(result)``, on the loop once it committed, mirrors the rows (due, counted) and
+  returns them per plan. ``op`` also writes the alert itself, once, even when no sink
+  gets it. New rows for a sink in ``full`` (its queue is full) are written ``dead``
+  with the error ``queue full`` (replayable).
+- ``commit(staged)``: a staged write in a transaction of its own; a future of its rows.
 - ``put_many(items, now)``: for each ``(alert, sinks)`` item, one pending row per
-  sink, due at ``now``; the whole batch is committed (durable) in one transaction
-  before it returns; returns one list of rows per item (existing ones for a repeated
-  idempotency key). ``put(alert, sinks, now)`` is the one-item case.
+  sink, due at ``now``, committed (durable) in one transaction before it returns; one
+  list of rows per item (existing ones for a repeated idempotency key).
+  ``put(alert, sinks, now)`` is the one-item case.
 - ``due(sink, now, limit)``: pending rows of ``sink`` with ``next_attempt_at <= now``,
   at most ``limit``: in row-id order (FIFO) within a group, the groups in turn
   (``PendingIndex``: a group is the principal of the alert's run in the daemon; one
@@ -40,17 +42,19 @@ Contract, per method:
 - ``replay(sink=None, ids=None, now=)``: dead -> pending (attempts 0, due now);
   returns how many.
 - ``counts()``: ``{(sink, state): n}`` for states ``pending`` and ``dead``.
+- ``index``: the ``PendingIndex`` itself (delivery reads per-group counts from it and
+  sets its ``group_of``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from wtwin.detect.alert import Alert
-from .pending import PendingIndex
 from .routing import Facts, Plan, settle
 
 STATES = ("pending", "delivered", "dead")
@@ -90,18 +94,113 @@ class Outcome:
             raise ValueError(f"state must be one of {STATES}, got {self.state!r}")
 
 
+class PendingIndex:
+    """Pending rows per sink and group in FIFO (row id) order, and dead counts per sink.
+
+    Workers ask ``due``/``next_due`` on every step and the metrics collector reads
+    ``counts`` at scrape time: pending rows are mirrored here, dead rows only counted.
+    Pages first: within a sink, rows are grouped by ``group_of(alert)`` (in the daemon,
+    the principal owning the alert's run), FIFO within a group, and ``due`` takes the
+    groups in turn, so one principal's flood waits behind itself, not in front of
+    another's page. A row keeps the group it entered with."""
+
+    def __init__(self, group_of: Callable[[object], str] | None = None) -> None:
+        self.group_of = group_of or (lambda alert: "")
+        self._pending: dict[str, dict[str, OrderedDict[int, Row]]] = {}  # sink -> group -> rows
+        self._where: dict[int, tuple[str, str]] = {}  # row id -> (sink, group)
+        self._turn: dict[str, int] = {}               # sink -> the group served first next time
+        self._dead_n: dict[str, int] = {}
+
+    def get(self, row_id: int) -> Row | None:
+        where = self._where.get(row_id)
+        return None if where is None else self._pending[where[0]][where[1]][row_id]
+
+    def moved(self, old_state: str | None, row: Row) -> None:
+        """Mirror one row's new state (``old_state`` None: a new row); FIFO order kept."""
+        sink = row.sink
+        if old_state == "dead":
+            self._dead_n[sink] = self._dead_n.get(sink, 0) - 1
+        if row.state == "dead":
+            self._dead_n[sink] = self._dead_n.get(sink, 0) + 1
+        if row.state != "pending":
+            self.drop(row.id)
+            return
+        where = self._where.get(row.id) or (sink, self.group_of(row.alert))
+        bucket = self._pending.setdefault(sink, {}).setdefault(where[1], OrderedDict())
+        out_of_order = row.id not in bucket and bool(bucket) and row.id < next(reversed(bucket))
+        bucket[row.id] = row
+        self._where[row.id] = where
+        if out_of_order:  # a replayed row goes back to its FIFO place
+            self._pending[sink][where[1]] = OrderedDict(sorted(bucket.items()))
+
+    def drop(self, row_id: int) -> None:
+        """A pending row gone (sent, dead or cancelled)."""
+        where = self._where.pop(row_id, None)
+        if where is not None:
+            groups = self._pending[where[0]]
+            del groups[where[1]][row_id]
+            if not groups[where[1]]:
+                del groups[where[1]]
+
+    def forget_dead(self, sink: str, n: int = 1) -> None:
+        self._dead_n[sink] = self._dead_n.get(sink, 0) - n
+
+    def dead_counted(self, sink: str, n: int) -> None:
+        """``n`` dead rows of ``sink`` not mirrored one by one (read at startup)."""
+        self._dead_n[sink] = self._dead_n.get(sink, 0) + n
+
+    def pending_in(self, sink: str, group: str) -> int:
+        """Rows of ``group`` pending for ``sink`` (its cap is the delivery's)."""
+        return len(self._pending.get(sink, {}).get(group, ()))
+
+    def due(self, sink: str, now: float, limit: int) -> list[Row]:
+        """Up to ``limit`` due rows, one group at a time in turn, FIFO within each."""
+        groups = list(self._pending.get(sink, {}).values())
+        if not groups:
+            return []
+        start = self._turn.get(sink, 0) % len(groups)
+        self._turn[sink] = start + 1
+        order = groups[start:] + groups[:start]
+        iters = [(r for r in g.values() if r.next_attempt_at <= now) for g in order]
+        out: list[Row] = []
+        while iters and len(out) < limit:
+            alive = []
+            for it in iters:
+                row = next(it, None)
+                if row is not None:
+                    out.append(row)
+                    alive.append(it)
+                    if len(out) >= limit:
+                        break
+            iters = alive
+        return out
+
+    def next_due(self, sink: str) -> float | None:
+        groups = self._pending.get(sink)
+        return min((r.next_attempt_at for g in groups.values() for r in g.values()), default=None) if groups else None
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        out = {}
+        for sink, groups in self._pending.items():
+            n = sum(len(g) for g in groups.values())
+            if n:
+                out[(sink, "pending")] = n
+        out.update({(sink, "dead"): n for sink, n in self._dead_n.items() if n})
+        return out
+
+
 Item = tuple[Alert, Sequence[str]]
 QUEUE_FULL = "queue full"  # the error of a row written dead: its sink's queue_size was reached
-Done = Callable[[list[list[Row]], BaseException | None], None]
 
 
 @dataclass(frozen=True)
 class Staged:
     """A write of routed alerts: ``op(conn)`` inside a transaction (``conn`` is None for
-    the memory outbox), then ``finish(result, error)`` on the loop once it committed."""
+    the memory outbox), then ``rows(result)`` on the loop once it committed: the rows
+    per plan, now due and counted."""
 
     op: Callable[[Any], Any]
-    finish: Callable[[Any, BaseException | None], None]
+    rows: Callable[[Any], list[list[Row]]]
 
 
 def plans_for(items: Sequence[Item], now: float) -> list[Plan]:
@@ -110,10 +209,11 @@ def plans_for(items: Sequence[Item], now: float) -> list[Plan]:
 
 
 class Outbox(Protocol):
-    def stage(self, plans: Sequence[Plan], now: float, done: Done | None = None, *,
-              full: frozenset[str] = frozenset()) -> Staged: ...
+    index: PendingIndex
 
-    def commit(self, staged: Staged) -> None: ...
+    def stage(self, plans: Sequence[Plan], now: float, *, full: frozenset[str] = frozenset()) -> Staged: ...
+
+    def commit(self, staged: Staged) -> asyncio.Future: ...
 
     async def put_many(self, items: Sequence[Item], now: float) -> list[list[Row]]: ...
 
@@ -149,7 +249,7 @@ class MemoryOutbox:
 
     def __init__(self, *, keep_delivered: int = 1000, max_dead: int = 100_000) -> None:
         self._ids = itertools.count(1)
-        self._index = PendingIndex()
+        self.index = PendingIndex()
         self._dead: dict[str, OrderedDict[int, Row]] = {}
         self._delivered: deque[Row] = deque(maxlen=keep_delivered)
         self._by_key: dict[tuple[str, str], Row] = {}
@@ -157,7 +257,7 @@ class MemoryOutbox:
         self._max_dead = max_dead
 
     def _row(self, row_id: int) -> Row | None:
-        row = self._index.get(row_id)
+        row = self.index.get(row_id)
         if row is not None:
             return row
         for bucket in self._dead.values():
@@ -166,25 +266,18 @@ class MemoryOutbox:
         return None
 
     # ---- writing routed alerts -------------------------------------------------------------
-    def stage(self, plans: Sequence[Plan], now: float, done: Done | None = None, *,
-              full: frozenset[str] = frozenset()) -> Staged:
+    def stage(self, plans: Sequence[Plan], now: float, *, full: frozenset[str] = frozenset()) -> Staged:
         """Applied when ``op`` runs (there is no transaction to wait for)."""
-        def op(_conn):
-            return [self._apply(plan, now, full) for plan in plans]
+        return Staged(lambda _conn: [self._apply(plan, now, full) for plan in plans], lambda rows: rows)
 
-        def finish(result, error):
-            if done is not None:
-                done([] if error else result, error)
-
-        return Staged(op, finish)
-
-    def commit(self, staged: Staged) -> None:
+    def commit(self, staged: Staged) -> asyncio.Future:
+        """Applied now; a future already done (an error in it, as a failed transaction's)."""
+        fut = asyncio.get_running_loop().create_future()
         try:
-            result = staged.op(None)
-        except Exception as exc:  # reported to the caller's done, as a failed transaction is
-            staged.finish(None, exc)
-            return
-        staged.finish(result, None)
+            fut.set_result(staged.rows(staged.op(None)))
+        except Exception as exc:
+            fut.set_exception(exc)
+        return fut
 
     def _apply(self, plan: Plan, now: float, full: frozenset[str] = frozenset()) -> list[Row]:
         found: dict[str, list[Facts]] = {}
@@ -198,7 +291,7 @@ class MemoryOutbox:
                         else (row_id, row.state, row.attempts, row.next_attempt_at))
         cancel, due = settle(plan, found, now)
         for row_id in cancel:
-            self._index.drop(row_id)
+            self.index.drop(row_id)
         if plan.paired:  # the episode is over: nothing more to pair
             for sink in plan.due:
                 for key in plan.episode:
@@ -211,7 +304,7 @@ class MemoryOutbox:
             return self._by_key[key]
         row = Row(id=next(self._ids), sink=sink, alert=alert, next_attempt_at=at, created_at=now, updated_at=now,
                   state="dead" if dead else "pending", last_error=QUEUE_FULL if dead else "")
-        self._index.moved(None, row)
+        self.index.moved(None, row)
         if dead:
             self._enter_dead(row)
         self._by_key[key] = row
@@ -227,10 +320,10 @@ class MemoryOutbox:
 
     # ---- reading and outcomes ----------------------------------------------------------------
     async def due(self, sink: str, now: float, limit: int) -> list[Row]:
-        return self._index.due(sink, now, limit)
+        return self.index.due(sink, now, limit)
 
     async def next_due(self, sink: str) -> float | None:
-        return self._index.next_due(sink)
+        return self.index.next_due(sink)
 
     async def record(
         self, row_id: int, *, state: str, attempts: int, next_attempt_at: float, error: str, now: float
@@ -248,7 +341,7 @@ class MemoryOutbox:
         row = replace(old, state=o.state, attempts=o.attempts, next_attempt_at=o.next_attempt_at,
                       last_error=o.error, updated_at=now)
         self._by_key[(row.sink, row.idempotency_key)] = row
-        self._index.moved(old.state, row)
+        self.index.moved(old.state, row)
         if old.state == "dead":
             del self._dead[row.sink][row.id]
         if row.state == "dead":
@@ -271,7 +364,7 @@ class MemoryOutbox:
         if sum(len(b) for b in self._dead.values()) > self._max_dead:
             oldest = min((b for b in self._dead.values() if b), key=lambda b: next(iter(b)))
             _, gone = oldest.popitem(last=False)
-            self._index.forget_dead(gone.sink)
+            self.index.forget_dead(gone.sink)
 
     async def dead(self, sink: str | None = None, limit: int = 1000) -> list[Row]:
         buckets = [self._dead.get(sink, {})] if sink else list(self._dead.values())
@@ -284,7 +377,7 @@ class MemoryOutbox:
         return len(chosen)
 
     def counts(self) -> dict[tuple[str, str], int]:
-        return self._index.counts()
+        return self.index.counts()
 
     async def aclose(self) -> None:
         return None

@@ -12,7 +12,7 @@ raises; ``classify`` sorts the failure into one of three verdicts, the way vecto
 
 ``RetryPolicy.decide(attempts, error)`` returns a ``Decision``: retry after ``delay``
 seconds, or give up (dead letter) once ``max_attempts`` attempts were made. It is the
-one retry decision: the delivery worker (``sinks.delivery``) asks it after every failed
+one retry decision: the delivery worker (``sinks.worker``) asks it after every failed
 attempt, passing the sink's consecutive failures as the backoff ``step`` so that a dead
 endpoint backs off as a whole, whatever fresh alerts arrive.
 Backoff is "full jitter" (AWS architecture blog): ``uniform(0, min(cap, base * 2**n))``;

@@ -198,8 +198,7 @@ class TestPagesFirst:
     def test_a_sink_serves_principals_in_turn(self):
         """A flood of one group's rows does not stand in front of another group's page."""
         from wtwin.detect.alert import Alert
-        from wtwin.sinks.outbox import Row
-        from wtwin.sinks.pending import PendingIndex
+        from wtwin.sinks.outbox import PendingIndex, Row
 
         def alert(run):
             return Alert(run=run, kind="nonfinite", severity="critical", status="firing", step=1,

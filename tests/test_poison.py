@@ -174,7 +174,7 @@ class TestStoreIsolatesPoison:
             emit.loss(10, float("nan"))
             assert await asyncio.to_thread(emit.flush, 10)
             await until(lambda: srv.delivery.counters.values[("log", "success")] == 1, what="the alert delivered")
-            assert fails == [0] and srv.snapshots.journal_errors == 2 and srv.delivery.counters.lost == 0
+            assert fails == [0] and srv.alerts.journal_errors == 2 and srv.delivery.counters.lost == 0
             emit.close()
         db = sqlite3.connect(p.db)
         assert db.execute("SELECT count(*) FROM alerts a JOIN deliveries d ON d.key = a.key "

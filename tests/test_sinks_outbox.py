@@ -142,16 +142,13 @@ class TestOutboxContract:
         from wtwin.sinks.routing import Plan
 
         async def go():
-            got = asyncio.get_running_loop().create_future()
-            staged = outbox.stage([Plan(alert(), {"s": 1.0, "t": 5.0})], 1.0,
-                                  lambda rows, err: got.set_result((rows, err)))
+            staged = outbox.stage([Plan(alert(), {"s": 1.0, "t": 5.0})], 1.0)
             before = outbox.counts()
-            outbox.commit(staged)
-            rows, err = await got
-            return before, rows, err
+            rows = await outbox.commit(staged)
+            return before, rows
 
-        before, (rows,), err = run(go())
-        assert before == {} and err is None
+        before, (rows,) = run(go())
+        assert before == {}
         assert [(r.sink, r.next_attempt_at) for r in rows] == [("s", 1.0), ("t", 5.0)]
         assert [r.sink for r in run(outbox.due("s", 1.0, 10)) + run(outbox.due("t", 1.0, 10))] == ["s"]
         assert outbox.counts() == {("s", "pending"): 1, ("t", "pending"): 1}
@@ -161,10 +158,7 @@ class TestOutboxContract:
         from wtwin.sinks.routing import Plan
 
         async def go():
-            got = asyncio.get_running_loop().create_future()
-            outbox.commit(outbox.stage([Plan(alert(), {"s": 1.0})], 1.0, lambda rows, err: got.set_result(rows),
-                                       full=frozenset({"s"})))
-            return await got
+            return await outbox.commit(outbox.stage([Plan(alert(), {"s": 1.0})], 1.0, full=frozenset({"s"})))
 
         ((row,),) = run(go())
         assert (row.state, row.last_error) == ("dead", "queue full")

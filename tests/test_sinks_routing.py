@@ -26,9 +26,10 @@ def commit(box, a, now):
 
 
 async def _commit(box, plan, now):
-    got = asyncio.get_running_loop().create_future()
-    box.commit(box.stage([plan], now, lambda rows, err: got.set_result(rows[0] if err is None else err)))
-    return await got
+    try:
+        return (await box.commit(box.stage([plan], now)))[0]
+    except Exception as err:
+        return err
 
 
 class TestMatching:
@@ -195,14 +196,11 @@ def test_a_resolve_staged_before_the_hold_ended_does_not_cancel_a_firing_in_flig
         t0 = time.time()
         r = Router([RouteConfig(sinks=("s",), for_s=0.3)], ["s"])
         await _commit(box, r.route(alert(started_at=t0), t0), t0)
-        got = asyncio.get_running_loop().create_future()
         now = t0 + 0.1
-        staged = box.stage([r.route(alert(status="resolved", started_at=t0), now)], now,
-                           lambda rows, err: got.set_result(rows[0] if err is None else err))
+        staged = box.stage([r.route(alert(status="resolved", started_at=t0), now)], now)
         await asyncio.sleep(0.4)
         (taken,) = await box.due("s", time.time(), 10)          # a worker takes the firing
-        box.commit(staged)                                      # then the resolve commits
-        resolved = await got
+        (resolved,) = await box.commit(staged)                  # then the resolve commits
         await box.record(taken.id, state="delivered", attempts=1, next_attempt_at=0.0, error="",
                          now=time.time())
         await box.aclose()

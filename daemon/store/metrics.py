@@ -8,16 +8,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 class StoreCollector:
     """Registered on the daemon's registry; ``collect`` only reads counters."""
 
-    def __init__(self, store, snapshots, restores) -> None:
+    def __init__(self, store, snapshots, restores, alerts=None) -> None:
         self.store = store
         self.snapshots = snapshots
         self.restores = restores
+        self.alerts = alerts
 
     def collect(self):
-        return _families(self.store, self.snapshots, self.restores)
+        return _families(self.store, self.snapshots, self.restores, self.alerts)
 
 
-def _families(store, snaps, restores):
+def _families(store, snaps, restores, alerts):
     w = store.writer
     yield GaugeMetricFamily("wtwind_store_enabled", "1 when run state is written to SQLite",
                             value=1.0 if store.durable else 0.0)
@@ -40,7 +41,7 @@ def _families(store, snaps, restores):
                               "Run snapshots that could not be encoded or written", value=snaps.flush_errors)
     yield CounterMetricFamily("wtwind_store_journal_errors",
                               "Alert commits that failed (journal, snapshot and outbox rows together; tried again twice)",
-                              value=snaps.journal_errors)
+                              value=alerts.journal_errors if alerts is not None else 0)
     yield CounterMetricFamily("wtwind_store_quarantined_runs",
                               "Runs quarantined because their state cannot be stored",
                               value=snaps.quarantine.total)

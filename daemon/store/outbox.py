@@ -1,18 +1,21 @@
 """`SqliteOutbox`: the durable alert outbox, same contract as `wtwin.sinks.outbox`.
 
 Rows live in the ``deliveries`` table (one per alert transition and sink, unique on
-(sink, idempotency key)) next to the ``alerts`` journal. New rows are committed with
-``synchronous=FULL`` before any sink sees them: in the daemon, ``stage`` hands its
-operation to the store, which runs it in the very transaction that journals the alert
-and its run's snapshot (one FULL commit per alert, or per batch of them); standalone,
-``put_many`` commits its own. Outcomes (``record_many``) are committed at the store's
-own sync mode, since losing one only repeats an attempt. Pending rows and dead counts
-are mirrored in memory (``sinks.outbox.PendingIndex``) so ``due``/``next_due``/``counts``
-cost no I/O; ``dead`` reads the disk.
+(sink, idempotency key)) next to the ``alerts`` journal, which holds each transition
+once and whose body the rows join. This module is the only one that writes either
+table's new rows: ``stage``'s operation writes the alert row (always, even when no
+sink gets it) and its delivery rows. In the daemon the alert journal
+(``daemon/alert_path.py``) runs that operation in the store's ``synchronous=FULL``
+transaction that also holds the run's snapshot, one commit per alert (or per batch of
+them); standalone, ``commit``/``put_many`` run it in a FULL transaction of their own.
+Outcomes (``record_many``) are committed at the store's own sync mode, since losing
+one only repeats an attempt. Pending rows and dead counts are mirrored in memory
+(``PendingIndex``) so ``due``/``next_due``/``counts`` cost no I/O; ``dead`` reads the
+disk.
 
 In the daemon the writes go through the store's single writer thread (ordered with
-the alert journal and the run snapshots); standalone (``SqliteOutbox(path)``, used
-by the CLI and the conformance tests) it opens and locks the file itself.
+the run snapshots); standalone (``SqliteOutbox(path)``, used by the CLI and the
+conformance tests) it opens and locks the file itself.
 """
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from wtwin.detect.alert import Alert
-from wtwin.sinks.outbox import QUEUE_FULL, Done, Item, Outcome, Row, Staged, plans_for
-from wtwin.sinks.pending import PendingIndex
+from wtwin.sinks.outbox import QUEUE_FULL, Item, Outcome, PendingIndex, Row, Staged, plans_for
 from wtwin.sinks.routing import Plan, settle
 
 from .db import open_db
@@ -40,23 +42,22 @@ _INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity
 
 
 def _write(conn: sqlite3.Connection, plan: Plan, now: float, full=frozenset()) -> tuple[list[int], list[tuple]]:
-    """One plan inside the caller's transaction: the held rows it cancels, and per sink
-    (sink, True, id, due, state) for a new row or (sink, False, id, state, attempts, ...)
-    for one already there. New rows for a sink in ``full`` (its queue) are dead."""
+    """One plan inside the caller's transaction: the alert row (once), then the held rows
+    it cancels, and per sink (sink, True, id, due, state) for a new row or (sink, False,
+    id, state, attempts, ...) for one already there. New rows for a sink in ``full``
+    (its queue) are dead."""
+    alert, key = plan.alert, plan.alert.idempotency_key
+    conn.execute(_INSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity, alert.step,
+                                 json.dumps(alert.to_dict()), now))
     found = {}
     for sink in plan.due:
-        for key in plan.episode:
+        for fired in plan.episode:
             rec = conn.execute("SELECT id, state, attempts, next_attempt_at FROM deliveries "
-                               "WHERE sink = ? AND key = ?", (sink, key)).fetchone()
+                               "WHERE sink = ? AND key = ?", (sink, fired)).fetchone()
             if rec is not None:
                 found.setdefault(sink, []).append(rec)
     cancel, due = settle(plan, found, now)
     conn.executemany("DELETE FROM deliveries WHERE id = ?", [(i,) for i in cancel])
-    if not due:
-        return cancel, []
-    alert, key = plan.alert, plan.alert.idempotency_key
-    conn.execute(_INSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity, alert.step,
-                                 json.dumps(alert.to_dict()), now))
     return cancel, [_insert(conn, key, sink, at, now, "dead" if sink in full else "pending")
                     for sink, at in due.items()]
 
@@ -84,7 +85,8 @@ class SqliteOutbox:
     def __init__(self, path: str | Path | None = None, *,
                  execute: Callable[..., Any] | None = None,
                  conn: sqlite3.Connection | None = None) -> None:
-        """Standalone with ``path``; in the daemon with the store's ``execute`` and reader."""
+        """Standalone with ``path``; in the daemon with the store's ``execute`` (and ``attach``
+        once the file is open)."""
         self._lock = None
         self._tx_lock = threading.Lock()
         if execute is None:
@@ -93,20 +95,18 @@ class SqliteOutbox:
         else:
             self._own = None
         self._execute = execute
-        self._reader = conn
-        self._index = PendingIndex()
+        self.index = PendingIndex()
         if conn is not None:
             self.attach(conn)
 
     # ---- plumbing ----------------------------------------------------------------------
     def attach(self, conn: sqlite3.Connection) -> None:
         """Read pending rows and dead counts from ``conn`` (once, at startup)."""
-        self._reader = conn
-        for rec in self._reader.execute(f"{_SELECT} WHERE d.state = 'pending' ORDER BY d.id"):
-            self._index.moved(None, row_from(rec))
-        for sink, n in self._reader.execute(
+        for rec in conn.execute(f"{_SELECT} WHERE d.state = 'pending' ORDER BY d.id"):
+            self.index.moved(None, row_from(rec))
+        for sink, n in conn.execute(
                 "SELECT sink, count(*) FROM deliveries WHERE state = 'dead' GROUP BY sink"):
-            self._index.dead_counted(sink, n)
+            self.index.dead_counted(sink, n)
 
     async def _tx(self, fn: Callable[[sqlite3.Connection], Any], *, full: bool = True) -> Any:
         if self._execute is not None:
@@ -127,10 +127,9 @@ class SqliteOutbox:
                 raise
 
     # ---- contract ------------------------------------------------------------------------
-    def stage(self, plans: Sequence[Plan], now: float, done: Done | None = None, *,
-              full: frozenset[str] = frozenset()) -> Staged:
+    def stage(self, plans: Sequence[Plan], now: float, *, full: frozenset[str] = frozenset()) -> Staged:
         """Routed alerts as one operation for the caller's FULL transaction; the rows are
-        mirrored (due, counted) only once it has committed."""
+        mirrored (due, counted) by ``rows`` once it has committed."""
         plans = list(plans)
         staged_at = time.monotonic()
 
@@ -140,36 +139,28 @@ class SqliteOutbox:
             at = now + (time.monotonic() - staged_at)
             return [_write(conn, plan, at, full) for plan in plans]
 
-        def finish(result, error):
-            rows = [] if error else [self._mirror(plan, out, now) for plan, out in zip(plans, result)]
-            if done is not None:
-                done(rows, error)
+        return Staged(op, lambda result: [self._mirror(plan, out, now) for plan, out in zip(plans, result)])
 
-        return Staged(op, finish)
+    def commit(self, staged: Staged) -> asyncio.Future:
+        """A staged write in a FULL transaction of its own; a future of its rows."""
+        async def go():
+            return staged.rows(await self._tx(staged.op))
 
-    def commit(self, staged: Staged) -> None:
-        """Run a staged write in a FULL transaction of its own; ``finish`` runs after it."""
-        task = asyncio.ensure_future(self._tx(staged.op))
-
-        def finished(t: asyncio.Future) -> None:
-            error = asyncio.CancelledError() if t.cancelled() else t.exception()
-            staged.finish(None if error else t.result(), error)
-
-        task.add_done_callback(finished)
+        return asyncio.ensure_future(go())
 
     def _mirror(self, plan: Plan, out: tuple, now: float) -> list[Row]:
         cancel, recs = out
         for row_id in cancel:
-            self._index.drop(row_id)
+            self.index.drop(row_id)
         rows = []
         for sink, created, rid, *rest in recs:
             if created:
                 at, state = rest
                 row = Row(id=rid, sink=sink, alert=plan.alert, next_attempt_at=at, created_at=now,
                           updated_at=now, state=state, last_error=QUEUE_FULL if state == "dead" else "")
-                self._index.moved(None, row)
+                self.index.moved(None, row)
             else:
-                row = self._index.get(rid)
+                row = self.index.get(rid)
                 if row is None:
                     state, attempts, nxt, created_at, updated, err = rest
                     row = Row(id=rid, sink=sink, alert=plan.alert, state=state, attempts=attempts,
@@ -188,10 +179,10 @@ class SqliteOutbox:
         return [self._mirror(plan, found, now) for plan, found in zip(plans, out)]
 
     async def due(self, sink: str, now: float, limit: int) -> list[Row]:
-        return self._index.due(sink, now, limit)
+        return self.index.due(sink, now, limit)
 
     async def next_due(self, sink: str) -> float | None:
-        return self._index.next_due(sink)
+        return self.index.next_due(sink)
 
     async def record(self, row_id: int, *, state: str, attempts: int, next_attempt_at: float,
                      error: str, now: float) -> None:
@@ -202,7 +193,7 @@ class SqliteOutbox:
         costs a repeated attempt at most); pending rows come from memory, others are read."""
         if not outcomes:
             return
-        known = {o.row_id: self._index.get(o.row_id) for o in outcomes}  # as of now, not after the await
+        known = {o.row_id: self.index.get(o.row_id) for o in outcomes}  # as of now, not after the await
         unknown = [rid for rid, row in known.items() if row is None]
         params = [(o.state, o.attempts, o.next_attempt_at, o.error, now, o.row_id) for o in outcomes]
 
@@ -222,7 +213,7 @@ class SqliteOutbox:
             raise KeyError(found)
         for o in outcomes:
             old = known[o.row_id] or row_from(found[o.row_id])
-            self._index.moved(old.state, replace(old, state=o.state, attempts=o.attempts,
+            self.index.moved(old.state, replace(old, state=o.state, attempts=o.attempts,
                                                  next_attempt_at=o.next_attempt_at, last_error=o.error,
                                                  updated_at=now))
 
@@ -250,12 +241,12 @@ class SqliteOutbox:
 
         recs = await self._tx(op)
         for rec in recs:
-            self._index.moved("dead", replace(row_from(rec), state="pending", attempts=0,
+            self.index.moved("dead", replace(row_from(rec), state="pending", attempts=0,
                                               next_attempt_at=now, last_error="", updated_at=now))
         return len(recs)
 
     def counts(self) -> dict[tuple[str, str], int]:
-        return self._index.counts()
+        return self.index.counts()
 
     async def aclose(self) -> None:
         if self._own is not None:

@@ -1,10 +1,13 @@
 """`Store`: the daemon's SQLite database, and nothing else: no event-loop logic.
 
 It opens the file (lock, checks, migrations: ``db.py``), owns the one writer thread
-(``writer.py``) through which every statement runs, reads included, and the durable
-outbox (``outbox.py``) whose transactions go through that same thread. Who decides
-what to write and when is elsewhere: run snapshots in ``daemon/snapshots.py``, bringing
-runs back in ``daemon/restores.py``, alert delivery in ``sinks/delivery.py``.
+(``writer.py``) and the durable outbox (``outbox.py``). ``open`` reads the outbox's
+pending rows on the loop, before the writer thread starts; from then on every statement
+of the store, reads included, runs on that thread, through its one connection (the run
+pages read the file through read-only connections of their own, on executor threads:
+``history.py``). Who decides what to write and when is elsewhere: run snapshots in
+``daemon/snapshots.py``, the alert journal in ``daemon/alert_path.py``, bringing runs
+back in ``daemon/restores.py``, alert delivery in ``sinks/delivery.py``.
 
 Reads go through the writer's queue too, so a read sees every write submitted before
 it (a run evicted from memory and wanted again a moment later reads its last snapshot,
@@ -14,7 +17,6 @@ not the one before), and the event loop never waits on the disk.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from typing import Any, Callable
@@ -22,7 +24,7 @@ from typing import Any, Callable
 import structlog
 
 from .config import StateConfig
-from .db import connect, open_db
+from .db import open_db
 from .outbox import SqliteOutbox
 from .run_rows import write_runs
 from .retention import Pruned, prune
@@ -33,8 +35,6 @@ log = structlog.get_logger("wtwind.store")
 Op = Callable[[sqlite3.Connection], Any]
 Done = Callable[[Any, BaseException | None], None]
 
-_INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity, step, body,
-    created_at) VALUES (?,?,?,?,?,?,?,?)"""
 _LIVE = ("SELECT run, config, snapshot FROM runs WHERE snapshot IS NOT NULL AND "
          "((status = 'running' AND last_seen > ?) OR last_seen > ?) ORDER BY last_seen DESC")
 
@@ -56,7 +56,6 @@ class Store:
         self.writer: Writer | None = None
         self.runs: set[str] = set()  # names in the runs table (loaded at open, grown by writes)
         self._conn: sqlite3.Connection | None = None
-        self._reader: sqlite3.Connection | None = None
         self._lock = None
         # the durable outbox; usable once open() has run (the server starts delivery after)
         self.outbox = SqliteOutbox(execute=self.execute) if self.wanted else None
@@ -76,9 +75,8 @@ class Store:
             log.info("store_disabled", hint="run state is in memory only; [state] enabled/path")
             return
         self._conn, self._lock = open_db(self.path, busy_timeout_s=self.cfg.busy_timeout_s)
-        self._reader = connect(self.path, busy_timeout_s=self.cfg.busy_timeout_s)
+        self.outbox.attach(self._conn)  # on the loop, before the writer thread owns the connection
         self.writer = Writer(self._conn, loop, synchronous=self.cfg.synchronous)
-        self.outbox.attach(self._reader)
         log.info("store_opened", path=self.path)
         self._prune_timer = loop.call_later(min(5.0, self.cfg.prune_interval_s), self.prune)
 
@@ -120,9 +118,8 @@ class Store:
             done = await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
             if not done:
                 log.error("store_close_timeout", path=self.path)
-        for conn in (self._reader, self._conn):
-            if conn is not None:
-                conn.close()
+        if self._conn is not None:
+            self._conn.close()
         if self._lock is not None:
             self._lock.release()
 
@@ -139,18 +136,15 @@ class Store:
         self.runs.update(row[0] for row in rows)
         self.writer.submit(lambda conn: write_runs(conn, rows), done=done)
 
-    def commit_alert(self, alert, row: tuple | None, staged, done: Done) -> None:
-        """The alert, its run's snapshot row and its outbox rows (``staged.op``, routed by
-        delivery) in one ``synchronous=FULL`` commit; ``done(({run: error}, rows), err)``."""
-        params = (alert.idempotency_key, alert.run, alert.kind, alert.status, alert.severity,
-                  alert.step, json.dumps(alert.to_dict()), time.time())
+    def commit_alert(self, row: tuple | None, write: Op, done: Done) -> None:
+        """One ``synchronous=FULL`` transaction: the run's snapshot row (``codec.encode``, or
+        None) and ``write`` (the alert row and its outbox rows: ``SqliteOutbox.stage``);
+        ``done(({run: error}, write's result), err)`` on the loop after the commit."""
         if row is not None:
             self.runs.add(row[0])
 
         def op(conn):
-            conn.execute(_INSERT_ALERT, params)
-            failed = write_runs(conn, [row]) if row is not None else {}
-            return failed, (staged.op(conn) if staged is not None else None)
+            return (write_runs(conn, [row]) if row is not None else {}), write(conn)
 
         self.writer.submit(op, full=True, done=done)
 
