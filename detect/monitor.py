@@ -41,7 +41,7 @@ from .base import NO_STEP as _NO_STEP, REGISTRY
 from .errors import ConfigError
 from .finding import Finding, MonitorState
 from .presets import PRESET_PARAMS, PRESETS
-from .recovery import Recovery
+from .recovery import HELD_KINDS, Recovery
 from .rewind import RewindPoints
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
@@ -311,6 +311,16 @@ class RunMonitor:
             self.peak_scores["stall"] = ratio
         return ratio > ef.stall_gate
 
+    def _incident(self) -> bool:
+        """Does a page of the loss level (`recovery.HELD_KINDS`: drift, spike, divergence)
+        fire? Then a slowdown or a stagnation is that incident's flat tail, not a second
+        page (LR x100 and shuffled labels paged `plateau` beside their critical)."""
+        for kind in HELD_KINDS:
+            v = self._emitted.get(kind)
+            if v is not None and v[0] and v[1] != "info":
+                return True
+        return False
+
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
         progress = self._progress()
@@ -412,6 +422,8 @@ class RunMonitor:
         pl_up = slowdown and self._pl_mode == 2
         drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
         plateau = pl_active and not (slowdown and (drift or dv_page))
+        if plateau and (slowdown or stagnation) and self._incident():
+            plateau = False     # one incident, one page: the loss-level page carries it
         if plateau or "plateau" in emitted:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)

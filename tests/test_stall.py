@@ -147,3 +147,21 @@ class TestOnset:
         assert not any("in the 0 steps" in f.message for f in seen)
         assert not any(f.severity != "info" and "stopped falling at its earlier pace" in f.message
                        for f in seen)
+
+
+class TestOneIncidentOnePage:
+    def test_a_loss_at_chance_pages_no_plateau_beside_its_drift(self):
+        """Labels shuffled at step 1500: the loss jumps to chance and sits there flat.
+        The drift and spike pages carry the incident (and escalate); main at c83c196 also
+        paged `plateau` ("it did not fall (+0.025) in the 2 steps since step 1508") at
+        1510, beside them."""
+        from test_recovery import chance_run, transitions
+
+        out, s = transitions(chance_run())
+        kinds = {a.kind for a in out if a.severity != "info"}
+        assert {"drift", "spike"} <= kinds and "plateau" not in kinds, out
+        assert s.policy.firing["drift"].severity == "critical"
+
+    def test_a_stall_before_any_incident_still_pages_plateau(self):
+        got = pages(slowed(0.0, 0))
+        assert got and got[0][1] == "plateau"
