@@ -319,12 +319,13 @@ class RunMonitor:
             self.peak_scores["stall"] = ratio
         return ratio > ef.stall_gate
 
-    def _incident(self) -> bool:
+    def _incident(self, but: str = "") -> bool:
         """Does a page of the loss level (`recovery.HELD_KINDS`: drift, spike, divergence)
-        fire? Then a slowdown or a stagnation is that incident's flat tail, not a second
-        page (LR x100 and shuffled labels paged `plateau` beside their critical)."""
+        fire? Then a slowdown or a stagnation is that incident's flat tail, and a drift
+        its level, not a second page (LR x100 and shuffled labels paged `plateau` beside
+        their critical divergence, shuffled labels a `drift` too, 380 steps later)."""
         for kind in HELD_KINDS:
-            v = self._emitted.get(kind)
+            v = self._emitted.get(kind) if kind != but else None
             if v is not None and v[0] and v[1] != "info":
                 return True
         return False
@@ -434,7 +435,8 @@ class RunMonitor:
                     and self._big("plateau", self._rise(None)))):
             self._pl_mode = 2
         pl_up = slowdown and self._pl_mode == 2
-        drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
+        drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active
+                                                        or self._incident("drift"))
         plateau = pl_active and not (slowdown and (drift or dv_page))
         if plateau and (slowdown or stagnation) and self._incident():
             plateau = False     # one incident, one page: the loss-level page carries it

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from wtwin.detect import RunMonitor
 from wtwin.detect.overfit import OverfitDetector
 
@@ -161,6 +163,20 @@ class TestOneIncidentOnePage:
         kinds = {a.kind for a in out if a.severity != "info"}
         assert {"drift", "spike"} <= kinds and "plateau" not in kinds, out
         assert s.policy.firing["drift"].severity == "critical"
+
+    def test_own_torch_runs_page_one_kind_per_incident(self):
+        """LR x100 and shuffled labels (tests/live_runs.py, replayed offline): the spike
+        that opens the incident and its critical divergence, nothing after. Main at c83c196
+        also paged `plateau` (1571) and, on shuffled labels, `drift` (1899) while the
+        divergence fired."""
+        pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
+        import live_runs
+
+        for case in (live_runs.Case("mlp", 0, "shuffled_labels"), live_runs.Case("mlp", 0, "lr_x100")):
+            o = live_runs.run_offline(case)
+            assert [m[1:3] for m in o.pages] == [("spike", "warning"), ("divergence", "critical")], o.pages
+            assert live_runs.verdict(o) == "ok"
 
     def test_a_stall_before_any_incident_still_pages_plateau(self):
         got = pages(slowed(0.0, 0))
