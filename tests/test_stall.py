@@ -206,7 +206,7 @@ class TestNoisyStall:
             got += [(t, f.kind) for f in mon.update_loss(t, v, lr).findings
                     if f.active and f.severity != "info"]
         assert got == []
-        assert mon.peak_scores["stall"] < mon._ef.stall_gate
+        assert mon.peak_scores["stall"] < mon.detectors["effect"].stall_gate
 
     def test_a_ramp_at_its_flat_start_is_a_drift(self):
         """A slowdown whose level stands gate units above its best, having fallen under a
