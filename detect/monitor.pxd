@@ -53,7 +53,8 @@ cdef class RunMonitor:
     cdef void _push(self, str kind, bint active, str severity, object step, str text) except *
     cdef void _escalate(self, object step) except *
     cdef bint _big(self, str kind, double effect) except -1
-    cdef bint _stalled(self, PlateauDetector pl) except -1
+    cdef bint _stalled(self, PlateauDetector pl, bint risen=*) except -1
+    cdef bint _incident(self, str but=*) except -1
     cdef str _size(self, double effect)
     cdef double _rise(self, object l_pred) except? -1.0
     cdef object _rewind(self, long long step)

@@ -42,7 +42,7 @@ from .base import NO_STEP as _NO_STEP, REGISTRY
 from .errors import ConfigError
 from .finding import Finding, MonitorState
 from .presets import PRESET_PARAMS, PRESETS
-from .recovery import Recovery
+from .recovery import HELD_KINDS, Recovery
 from .rewind import RewindPoints
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
@@ -56,6 +56,7 @@ SHIFT_GROWTH = 1.5
 
 JUMPS = ("spike", "resume_jump")   # one point's jump, judged against `effect.jump_gate`
 _RANK = {"info": 0, "warning": 1, "critical": 2}
+STALL_Z = 2.0   # standard errors of a slowdown's observed fall granted to it (`_stalled`)
 GRAD_CONTEXT_STEPS = 200   # a grad-norm surge this recent is named in a loss page
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
@@ -128,9 +129,9 @@ def _obvious_msg(nf, step, loss) -> str:
             "overflow does this; it pages if it repeats)")
 
 
-def _plateau_msg(pl, fc, rose: bool = False) -> str:
+def _plateau_msg(pl, fc, rose: bool = False, best: float = 0.0) -> str:
     """The page of a plateau, from the plateau and forecast detectors' last ``observe()``;
-    ``rose``: a slowdown whose level has since risen, paged as a drift."""
+    ``rose``: a slowdown whose level has since risen above its ``best``, paged as a drift."""
     if pl.rule == "frozen":
         return (f"loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: the logged "
                 "loss stopped updating (often a NaN the logger hides)")
@@ -143,7 +144,9 @@ def _plateau_msg(pl, fc, rose: bool = False) -> str:
         since = (f"in the {pl.step - pl.onset} steps since step {pl.onset}, where its own "
                  f"earlier pace would have taken it {pl.expected:.3g} lower")
         if rose:
-            return f"loss level {pl.level:.4g} rose by {-pl.observed:.3g} {since}"
+            return (f"loss level {pl.level:.4g} rose above its best {best:.4g} after it stopped "
+                    f"falling at step {pl.onset} (its own earlier pace would have taken it "
+                    f"{pl.expected:.3g} lower since)")
         fell = (f"it fell {pl.observed:.3g}" if pl.observed >= 0 else
                 f"it did not fall ({-pl.observed:+.2g})")
         return f"loss stopped improving at {pl.level:.4g}: {fell} {since}"
@@ -324,24 +327,40 @@ class RunMonitor:
             self.peak_scores[kind] = score
         return score > (ef.jump_gate if jump else ef.gate)
 
-    @cython.locals(ratio=cython.double)
-    def _stalled(self, pl) -> bool:
+    @cython.locals(ratio=cython.double, made=cython.double)
+    def _stalled(self, pl, risen: bool = False) -> bool:
         """Did a slowdown whose shortfall is material stop the run learning earlier than it
         should? The decline its earlier pace promised since the onset (``expected``) is
-        over ``stall_gate`` times what the level did fall (``observed``): a run that only
-        slowed down keeps a good part of it. (With ``observed >= 0`` the shortfall is at
-        most ``expected``: the promise is material too.) Keeps the ratio's peak
+        over ``stall_gate`` times what the level may have fallen (``observed``, at least 0,
+        plus ``STALL_Z`` of its standard errors: a fall within the level's noise is not
+        known to be none): a run that only slowed down keeps a good part of it. ``risen``:
+        the level stands a material amount above its best or its forecast, evidence of its
+        own; then the fall as measured is enough. Keeps the ratio's peak
         (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
         ef = self._ef
+        made = max(pl.observed, 0.0)
+        if not risen:
+            made += STALL_Z * pl.observed_sd()
         if pl.expected <= 0.0:
             ratio = 0.0     # nothing promised yet (the onset's own update: 0 / 0): no stall
-        elif pl.observed > pl.expected * 1e-6:
-            ratio = pl.expected / pl.observed
+        elif made > pl.expected * 1e-6:
+            ratio = pl.expected / made
         else:
             ratio = 1e6
         if ratio > self.peak_scores.get("stall", -math.inf):
             self.peak_scores["stall"] = ratio
         return ratio > ef.stall_gate
+
+    def _incident(self, but: str = "") -> bool:
+        """Does a page of the loss level (`recovery.HELD_KINDS`: drift, spike, divergence)
+        fire? Then a slowdown or a stagnation is that incident's flat tail, and a drift
+        its level, not a second page (LR x100 and shuffled labels paged `plateau` beside
+        their critical divergence, shuffled labels a `drift` too, 380 steps later)."""
+        for kind in HELD_KINDS:
+            v = self._emitted.get(kind) if kind != but else None
+            if v is not None and v[0] and v[1] != "info":
+                return True
+        return False
 
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
@@ -433,23 +452,33 @@ class RunMonitor:
                            if sp_active and not dv_page else "")
         stagnation = pl_active and pl.rule == "stagnation"
         slowdown = pl_active and pl.rule == "slowdown"
-        # a slowdown whose level has risen (by more than one unit) and stands a material
-        # amount above where its earlier pace would be, before it paged as a plateau, is a
-        # rise: a drift. The name holds for the slowdown's episode (no flapping between
-        # the two while the level hovers around where the slowdown began).
+        # a slowdown whose level has risen, before it paged as a plateau, is a rise: a
+        # drift. Risen: by more than one unit and STALL_Z of its standard errors since the
+        # onset, standing a material amount above where its earlier pace would be; or
+        # standing a material amount above its best while it fell under 1 / stall_gate of
+        # what its pace promised (a ramp's flat start). The name holds for the slowdown's
+        # episode (no flapping between the two while the level hovers around its onset).
         if not slowdown:
             self._pl_mode = 0
-        elif (self._pl_mode == 0 and pl.observed < 0 and self._ef.score(-pl.observed) > 1.0
-                and self._big("plateau", pl.shortfall)):
+        elif self._pl_mode == 0 and (
+                (pl.observed < 0 and self._ef.score(-pl.observed) > 1.0
+                 and self._big("plateau", pl.shortfall)
+                 and -pl.observed > STALL_Z * pl.observed_sd())
+                or (pl.observed * self._ef.stall_gate < pl.expected
+                    and self._big("plateau", self._rise(None)))):
             self._pl_mode = 2
         pl_up = slowdown and self._pl_mode == 2
-        drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active)
+        drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active
+                                                        or self._incident("drift"))
         plateau = pl_active and not (slowdown and (drift or dv_page))
+        if plateau and (slowdown or stagnation) and self._incident():
+            plateau = False     # one incident, one page: the loss-level page carries it
         if plateau or self._kinds & _PL:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
             if plateau and pl.rule not in _NO_LEARNING and not (
-                    self._big("plateau", effect) and (not slowdown or self._stalled(pl))):
+                    self._big("plateau", effect) and (not slowdown or self._stalled(
+                        pl, self._ef._lr_peak == 0.0 and self._big("plateau", self._rise(fc.l_pred))))):
                 sev = "info"
             elif plateau and slowdown and self._pl_mode == 0:
                 self._pl_mode = 1          # paged as a plateau: so named for the episode
@@ -476,7 +505,7 @@ class RunMonitor:
                     f"(band {fc.band_lo or 0:.4g}..{fc.band_hi or 0:.4g}, W={fc.W or 0:.1f})"
                     if fc_alert or explained else f"smoothed loss {ri.level:.4g} rose above its "
                     f"best {ri.best:.4g} (level score {ri.score:.1f}, jump CUSUM {ri.S:.0f}; "
-                    "noise units)" if rising else _plateau_msg(pl, fc, True))
+                    "noise units)" if rising else _plateau_msg(pl, fc, True, self._ef._best))
                     + self._size(effect) if drift else "")
 
     def update_eval(self, step: int, metrics: dict) -> MonitorState | None:
