@@ -136,7 +136,7 @@ async def _feed(tmp_path, name: str, frames: list[bytes]):
     for frame in frames:
         server.handle_frame(b"trainer", frame)
     run = server.table.get("r")
-    state = {"events": run.events, "hwm": dict(run.hwm), "step": run.step, "loss": run.loss,
+    state = {"events": run.events, "hwm": dict(run.marks.hwm), "step": run.step, "loss": run.loss,
              "lr": run.lr, "spark": run.spark.points(), "series": run.series.train.rows().tolist(),
              "monitor": msgpack.packb(run.monitor.snapshot()),
              "received": dict(server.stats.received), "dropped": dict(server.stats.dropped)}

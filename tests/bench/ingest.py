@@ -221,7 +221,7 @@ def _admit(adm, link, table, decoded) -> None:
     em = ev.get("emitter", b and b.emitter)
     run = table.get(ev["run"])
     adm.admit(ev["run"], em, b"replay", adm.principal_of(ev.get("auth"), None), 0.0, run)
-    link.seen(run, em, b"replay", 0.0)
+    run.marks.sent(em, b"replay", 0.0)
     hwm = {em: ev["seq"] - 1}
     if b is None:
         if ev["seq"] == hwm.get(em, 0) + 1:
