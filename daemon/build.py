@@ -18,8 +18,9 @@ import json
 import os
 import sys
 
-# The per-event path: the ingest body, the seq marks, the series a loss is added to.
-MODULES = ("ingest_marks", "series", "ingest")
+# The per-event path: the ingest body, the seq marks, the run's state and the series a
+# loss is added to.
+MODULES = ("ingest_marks", "series", "run_state", "ingest")
 STAMP = "_compiled.json"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "wtwin.daemon"

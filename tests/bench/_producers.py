@@ -8,7 +8,9 @@ def send_when_released(endpoint: str, frames: list[bytes], go) -> None:
     import zmq
 
     sock = zmq.Context().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 5000)
+    # every frame reaches the consumer, however slow (a busy host): a close with frames
+    # still queued waits for them instead of dropping them after a few seconds
+    sock.setsockopt(zmq.LINGER, -1)
     sock.connect(endpoint)
     go.wait()
     for f in frames:
