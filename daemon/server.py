@@ -17,7 +17,7 @@ import time
 
 import structlog
 
-from wtwin import detect
+from wtwin import daemon, detect
 from wtwin.sinks import api as sinks_api
 
 from .config import DaemonConfig
@@ -65,6 +65,7 @@ class Server:
     async def startup(self, loop: asyncio.AbstractEventLoop) -> None:
         # which build of the detector core runs: compiled, or the pure-Python fallback and why
         log.info("detector_build", compiled=detect.COMPILED, build=detect.BUILD)
+        log.info("ingest_build", compiled=daemon.COMPILED, build=daemon.BUILD)  # daemon/build.py
         self.store.open(loop)  # ConfigError naming the file: locked, corrupt, newer, unwritable
         restored = await self.restores.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
                                             ended_ttl_s=self.config.runs.ended_ttl_s)
