@@ -1,6 +1,7 @@
-"""Builds the compiled detector core, on request: the modules of ``detect/build.py``'s
-``MODULES``, cythonized from their ``.py`` files (pure-Python mode) into C extensions
-beside them, without debug info.
+"""Builds the compiled core, on request: the modules of ``detect/build.py``'s ``MODULES``
+(the detectors) and of ``daemon/build.py``'s (the daemon's per-event path), cythonized
+from their ``.py`` files (pure-Python mode) into C extensions beside them, without debug
+info.
 
 Everything else is in pyproject.toml. The compiled build is opt-in (docs/INSTALL.md):
 
@@ -29,6 +30,9 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 BUILD = runpy.run_path(os.path.join(HERE, "detect", "build.py"))
+DAEMON = runpy.run_path(os.path.join(HERE, "daemon", "build.py"))
+# package -> (its folder here, its build module)
+PACKAGES = {"wtwin.detect": ("detect", BUILD), "wtwin.daemon": ("daemon", DAEMON)}
 
 
 def _say(msg: str) -> None:
@@ -86,8 +90,10 @@ class OptionalBuildExt(build_ext):
         except (Exception, SystemExit) as e:  # noqa: BLE001  (no compiler, or a module failed)
             self._fail(e)
             return
-        BUILD["write_stamp"](os.path.dirname(self.get_ext_fullpath(self.extensions[0].name)))
-        _say(f"compiled build: {len(self.extensions)} modules of wtwin.detect")
+        for package, (folder, build) in PACKAGES.items():
+            first = next(e for e in self.extensions if e.name.startswith(package + "."))
+            build["write_stamp"](os.path.dirname(self.get_ext_fullpath(first.name)), os.path.join(HERE, folder))
+        _say(f"compiled build: {len(self.extensions)} modules of {' and '.join(PACKAGES)}")
 
     def build_extensions(self) -> None:
         # No fused multiply-adds: gcc and clang contract a*b+c into one FMA by default where
@@ -126,8 +132,8 @@ elif _on("WTWIN_NO_COMPILE"):
     _say("WTWIN_NO_COMPILE is set: pure-Python build")
 
 setup(
-    ext_modules=[Extension(f"wtwin.detect.{m}", [os.path.join("detect", f"{m}.py")])
-                 for m in BUILD["MODULES"]] if COMPILE else [],
+    ext_modules=[Extension(f"{package}.{m}", [os.path.join(folder, f"{m}.py")])
+                 for package, (folder, build) in PACKAGES.items() for m in build["MODULES"]] if COMPILE else [],
     # through pip or `python -m build` (PEP 517), setuptools hands this to the frontend as
     # a build requirement of this build only; by hand, Cython is the caller's (`[dev]`)
     setup_requires=["Cython>=3.1"] if COMPILE and not BY_HAND else [],

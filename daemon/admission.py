@@ -57,10 +57,6 @@ class Admission:
         self._replied: dict[bytes, float] = {}  # identity -> last error reply (monotonic)
         self._log = RateLimited(log)
 
-    def principal(self, ev: dict, user: str | None) -> str:
-        """Who sent ``ev``; the secret leaves the event here (nothing downstream sees it)."""
-        return self.principal_of(ev.pop("auth", None), user)
-
     def principal_of(self, auth: str | None, user: str | None) -> str:
         """Who sent an event with this secret (``auth``), over a connection with this
         CURVE key (``user``)."""
@@ -75,32 +71,26 @@ class Admission:
             found = self._hashes[auth] = "secret:" + hashlib.sha256(auth.encode()).hexdigest()
         return found
 
-    def run_for(self, ev: dict, identity: bytes, principal: str, now: float):
-        """The run ``ev`` may act on, or None (refused: replied, counted, logged)."""
-        if ev["type"] == "run_start" and not self.config_fits(ev, identity):
-            return None  # before the run is created: a refused start leaves nothing behind
-        return self.admit(ev["run"], ev.get("emitter"), identity, principal, now)
-
     def admit(self, name: str, emitter: str | None, identity: bytes, principal: str, now: float,
-              run=None):
-        """The run ``name`` if ``principal`` may send it events from ``emitter``, else None
-        (refused: replied, counted, logged). Once for a frame's events of one run, one
-        emitter and one secret (``Server.handle_frame``, which passes the ``run`` it has
-        looked up); ``config_fits`` checks a ``run_start``'s config on top."""
+              run=None, n: int = 1):
+        """The run ``name`` if ``principal`` may send it ``n`` events from ``emitter``, else
+        None (refused: replied, counted ``n`` times, logged). Once for a frame's events of
+        one run, one emitter and one secret (``daemon/ingest.py``, which passes the ``run``
+        it has looked up); ``config_fits`` checks a ``run_start``'s config on top."""
         if run is None:
             run = self.table.get(name)
         if run is None:
-            run = self._create(name, identity, principal, now)
+            run = self._create(name, identity, principal, now, n)
             if run is None:
                 return None
         if run.owner is None:  # a new run, or one stored before runs had owners
-            run.owner = principal
+            run.claim(principal)
         elif run.owner != principal and not self._shared(run):
-            return self._refuse("not_owner", identity, name, "run belongs to another client")
-        if (emitter is not None and emitter not in run.hwm and emitter not in run.identities
+            return self._refuse("not_owner", identity, name, "run belongs to another client", n)
+        if (emitter is not None and not run.marks.knows(emitter)
                 and not self._room_for_emitter(run, now)):
             return self._refuse("emitter_quota", identity, name,
-                                f"run has {self.cfg.max_emitters_per_run} live emitter ids")
+                                f"run has {self.cfg.max_emitters_per_run} live emitter ids", n)
         return run
 
     def config_fits(self, ev: dict, identity: bytes) -> bool:
@@ -122,19 +112,18 @@ class Admission:
                 del self.per_client[creator]
 
     # ---- internals -------------------------------------------------------------------
-    def _create(self, name: str, identity: bytes, principal: str, now: float):
+    def _create(self, name: str, identity: bytes, principal: str, now: float, n: int):
         client = principal if self.curve and principal != ANONYMOUS else identity
         if not name.isprintable():  # CR/LF and friends: a run no page or log line could show
             return self._refuse("bad_run_name", identity, name,
-                                "a run name must be printable text: no control characters such as CR or LF")
+                                "a run name must be printable text: no control characters such as CR or LF", n)
         if self.per_client[client] >= self.cfg.max_runs_per_client:
             return self._refuse("client_run_quota", identity, name,
-                                f"this client already has {self.cfg.max_runs_per_client} live runs")
-        run = self.table.get_or_create(name, now)
+                                f"this client already has {self.cfg.max_runs_per_client} live runs", n)
+        run = self.table.get_or_create(name, now, creator=client)
         if run is None:
             return self._refuse("run_table_full", identity, name,
-                                f"the daemon holds its maximum of {self.cfg.max_runs} runs")
-        run.creator = client
+                                f"the daemon holds its maximum of {self.cfg.max_runs} runs", n)
         self.per_client[client] += 1
         if self.restore is not None:
             self.restore(run)
@@ -147,19 +136,16 @@ class Admission:
         """Room for one more emitter id on ``run``. An id holds a place from its first
         admitted event, whether or not its seq ever moved the run's mark (a duplicate or
         a gap still registers where its acks go: issue 24), so the bound is on every id
-        the run knows: ``hwm``, ``identities`` and ``emitter_seen`` alike."""
-        if len(_known(run)) < self.cfg.max_emitters_per_run:
+        the run knows (``EmitterMarks.known``)."""
+        marks, most = run.marks, self.cfg.max_emitters_per_run
+        if len(marks.known()) < most:
             return True
-        idle = [em for em in _known(run) if now - run.emitter_seen.get(em, 0.0) >= self.cfg.emitter_idle_s]
-        for em in idle:  # processes that are gone: their dedup marks no longer matter
-            run.hwm.pop(em, None)
-            run.identities.pop(em, None)
-            run.emitter_seen.pop(em, None)
-        self.stats.evicted_emitters += len(idle)
-        return len(_known(run)) < self.cfg.max_emitters_per_run
+        # processes that are gone: their dedup marks no longer matter
+        self.stats.evicted_emitters += marks.evict_idle(now, self.cfg.emitter_idle_s)
+        return len(marks.known()) < most
 
-    def _refuse(self, reason: str, identity: bytes, run: str, message: str) -> None:
-        self.stats.dropped[reason] += 1
+    def _refuse(self, reason: str, identity: bytes, run: str, message: str, n: int = 1) -> None:
+        self.stats.dropped[reason] += n
         self._log.warning("event_refused", reason, reason=reason, run=run[:200], detail=message)
         now = time.monotonic()
         if now - self._replied.get(identity, -1e18) >= REPLY_INTERVAL_S:
@@ -169,7 +155,3 @@ class Admission:
             self.send(identity, wire.reply("error", reason=reason, run=run, message=message))
         return None
 
-
-def _known(run) -> set[str]:
-    """Every emitter id ``run`` holds anything for (at most ``max_emitters_per_run``)."""
-    return run.hwm.keys() | run.identities.keys() | run.emitter_seen.keys()

@@ -12,9 +12,9 @@ seq the emitter still holds. An ``ack`` with ``seq = n`` drops everything up to 
 an ack with ``resend`` (a *nack*) makes it send everything held after ``n`` again, in
 order; with no ack progress for ``ack_timeout_s`` it re-sends on its own (backing off).
 
-**Daemon (this module).** Per run and emitter the run keeps ``hwm``: the highest seq
-whose effects are in the run's state (``RunState.hwm``, stored in its snapshot). For
-each event, ``admit``:
+**Daemon.** Per run and emitter the run keeps ``hwm``: the highest seq whose effects
+are in the run's state (``RunState.marks``, an ``EmitterMarks``: daemon/ingest_marks.py,
+stored in the run's snapshot). For each event, ``EmitterMarks.admit_seq`` gives a verdict:
 
 - ``seq <= hwm``: a duplicate (a re-send, or a replay after a restart): dropped,
   counted ``duplicate``.
@@ -25,6 +25,9 @@ each event, ``admit``:
 - ``seq > hwm + 1`` and nothing older is held (``seq == base``, or a frame without
   ``base`` from an emitter with no replay buffer): admitted; events the emitter no
   longer holds (``base > hwm + 1``: its buffer overflowed) are counted ``seq_gap``.
+
+This module is the sending half: what a verdict costs (``answer``: the counters, the
+nack), and the acks.
 
 Acks are sent only once the run's snapshot holding that ``hwm`` has committed
 (``ack``, called by ``daemon/snapshots.py``), so an acked event is never lost to a
@@ -39,6 +42,8 @@ from typing import Callable, Iterable
 
 from wtwin.emitters import wire
 
+from .ingest_marks import DUPLICATE
+
 NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
 MAX_NACKS = 65_536  # nack pacing entries kept (emitters with a gap pending), oldest dropped
 
@@ -51,41 +56,18 @@ class EmitterLink:
         self.send = send
         self._nacks: dict[str, tuple[int, float]] = {}  # emitter -> (hwm asked after, when)
 
-    def admit(self, run, ev: dict, identity: bytes, now: float) -> bool:
-        """False for an event already processed, or one to re-send first (nacked)."""
-        em = ev.get("emitter")
-        if em is not None:
-            self.seen(run, em, identity, now)
-            if not self.admit_seq(run, em, ev["seq"], ev.get("base")):
-                return False
-        run.events += 1
-        return True
-
-    @staticmethod
-    def seen(run, em: str, identity: bytes, now: float) -> None:
-        """``em`` sent ``run`` events just now, from ``identity`` (where its acks and
-        alerts go). Once per frame (``Server.handle_frame``), or per event (``admit``)."""
-        run.emitter_seen[em] = now
-        if run.identities.get(em) != identity:
-            run.identities[em] = identity
-
-    def admit_seq(self, run, em: str, seq: int, base: int | None) -> bool:
-        """The seq rules above for one event of ``em``; True (and ``hwm`` moved on) when
-        it is to be processed. ``Server.handle_frame`` inlines the common case, ``seq ==
-        hwm + 1``, and calls this for every other."""
-        hwm = run.hwm.get(em, 0)
-        if seq <= hwm:
+    def answer(self, run, em: str, verdict: int) -> bool:
+        """What a verdict other than ``OK`` costs (``EmitterMarks.admit_seq``): True for
+        a gap (processed; the lost events counted), False for a duplicate or a nack."""
+        if verdict > 0:
+            self.stats.dropped["seq_gap"] += verdict
+            return True
+        if verdict == DUPLICATE:
             self.stats.dropped["duplicate"] += 1
             return False
-        if seq > hwm + 1:
-            if base is not None and seq > max(hwm + 1, base):
-                self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
-                self._nack(run, em, hwm)
-                return False
-            if base is not None and base > hwm + 1:  # no longer held by the emitter
-                self.stats.dropped["seq_gap"] += base - hwm - 1
-        run.hwm[em] = seq
-        return True
+        self.stats.dropped["out_of_order"] += 1  # the emitter still holds the gap
+        self._nack(run, em, run.marks.hwm.get(em, 0))
+        return False
 
     def _nack(self, run, em: str, hwm: int) -> None:
         last = self._nacks.pop(em, None)  # re-inserted below or put back: newest last
@@ -96,24 +78,24 @@ class EmitterLink:
         if len(self._nacks) >= MAX_NACKS:  # bounded: the oldest pacing entry goes first
             del self._nacks[next(iter(self._nacks))]
         self._nacks[em] = (hwm, now)
-        identity = run.identities.get(em)
+        identity = run.marks.identities.get(em)
         if identity is not None:
             self.send(identity, wire.reply("ack", seq=hwm, emitter=em, resend=True))
 
     @staticmethod
     def marks(runs: Iterable) -> list[tuple]:
         """(run, emitter, seq) for every emitter of ``runs``, as of now (before a snapshot)."""
-        return [(r, em, seq) for r in runs for em, seq in r.hwm.items()]
+        return [(r, em, seq) for r in runs for em, seq in r.marks.hwm.items()]
 
     def ack(self, marks: Iterable[tuple]) -> None:
         """Tell each emitter that everything up to its seq is stored (``marks`` from
         ``marks()``, taken with the snapshot that has committed)."""
         for run, em, seq in marks:
-            identity = run.identities.get(em)
+            identity = run.marks.identities.get(em)
             if identity is not None:
                 self.send(identity, wire.reply("ack", seq=seq, emitter=em))
 
     def forget(self, run) -> None:
         """A run left memory: its emitters' nack pacing goes with it."""
-        for em in run.hwm:
+        for em in run.marks.hwm:
             self._nacks.pop(em, None)

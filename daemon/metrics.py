@@ -82,7 +82,7 @@ class DaemonCollector(_Base):
         yield GaugeMetricFamily("wtwind_memory_budget_bytes", "The memory wtwind is sized to stay under "
                                 "([budget] memory_bytes)", value=cfg.budget.memory_bytes)
         runs = list(self.table)
-        held = {"runs": len(runs), "emitter_ids": sum(len(r.identities.keys() | r.hwm.keys()) for r in runs),
+        held = {"runs": len(runs), "emitter_ids": sum(len(r.marks.known()) for r in runs),
                 "rewinds": sum(len(r.rewinds) for r in runs),
                 "config_bytes": sum(len(r.config_json) for r in runs)}
         r = cfg.runs

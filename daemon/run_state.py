@@ -21,6 +21,7 @@ from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
 from wtwin.emitters.wire import KIND_PRESETS
 
+from .ingest_marks import EmitterMarks
 from .series import RunSeries, Spark
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ NO_LR = object()  # a loss event without ``lr`` (``RunState.observe_loss``)
 
 
 class RunState:
-    def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float,
+    def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float, creator=None,
                  new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True,
                  max_kind_chars: int = MAX_KIND_CHARS, max_eval_metrics: int = MAX_EVAL_METRICS,
                  max_rewinds_kept: int = MAX_REWINDS_KEPT) -> None:
@@ -63,11 +64,9 @@ class RunState:
         self.lr: float | None = None
         self.last_state: MonitorState | None = None
         self.last_eval: dict[str, float] = {}
-        self.identities: dict[str, bytes] = {}   # emitter id -> ROUTER identity
-        self.emitter_seen: dict[str, float] = {}  # emitter id -> last event (admission.py)
-        self.owner: str | None = None            # principal the run is bound to (admission.py)
-        self.creator = None                      # client charged for the run (admission.py)
-        self.hwm: dict[str, int] = {}            # emitter id -> highest seq processed (emitter_link.py)
+        self.marks = EmitterMarks()              # per emitter id: seq mark, identity, last event
+        self.owner: str | None = None            # principal the run is bound to (``claim``)
+        self.creator = creator                   # client charged for the run (admission.py)
         self.events = 0                          # events processed (duplicates excluded)
         self.emitter_dropped = 0
         self._monitor: RunMonitor | None = None   # built on first use: see ``monitor``
@@ -97,6 +96,15 @@ class RunState:
     @config.setter
     def config(self, value: dict[str, Any]) -> None:
         self.config_json = json.dumps(value, default=str, separators=(",", ":"))
+
+    @property
+    def identities(self) -> dict[str, bytes]:
+        """Emitter id -> the ROUTER identity its replies and alerts go to (read only)."""
+        return self.marks.identities
+
+    def claim(self, principal: str) -> None:
+        """Bind a run that has no owner yet to ``principal`` (admission.py)."""
+        self.owner = principal
 
     @property
     def held(self) -> bool:
@@ -155,19 +163,24 @@ class RunState:
         return self._series
 
     def observe(self, ev: dict, now: float) -> list[Alert]:
+        """One admitted event: counted, then its kind's handler; the alert transitions."""
+        self.events += 1
         self.last_seen = now
         handler = _HANDLERS[ev["type"]]
         return handler(self, ev, now)
 
     def _on_loss(self, ev: dict, now: float) -> list[Alert]:
-        lr = ev.get("lr", NO_LR)
-        return self.observe_loss(ev["step"], ev["loss"], lr, ev.get("grad_norm"), ev.get("tokens"), now)
+        return self._loss(ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"), ev.get("tokens"), now)
 
     def observe_loss(self, step: int, loss: float, lr: float | None, grad_norm: float | None,
                      tokens: float | None, now: float) -> list[Alert]:
         """``observe`` of a loss event, from its values (``lr`` is ``NO_LR`` when the
         event has none: the run's last LR carries on in its series). No event dict: the
-        daemon calls it with a batch's columns (``Server._handle_losses``)."""
+        daemon calls it with a batch's columns (``daemon/ingest.py``)."""
+        self.events += 1
+        return self._loss(step, loss, lr, grad_norm, tokens, now)
+
+    def _loss(self, step: int, loss: float, lr, grad_norm, tokens, now: float) -> list[Alert]:
         self.last_seen = self.last_progress = now
         loss = float(loss)
         self.step, self.loss = step, loss
@@ -243,6 +256,17 @@ class RunState:
                  **{k: v for k, v in rec.items() if k != "at"})
         return []
 
+    def observe_spectral(self, result: dict[str, Any], step: int, layers, now: float) -> list[Alert]:
+        """A finished spectral job (``JobResult.to_dict()``): kept as the run's last; its
+        ``layers`` (None for a failed job) update the spectral watch, whose finding goes
+        through the run's alert policy."""
+        self.spectral_result = result
+        if not layers:
+            return []
+        _, finding = self.spectral_watch().update(step, layers)
+        alert = self.policy.apply(finding, now)
+        return [alert] if alert else []
+
     def check_stall(self, now: float, stall_after_s: float) -> list[Alert]:
         """Called on the daemon's tick: a running run with no progress is stalled."""
         silent = now - self.last_progress
@@ -311,14 +335,15 @@ class RunTable:
     def get(self, run: str) -> RunState | None:
         return self._runs.get(run)
 
-    def get_or_create(self, run: str, now: float) -> RunState | None:
+    def get_or_create(self, run: str, now: float, creator=None) -> RunState | None:
+        """The run ``run``; a new one is charged to ``creator`` (admission.py)."""
         state = self._runs.get(run)
         if state is None:
             if len(self._runs) >= self.max_runs:
                 self.refused += 1
                 return None
             state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
-                                               now=now, new_watch=self.new_watch,
+                                               now=now, creator=creator, new_watch=self.new_watch,
                                                keep_history=self.keep_history, **self.text_limits)
         return state
 

@@ -87,8 +87,8 @@ class Decimated:
         stage = self._stage
         stage.append(row)
         self.last_step = step
-        if len(stage) >= _BLOCK or self._n + len(stage) >= len(self._ring):
-            self._flush()          # ring + stage never hold more than the ring's capacity
+        if len(stage) >= _BLOCK:   # a full ring folds its oldest block then (``_flush``)
+            self._flush()
 
     def _flush(self) -> None:
         """Move the staged points into the ring (folding the oldest into the past)."""

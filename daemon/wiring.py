@@ -1,10 +1,10 @@
 """``build(config)``: the daemon's object graph, constructed in dependency order, once.
 
 Read top to bottom, this is who depends on whom; nothing is set later and no component
-reaches into another to add a hook. The per-event path the graph serves (each frame
-enters at ``Server.handle_frame``):
+reaches into another to add a hook. The per-event path the graph serves
+(``Ingest.frame``, daemon/ingest.py):
 
-    receiver -> emitter link (seq, acks) -> run state -> detectors -> policy
+    receiver -> ingest (admission, seq marks) -> run state -> detectors -> policy
              -> alert path (journal + snapshot commit) -> delivery -> sinks
 
 The receiver is built first because everything that replies to a trainer sends on its
@@ -27,6 +27,7 @@ from .admission import Admission
 from .alert_path import AlertPath
 from .config import DaemonConfig, build_sinks
 from .emitter_link import EmitterLink
+from .ingest import Ingest
 from .jobs.service import JobsCollector, SpectralService, watch_factory
 from .metrics import DaemonCollector
 from .receiver import Receiver
@@ -54,6 +55,7 @@ class Parts:
     alerts: AlertPath
     spectral: SpectralService
     admission: Admission
+    ingest: Ingest
     registry: CollectorRegistry
 
 
@@ -85,6 +87,9 @@ def build(config: DaemonConfig) -> Parts:
                                changed=snapshots.mark)
     admission = Admission(config.runs, table, stats, send, curve=curve is not None,
                           restore=restores.fill)
+    ingest = Ingest(stats=stats, table=table, admission=admission, link=link, restores=restores,
+                    publish=alerts.publish, changed=snapshots.changed, submit=spectral.submit,
+                    max_frame_bytes=config.listen.max_frame_bytes)
     registry = CollectorRegistry(auto_describe=False)
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,
@@ -96,4 +101,4 @@ def build(config: DaemonConfig) -> Parts:
         registry.register(collector)
     return Parts(config=config, stats=stats, table=table, receiver=receiver, curve=curve, store=store,
                  link=link, snapshots=snapshots, restores=restores, delivery=delivery, alerts=alerts,
-                 spectral=spectral, admission=admission, registry=registry)
+                 spectral=spectral, admission=admission, ingest=ingest, registry=registry)

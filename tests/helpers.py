@@ -190,3 +190,14 @@ class Daemon:
             self.stop()
         finally:
             self.kill()
+
+
+def admit_seq(link, run, ev: dict, identity: bytes, now: float) -> bool:
+    """An event's seq admission as the daemon's ingest body takes it (daemon/ingest.py):
+    the emitter's mark, its verdict, what the link makes of a refusal. True: processed."""
+    em = ev.get("emitter")
+    if em is None:
+        return True
+    run.marks.sent(em, identity, now)
+    verdict = run.marks.admit_seq(em, ev["seq"], ev.get("base"))
+    return not verdict or link.answer(run, em, verdict)

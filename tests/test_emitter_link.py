@@ -8,7 +8,7 @@ import time
 import pytest
 import zmq
 
-from helpers import wait_for
+from helpers import admit_seq, wait_for
 from wtwin.daemon.emitter_link import NACK_INTERVAL_S, EmitterLink
 from wtwin.daemon.run_state import RunState
 from wtwin.daemon.stats import Stats
@@ -64,7 +64,7 @@ def events(seqs, base=None) -> bytes:
 class TestAdmission:
     def _admit(self, link, run, router, dealer, frame) -> list[int]:
         identity, evs = deliver(router, dealer, frame)
-        return [ev["seq"] for ev in evs if link.admit(run, ev, identity, time.time())]
+        return [ev["seq"] for ev in evs if admit_seq(link, run, ev, identity, time.time())]
 
     def test_in_order_events_move_the_mark_and_duplicates_are_dropped(self, pair):
         """seq = hwm + 1 is admitted; a replay of seqs already processed is dropped, counted."""
@@ -73,7 +73,7 @@ class TestAdmission:
         link = EmitterLink(stats, send(router))
         assert self._admit(link, run, router, dealer, events(range(1, 6), base=1)) == [1, 2, 3, 4, 5]
         assert self._admit(link, run, router, dealer, events(range(3, 9), base=1)) == [6, 7, 8]
-        assert run.hwm == {"em-1": 8} and run.events == 8
+        assert run.marks.hwm == {"em-1": 8}
         assert stats.dropped["duplicate"] == 3
         assert replies(dealer) == []  # admission alone acks nothing: acks follow a commit
 
@@ -87,7 +87,7 @@ class TestAdmission:
         assert self._admit(link, run, router, dealer, events([5, 6, 7], base=1)) == []
         got = replies(dealer)
         assert [(m["type"], m["seq"], m["emitter"], m.get("resend")) for m in got] == [("ack", 2, "em-1", True)]
-        assert stats.dropped["out_of_order"] == 3 and run.hwm == {"em-1": 2}
+        assert stats.dropped["out_of_order"] == 3 and run.marks.hwm == {"em-1": 2}
         time.sleep(NACK_INTERVAL_S + 0.05)
         self._admit(link, run, router, dealer, events([8], base=1))
         assert [m["seq"] for m in replies(dealer)] == [2]
@@ -137,7 +137,7 @@ class TestBothHalves:
                         lost.append(raw)
                         continue
                     for ev in wire.decode(raw)[0]:
-                        if link.admit(run, ev, identity, time.time()):
+                        if admit_seq(link, run, ev, identity, time.time()):
                             admitted.append(ev["seq"])
                 if admitted and admitted[-1] == 21:
                     link.ack(link.marks([run]))

@@ -136,7 +136,7 @@ async def _feed(tmp_path, name: str, frames: list[bytes]):
     for frame in frames:
         server.handle_frame(b"trainer", frame)
     run = server.table.get("r")
-    state = {"events": run.events, "hwm": dict(run.hwm), "step": run.step, "loss": run.loss,
+    state = {"events": run.events, "hwm": dict(run.marks.hwm), "step": run.step, "loss": run.loss,
              "lr": run.lr, "spark": run.spark.points(), "series": run.series.train.rows().tolist(),
              "monitor": msgpack.packb(run.monitor.snapshot()),
              "received": dict(server.stats.received), "dropped": dict(server.stats.dropped)}
@@ -192,3 +192,32 @@ def test_a_batch_of_several_runs_reaches_each_run_in_order(tmp_path):
     out, dropped = asyncio.run(feed())
     # each run's emitter "e" is its own: both runs got every event, in seq order
     assert out == {"r": (300, 300), "q": (300, 300)} and dropped == {}
+
+
+def test_a_refused_group_counts_each_of_its_events_and_changes_nothing(tmp_path):
+    """Another client's batch to a live run (the columns path) and a mixed batch (the
+    general path): one admission per (emitter, secret), every refused event counted."""
+    own = [dict(ev, auth="mine") for ev in loss_events(10)]
+    theirs = loss_events(50, first=11)
+    mixed = loss_events(5, first=11) + [{"v": 1, "type": "heartbeat", "run": "r", "seq": 16,
+                                         "emitter": "e"}]
+
+    async def feed():
+        cfg = DaemonConfig(listen=ListenConfig(endpoints=(f"ipc://{tmp_path}/o.sock",)),
+                           state=StateConfig(path=str(tmp_path / "o.db"), flush_interval_s=60))
+        server = Server(cfg)
+        server.store.open(asyncio.get_running_loop())
+        server.handle_frame(b"trainer", wire.encode_batch(own, "e"))
+        assert wire.decode_frame(wire.encode_batch(theirs, "e", auth="other"))[2].columns is not None
+        server.handle_frame(b"intruder", wire.encode_batch(theirs, "e", auth="other"))
+        server.handle_frame(b"intruder", wire.encode_batch(mixed, "e", auth="other"))
+        run = server.table.get("r")
+        out = (run.events, dict(run.marks.hwm), dict(server.stats.dropped), dict(server.stats.received))
+        server.snapshots.close()
+        await server.store.close()
+        return out
+
+    events, hwm, dropped, received = asyncio.run(feed())
+    assert (events, hwm) == (10, {"e": 10})
+    assert dropped == {"not_owner": 56}
+    assert received == {"loss": 65, "heartbeat": 1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from helpers import until
+from helpers import admit_seq, until
 from wtwin.daemon.admission import Admission
 from wtwin.daemon.config import RunsConfig
 from wtwin.daemon.emitter_link import EmitterLink
@@ -37,8 +37,9 @@ class Graph:
 
     def handle(self, identity: bytes, ev: dict, now: float, user=None) -> None:
         """What Server.handle_event does with an event, the detectors aside."""
-        run = self.admission.run_for(ev, identity, self.admission.principal(ev, user), now)
-        if run is not None and self.link.admit(run, ev, identity, now):
+        principal = self.admission.principal_of(ev.pop("auth", None), user)
+        run = self.admission.admit(ev["run"], ev.get("emitter"), identity, principal, now)
+        if run is not None and admit_seq(self.link, run, ev, identity, now):
             self.handled.append(ev["seq"])
 
     def feed(self, name: str, steps) -> None:
@@ -46,7 +47,7 @@ class Graph:
             ev = {"v": 1, "type": "loss", "run": name, "seq": step, "step": step,
                   "loss": 2.0 + 1.0 / step, "emitter": "em"}
             run = self.table.get_or_create(name, time.time())
-            assert self.link.admit(run, ev, b"id", time.time())
+            assert admit_seq(self.link, run, ev, b"id", time.time())
             run.observe(ev, time.time())
             self.snapshots.changed(run)
 
@@ -78,7 +79,7 @@ class TestStartup:
             h.store.open(asyncio.get_running_loop())
             n = await h.restores.load(time.time(), idle_ttl_s=600, ended_ttl_s=600)
             assert n == 1 and h.table.get("live").step == 50 and h.table.get("old") is None
-            assert h.table.get("live").hwm == {"em": 50}
+            assert h.table.get("live").marks.hwm == {"em": 50}
             assert h.store.runs == {"live", "old"}
             await h.close()
 
@@ -103,7 +104,7 @@ class TestHeldWhileRead:
             await until(lambda: (g.store.writer.poll_completed(), g.handled)[1], what="the held events")
             assert g.handled == [101, 102, 103]  # in order, none taken for a duplicate or a gap
             back = g.table.get("r")
-            assert back.step == 100 and back.hwm == {"em": 103} and back.events == 103
+            assert back.step == 100 and back.marks.hwm == {"em": 103} and back.events == 100  # events: observed only
             assert back.creator == b"id" and g.admission.per_client[b"id"] == 1  # charged as new
             ev = {"type": "loss", "run": "r", "seq": 104, "emitter": "em"}
             assert not g.restores.hold("r", (b"id", ev, time.time(), None), g.handle)  # in memory now

@@ -12,7 +12,7 @@ import sys
 import msgpack
 import pytest
 
-from helpers import Daemon, free_port, until
+from helpers import Daemon, admit_seq, free_port, until
 from wtwin.daemon.errors import ConfigError
 from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
@@ -168,17 +168,34 @@ class TestWriter:
 
 
 class TestSnapshot:
+    def test_the_seq_marks_are_one_stored_value_and_a_format_2_snapshot_still_restores(self):
+        """Format 3 stores ``EmitterMarks`` (marks and last-sent times) as one value; a
+        format-2 snapshot, which kept only ``hwm``, restores the same marks."""
+        a = RunState("r", preset="pretraining", cooldown_s=0.0, now=1.0)
+        a.marks.sent("em", b"conn", 7.0)
+        assert a.marks.admit_seq("em", 41, None) == 0
+        d = msgpack.unpackb(codec.encode(a)[7], raw=False)
+        assert d["format"] == 3 and d["marks"] == {"hwm": {"em": 41}, "seen": {"em": 7.0}} and "hwm" not in d
+        b = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
+        codec.restore(b, "{}", codec.encode(a)[7])
+        assert (b.marks.hwm, b.marks.seen, b.marks.identities) == ({"em": 41}, {"em": 7.0}, {})
+        old = {k: v for k, v in d.items() if k != "marks"} | {"format": 2, "hwm": {"em": 41}}
+        c = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
+        codec.restore(c, "{}", msgpack.packb(old, use_bin_type=True))
+        assert (c.marks.hwm, c.marks.seen) == ({"em": 41}, {})
+        assert c.marks.admit_seq("em", 41, None) == -1 and c.marks.admit_seq("em", 42, None) == 0
+
     def test_run_state_round_trips_through_the_codec(self):
         """A restored run continues exactly where the snapshot was taken."""
         a = RunState("r", preset="pretraining", cooldown_s=0.0, now=1.0)
         for step in range(1, 400):
             a.observe({"type": "loss", "step": step, "loss": 3.0 / step ** 0.3}, 2.0)
-        a.hwm = {"em": 399}
+        a.marks.admit_seq("em", 399, None)
         row = codec.encode(a)
         b = RunState("r", preset="pretraining", cooldown_s=0.0, now=5.0)
         codec.restore(b, row[3], row[7])
         assert b.monitor.snapshot() == a.monitor.snapshot()
-        assert (b.step, b.hwm, b.first_seen) == (399, {"em": 399}, 1.0)
+        assert (b.step, b.marks.hwm, b.first_seen) == (399, {"em": 399}, 1.0)
         for step in range(400, 600):
             ev = {"type": "loss", "step": step, "loss": 3.0 / step ** 0.3 + (0.5 if step > 500 else 0)}
             assert [x.kind for x in a.observe(ev, 3.0)] == [x.kind for x in b.observe(ev, 3.0)]
@@ -339,7 +356,7 @@ class TestFlushPacing:
                 run = table.get_or_create(f"run-{i}", 1.0)
                 ev = {"v": 1, "type": "loss", "run": run.run, "seq": step, "step": step,
                       "loss": 3.0 + 1.0 / step + 0.001 * (i % 7), "emitter": run.run}
-                assert link.admit(run, ev, b"id", 1.0)
+                assert admit_seq(link, run, ev, b"id", 1.0)
                 run.observe(ev, 1.0)
                 store.changed(run)
 

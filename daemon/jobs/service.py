@@ -69,25 +69,20 @@ class SpectralService:
         run = self.table.get(result.run)
         if run is None:  # expired while the job ran
             return
-        run.spectral_result = result.to_dict()
+        alerts = run.observe_spectral(result.to_dict(), result.step, result.layers if result.ok else None,
+                                      time.time())
         self.changed(run)
         if not result.ok:
             log.warning("spectral_job_failed", run=result.run, step=result.step, outcome=result.outcome,
                         reason=result.reason, error=result.error)
             return
-        if result.layers:
-            self._observe_layers(run, result)
+        for alert in alerts:
+            self.publish(alert)
         if result.projected_path:
             frame = wire.reply("projection_ready", run=result.run, step=result.step, path=result.projected_path,
                                source=result.path)
             for identity in run.identities.values():
                 self.send(identity, frame)
-
-    def _observe_layers(self, run, result: JobResult) -> None:
-        _, finding = run.spectral_watch().update(result.step, result.layers)
-        alert = run.policy.apply(finding, time.time())
-        if alert is not None:
-            self.publish(alert)
 
     async def aclose(self) -> None:
         await self.runner.aclose()

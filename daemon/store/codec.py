@@ -7,8 +7,9 @@ Format 2 keeps the detectors' state (by far the largest part) as nested msgpack 
 a restore decodes only the rest (status, step, alert policy, seq marks, the spectral
 watch and last job result) and hands those bytes to the run as ``frozen``; the run decodes
 them the first time it needs its detectors (``RunState.thaw``). A run that is written
-again before that writes the same bytes back untouched. Format 1 (the monitor inline)
-is still read.
+again before that writes the same bytes back untouched. Format 3 keeps the run's seq
+marks as one value (``marks``: ``EmitterMarks.snapshot``); formats 1 (the monitor
+inline) and 2 (only the ``hwm`` of each emitter) are still read.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any
 
 import msgpack
 
+from ..ingest_marks import EmitterMarks
 from ..series import Spark
 
-SNAPSHOT_FORMAT = 2
-READABLE_FORMATS = (1, 2)
+SNAPSHOT_FORMAT = 3
+READABLE_FORMATS = (1, 2, 3)
 
 _FIELDS = ("status", "first_seen", "last_seen", "last_progress", "step", "loss", "lr",
            "last_eval", "emitter_dropped", "stalled", "events",
@@ -61,7 +63,7 @@ def snapshot(run) -> dict[str, Any]:
     d["preset"] = run.preset
     d["monitor"] = monitor_bytes(run)
     d["policy"] = run.policy.snapshot()
-    d["hwm"] = dict(run.hwm)
+    d["marks"] = run.marks.snapshot()
     d["rewinds"] = list(run.rewinds)
     d["spark"] = run.spark.snapshot()
     d["owner"] = run.owner  # a principal: a key or a secret's hash, never the secret
@@ -93,7 +95,7 @@ def encode(run) -> Row:
 
 
 def decode_head(blob: bytes) -> dict[str, Any]:
-    """The snapshot with the detectors' state left as bytes (format 2)."""
+    """The snapshot with the detectors' state left as bytes (formats 2 and 3)."""
     return _unpack(blob)
 
 
@@ -116,7 +118,7 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
         if name in d:
             setattr(run, name, d[name])
     run.policy.restore(d["policy"])
-    run.hwm = {str(k): int(v) for k, v in d["hwm"].items()}
+    run.marks = EmitterMarks.restore(d["marks"] if "marks" in d else {"hwm": d["hwm"]})
     run.rewinds.extend(r for r in d.get("rewinds") or () if isinstance(r, dict))
     if d.get("spark"):
         run.spark = Spark.restore(d["spark"])

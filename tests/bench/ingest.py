@@ -146,8 +146,16 @@ class _monitor_off:
 def _config(endpoint: str, state_path: str):
     from wtwin.daemon import config as config_mod
 
+    # the handlers' whole time for the producers, and a receive pipe that holds a
+    # producer's every frame (64 KiB frames, 2 GiB): on a busy host a frame outlasts the
+    # inbound limiter's free allowance and the pipe fills, and frames dropped there (never
+    # re-sent by these producers) leave the run waiting for events that never come
     return config_mod.load(environ={"WTWIND_LISTEN__ENDPOINTS": endpoint, "WTWIND_HTTP__PORT": "0",
-                                    "WTWIND_STATE__PATH": state_path})
+                                    "WTWIND_STATE__PATH": state_path,
+                                    "WTWIND_LISTEN__PEER_LOOP_SHARE": "1", "WTWIND_LISTEN__LOOP_SHARE": "1",
+                                    "WTWIND_LISTEN__MAX_FRAME_BYTES": str(2**16),
+                                    "WTWIND_LISTEN__PEER_QUEUE_BYTES": str(2**31),
+                                    "WTWIND_LISTEN__QUEUE_BYTES": str(2**31)})
 
 
 def daemon_loop(endpoint: str, n: int, batch: int, state_path: str, monitor: bool = True) -> float:
@@ -163,6 +171,8 @@ def daemon_loop(endpoint: str, n: int, batch: int, state_path: str, monitor: boo
         t0, c0 = time.perf_counter(), time.process_time()
         go.set()
         while server.stats.received["loss"] < total:
+            if server.receiver.buckets.dropped_frames:
+                raise RuntimeError(f"{server.receiver.buckets.dropped_frames} frames dropped by the inbound limiter")
             await asyncio.sleep(0.001)
         elapsed = time.perf_counter() - t0
         if os.environ.get("WTWIN_BENCH_CPU"):
@@ -221,7 +231,7 @@ def _admit(adm, link, table, decoded) -> None:
     em = ev.get("emitter", b and b.emitter)
     run = table.get(ev["run"])
     adm.admit(ev["run"], em, b"replay", adm.principal_of(ev.get("auth"), None), 0.0, run)
-    link.seen(run, em, b"replay", 0.0)
+    run.marks.sent(em, b"replay", 0.0)
     hwm = {em: ev["seq"] - 1}
     if b is None:
         if ev["seq"] == hwm.get(em, 0) + 1:

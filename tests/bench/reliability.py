@@ -40,7 +40,7 @@ def seed_runs(db: Path, n: int) -> None:
     run = RunState("template", preset="pretraining", cooldown_s=60.0, now=time.time())
     for step in range(1, 1001):
         run.observe({"type": "loss", "step": step, "loss": curve(step)}, time.time())
-    run.hwm = {"em-template": 1000}
+    run.marks.admit_seq("em-template", 1000, None)
     row = codec.encode(run)
     conn, lock = open_db(str(db))
     now = time.time()

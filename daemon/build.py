@@ -1,0 +1,88 @@
+"""Which modules of `wtwin.daemon` compile to C (the per-event path), and which build is
+loaded: the list ``setup.py`` reads (it runs this file without importing the package),
+and the choice ``wtwin.daemon`` makes at import (``COMPILED``, ``BUILD``).
+
+The same one-source scheme as `wtwin.detect` (detect/build.py, docs/COMPILED.md): the
+``.py`` files are the source, Cython's pure-Python mode compiles them beside themselves,
+a stamp (`STAMP`) records the sources compiled, and the pure build runs instead where
+the stamp does not match (a source edited since), where a module is missing, or where
+``WTWIN_PURE_PYTHON=1`` is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+
+# The per-event path: the ingest body, the seq marks, the run's state and the series a
+# loss is added to.
+MODULES = ("ingest_marks", "series", "run_state", "ingest")
+STAMP = "_compiled.json"
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = "wtwin.daemon"
+
+
+def fingerprint(module: str, folder: str = HERE) -> str:
+    """sha256 of ``module``'s ``.py`` and ``.pxd`` (when it has one)."""
+    h = hashlib.sha256()
+    for ext in (".py", ".pxd"):
+        path = os.path.join(folder, module + ext)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                h.update(ext.encode() + f.read())
+    return h.hexdigest()
+
+
+def write_stamp(folder: str, source: str = HERE) -> None:
+    """Record the sources a build compiled (``setup.py``, beside the extensions)."""
+    with open(os.path.join(folder, STAMP), "w") as f:
+        json.dump({m: fingerprint(m, source) for m in MODULES}, f, indent=1, sort_keys=True)
+
+
+def stale(folder: str = HERE) -> list[str]:
+    """The modules whose source changed since the build (all of them without a stamp)."""
+    try:
+        with open(os.path.join(folder, STAMP)) as f:
+            built = json.load(f)
+    except (OSError, ValueError):
+        return list(MODULES)
+    return [m for m in MODULES if built.get(m) != fingerprint(m, folder)]
+
+
+def choose(folder: str = HERE) -> tuple[bool, str]:
+    """(compiled?, why) from the environment and the files in ``folder``."""
+    if os.environ.get("WTWIN_PURE_PYTHON", "") not in ("", "0"):
+        return False, "pure Python (WTWIN_PURE_PYTHON is set)"
+    built = [m for m in MODULES if any(os.path.exists(os.path.join(folder, m + s))
+                                       for s in importlib.machinery.EXTENSION_SUFFIXES)]
+    if not built:
+        return False, "pure Python (not compiled: WTWIN_COMPILE=1 at install compiles it)"
+    if len(built) < len(MODULES):
+        return False, f"pure Python (compiled build incomplete, missing {', '.join(sorted(set(MODULES) - set(built)))})"
+    old = stale(folder)
+    if old:
+        return False, f"pure Python (compiled build out of date: {', '.join(old)} changed since it was built)"
+    return True, "compiled (Cython)"
+
+
+class PureFinder:
+    """Finds the ``.py`` file of a compiled module, so that it loads instead of the C one."""
+
+    def __init__(self, folder: str = HERE) -> None:
+        self.folder = folder
+
+    def find_spec(self, name, path=None, target=None):
+        pkg, _, mod = name.rpartition(".")
+        if pkg != PACKAGE or mod not in MODULES:
+            return None
+        return importlib.util.spec_from_file_location(name, os.path.join(self.folder, mod + ".py"))
+
+
+def load_pure(folder: str = HERE) -> None:
+    """From now on the ``.py`` files of `MODULES` load (once per process)."""
+    if not any(isinstance(f, PureFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, PureFinder(folder))

@@ -1,0 +1,177 @@
+"""The per-event path, in one place: a frame's events, each run's events of it, and for
+each (emitter, secret) group of those, one body: admit -> seq -> observe -> publish -> mark.
+
+``Ingest.frame`` decodes and validates a frame in one pass (``wire.decode_frame``) and
+hands each run's events on, in the order of each run's first event. A run not in memory
+takes its events one at a time (``event``): admission creates it, or the store gives it
+back first (``Restores.hold``). A live run's events are split into consecutive groups of
+one emitter and one secret (the secret leaves each event here), and each group goes
+through ``_body``: one admission (owner, quotas), the emitter's mark, then per event its
+seq verdict (``EmitterMarks.admit_seq``; what a refusal costs is ``EmitterLink.answer``),
+the run's detectors (``RunState.observe``/``observe_loss``), its alerts published
+(journaled, then delivered), and last the run marked for its next snapshot.
+
+A batch of plain loss events with one emitter and one secret (``wire.Batch.columns``) is
+fed to the same body by an iterator over its columns: no event dict is read.
+
+Every item the body takes is ``(seq, event, step, loss, lr, grad_norm, tokens)``: for a
+loss the event is None and the values are its fields; for any other kind the event dict.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import repeat
+
+import structlog
+
+from wtwin.emitters import wire
+
+from .logsetup import RateLimited
+from .run_state import NO_LR
+
+log = structlog.get_logger("wtwind")
+
+
+class Ingest:
+    def __init__(self, *, stats, table, admission, link, restores, publish, changed, submit,
+                 max_frame_bytes: int) -> None:
+        """``publish(alert)``: journal and deliver (``AlertPath.publish``); ``changed(run)``:
+        mark for the next snapshot (``Snapshots.changed``); ``submit(event)``: a checkpoint
+        to the job runner (``SpectralService.submit``)."""
+        self.stats, self.table, self.admission, self.link = stats, table, admission, link
+        self.restores, self.publish, self.changed, self.submit = restores, publish, changed, submit
+        self.max_frame_bytes = max_frame_bytes
+        self._rejects_log = RateLimited(log)
+
+    def frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
+        """A frame from ``identity`` (``user``: its CURVE key, if any)."""
+        self.stats.frames += 1
+        events, rejects, batch = wire.decode_frame(frame, self.max_frame_bytes)
+        for reason in rejects:
+            self.stats.rejected[reason] += 1
+            self._rejects_log.warning("frame_rejected", reason, reason=reason, bytes=len(frame))
+        if not events:
+            return
+        now, name = time.time(), events[0]["run"]
+        if batch is None or (batch.columns["run"].count(name) == len(events) if batch.columns is not None
+                             else all(ev["run"] == name for ev in events)):
+            self._run(identity, name, events, batch, now, user)  # one run: nearly every frame
+            return
+        groups: dict[str, list[dict]] = {}  # several: each run's events, in their order
+        for ev in events:
+            groups.setdefault(ev["run"], []).append(ev)
+        for name, evs in groups.items():
+            self._run(identity, name, evs, batch, now, user)
+
+    def event(self, identity: bytes, ev: dict, now: float, user: str | None = None) -> None:
+        """One event of a run that was not in memory (carrying its batch's emitter, auth
+        and base: ``wire.inherit``); the same body as every other."""
+        secret = ev.pop("auth", None)  # the secret leaves the event here
+        if ev["type"] == "run_start" and not self.admission.config_fits(ev, identity):
+            return  # refused before the run exists: a refused start creates nothing
+        item = _item(ev)
+        self._body(None, ev["run"], ev.get("emitter"), secret, ev.get("base"), (item,), 1,
+                   identity, now, user)
+
+    def _run(self, identity: bytes, name: str, events: list[dict], batch, now: float,
+             user: str | None) -> None:
+        """One run's events of a frame."""
+        received, live = self.stats.received, self.table.get(name)
+        if live is None:  # a new run, or one in the store: one event at a time
+            if batch is not None:
+                wire.inherit(events, batch)
+            else:  # ``base`` is a batch's (docs/PROTOCOL.md)
+                events[0].pop("base", None)
+            for ev in events:
+                received[ev["type"]] += 1
+                item = (identity, ev, now, user)
+                # a run in the store but not in memory: its events wait for its row (restores.py)
+                if not self.restores.hold(name, item, self.event):
+                    self.event(*item)
+            return
+        emitter, auth, base = (batch.emitter, batch.auth, batch.base) if batch else (None, None, None)
+        if batch is not None and batch.columns is not None:
+            if self._columns(identity, name, live, batch, len(events), now, user):
+                return
+        admission, group, key = self.admission, None, None
+        for ev in events:
+            kind = ev["type"]
+            received[kind] += 1
+            secret = ev.pop("auth", auth)  # the secret leaves the event here
+            em = ev.get("emitter", emitter)
+            if kind == "run_start" and not admission.config_fits(ev, identity):
+                continue  # refused before the run exists: a refused start creates nothing
+            if group is None or key != (em, secret):
+                if group:
+                    self._body(live, name, key[0], key[1], base, group, len(group), identity, now, user)
+                group, key = [], (em, secret)
+            group.append(_item(ev))
+        if group:
+            self._body(live, name, key[0], key[1], base, group, len(group), identity, now, user)
+
+    def _columns(self, identity: bytes, name: str, live, batch, n: int, now: float,
+                 user: str | None) -> bool:
+        """A batch of plain loss events of one live run, from its columns, when they have
+        one emitter and one secret; False (nothing done) otherwise."""
+        columns = batch.columns
+        get = columns.get
+        emitters, secrets = get("emitter"), get("auth")
+        em = emitters[0] if emitters is not None else batch.emitter
+        secret = secrets[0] if secrets is not None else batch.auth
+        if ((emitters is not None and emitters.count(em) != n)
+                or (secrets is not None and secrets.count(secret) != n)):
+            return False
+        self.stats.received["loss"] += n
+        none = repeat(None, n)
+        items = zip(columns["seq"], none, columns["step"], columns["loss"], get("lr") or repeat(NO_LR, n),
+                    get("grad_norm") or repeat(None, n), get("tokens") or repeat(None, n))
+        self._body(live, name, em, secret, batch.base, items, n, identity, now, user)
+        return True
+
+    def _body(self, live, name: str, em: str | None, secret: str | None, base: int | None, items,
+              n: int, identity: bytes, now: float, user: str | None) -> None:
+        """``n`` events of run ``name`` (``live``: the run, or None to create it) from one
+        emitter and one secret: admit, then per event seq, observe, publish, mark."""
+        admission = self.admission
+        run = admission.admit(name, em, identity, admission.principal_of(secret, user), now, live, n)
+        if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
+            return
+        marks, answer, publish, changed = run.marks, self.link.answer, self.publish, self.changed
+        if em is not None:
+            marks.sent(em, identity, now)
+        for seq, ev, step, loss, lr, grad_norm, tokens in items:
+            if em is not None:
+                verdict = marks.admit_seq(em, seq, base)
+                if verdict and not answer(run, em, verdict):
+                    continue  # already processed, or a gap to re-send first
+            if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
+                self.restores.thaw(run)
+            try:
+                alerts = run.observe_loss(step, loss, lr, grad_norm, tokens, now) if ev is None \
+                    else run.observe(ev, now)
+            except Exception:  # a detector bug must not take the daemon down
+                self.stats.loop_errors += 1
+                log.exception("observe_failed", run=name, type="loss" if ev is None else ev["type"])
+                alerts = ()
+            for alert in alerts:
+                publish(alert)
+            changed(run)  # after the alerts: a snapshot never holds one unjournaled
+            if ev is not None:
+                self._after(run, ev)
+
+    def _after(self, run, ev: dict) -> None:
+        kind = ev["type"]
+        if kind == "run_start":
+            log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
+                     kind=run.kind, _client=run.creator)  # rate-limited per client (logsetup.py)
+        elif kind == "checkpoint":
+            self.submit(ev)
+
+
+def _item(ev: dict) -> tuple:
+    """The body's item for a validated event: a loss by its fields, any other kind whole."""
+    if ev["type"] == "loss":
+        return (ev.get("seq"), None, ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"),
+                ev.get("tokens"))
+    return (ev.get("seq"), ev, None, None, None, None, None)
