@@ -30,6 +30,8 @@ CI = os.environ.get("CI") == "true"
 
 TRAFFIC = r"""
 import asyncio, hashlib, json, math, sqlite3, sys, time
+CLOCK = [1.7e9]
+time.time = lambda: CLOCK[0]   # one fixed time per phase, set before any module binds time.time
 import msgpack, zmq
 import wtwin.daemon as daemon
 from wtwin.daemon import config as config_mod
@@ -37,8 +39,6 @@ from wtwin.daemon.server import Server
 from wtwin.emitters import wire
 
 tmp, out_path = sys.argv[1], sys.argv[2]
-CLOCK = [1.7e9]
-time.time = lambda: CLOCK[0]   # one fixed time per phase: both processes see the same times
 
 def loss(run, seq, step, value, em="em-a", **extra):
     return {"v": 1, "type": "loss", "run": run, "seq": seq, "step": step, "loss": value, "lr": 3e-4,

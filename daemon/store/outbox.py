@@ -41,14 +41,16 @@ _INSERT_ALERT = """INSERT OR IGNORE INTO alerts(key, run, kind, status, severity
     VALUES (?,?,?,?,?,?,?,?)"""
 
 
-def _write(conn: sqlite3.Connection, plan: Plan, now: float, full=frozenset()) -> tuple[list[int], list[tuple]]:
-    """One plan inside the caller's transaction: the alert row (once), then the held rows
+def _write(conn: sqlite3.Connection, plan: Plan, now: float, full=frozenset(),
+           created: float | None = None) -> tuple[list[int], list[tuple]]:
+    """One plan inside the caller's transaction: the alert row (once, dated ``created``:
+    when it was routed, ``now`` by default), then the held rows
     it cancels, and per sink (sink, True, id, due, state) for a new row or (sink, False,
     id, state, attempts, ...) for one already there. New rows for a sink in ``full``
     (its queue) are dead."""
     alert, key = plan.alert, plan.alert.idempotency_key
     conn.execute(_INSERT_ALERT, (key, alert.run, alert.kind, alert.status, alert.severity, alert.step,
-                                 json.dumps(alert.to_dict()), now))
+                                 json.dumps(alert.to_dict()), now if created is None else created))
     found = {}
     for sink in plan.due:
         for fired in plan.episode:
@@ -137,7 +139,7 @@ class SqliteOutbox:
             # judged when the transaction runs, not when it was staged: a worker may have
             # taken a firing whose hold ended meanwhile, so that row is no longer held
             at = now + (time.monotonic() - staged_at)
-            return [_write(conn, plan, at, full) for plan in plans]
+            return [_write(conn, plan, at, full, created=now) for plan in plans]
 
         return Staged(op, lambda result: [self._mirror(plan, out, now) for plan, out in zip(plans, result)])
 
