@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import os
+import warnings
 import secrets
 import threading
 import time
@@ -65,7 +66,11 @@ class Emitter:
                  curve: dict | None = None, resend_size: int = 20_000,
                  ack_timeout_s: float = 5.0, secret: str | None = None,
                  secret_dir: str | os.PathLike | None = None,
-                 warn_unacked_s: float = 30.0) -> None:
+                 warn_unacked_s: float = 30.0, replay_size: int | None = None) -> None:
+        if replay_size is not None:     # the name before 0.x: still accepted, with a warning
+            warnings.warn("Emitter(replay_size=...) is now resend_size=...", DeprecationWarning,
+                          stacklevel=2)
+            resend_size = replay_size
         if queue_size < 1 or batch_max < 1:
             raise ValueError("queue_size and batch_max must be >= 1")
         if resend_size < 0 or ack_timeout_s <= 0:

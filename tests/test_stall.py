@@ -154,15 +154,15 @@ class TestOnset:
 class TestOneIncidentOnePage:
     def test_a_loss_at_chance_pages_no_plateau_beside_its_drift(self):
         """Labels shuffled at step 1500: the loss jumps to chance and sits there flat.
-        The drift and spike pages carry the incident (and escalate); main at c83c196 also
+        Its loss-level page (a spike or a drift) carries the incident and escalates; main at c83c196 also
         paged `plateau` ("it did not fall (+0.025) in the 2 steps since step 1508") at
         1510, beside them."""
         from test_recovery import chance_run, transitions
 
         out, s = transitions(chance_run())
         kinds = {a.kind for a in out if a.severity != "info"}
-        assert {"drift", "spike"} <= kinds and "plateau" not in kinds, out
-        assert s.policy.firing["drift"].severity == "critical"
+        assert kinds & {"drift", "spike"} and "plateau" not in kinds, out
+        assert any(s.policy.firing[k].severity == "critical" for k in kinds & {"drift", "spike"}), out
 
     def test_own_torch_runs_page_one_kind_per_incident(self):
         """LR x100 and shuffled labels (tests/live_runs.py, replayed offline): the spike
