@@ -1,4 +1,4 @@
-"""Who may write to which run, and how much of the daemon one client may take (issue 15).
+"""Who may write to which run, and how much of the daemon one client may take.
 
 **Runs belong to a principal.** The first event of a run binds it to the principal that
 sent it: the CURVE client key when CURVE is on, else the hash of the run's secret
@@ -135,7 +135,7 @@ class Admission:
     def _room_for_emitter(self, run, now: float) -> bool:
         """Room for one more emitter id on ``run``. An id holds a place from its first
         admitted event, whether or not its seq ever moved the run's mark (a duplicate or
-        a gap still registers where its acks go: issue 24), so the bound is on every id
+        a gap still registers where its acks go), so the bound is on every id
         the run knows (``EmitterMarks.known``)."""
         marks, most = run.marks, self.cfg.max_emitters_per_run
         if len(marks.known()) < most:

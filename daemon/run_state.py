@@ -34,7 +34,7 @@ MAX_EVAL_METRICS = 16    # eval metrics kept as the run's last values (the wire 
 
 
 def _cut(value, limit: int):
-    """A client's free text, kept at most ``limit`` characters (issue 24)."""
+    """A client's free text, kept at most ``limit`` characters."""
     return value[:limit] if isinstance(value, str) and len(value) > limit else value
 NO_LR = object()  # a loss event without ``lr`` (``RunState.observe_loss``)
 

@@ -59,7 +59,7 @@ class Snapshots:
         def periodic():
             try:
                 self.tick()
-            except Exception:  # task boundary: never lose the timer (issue 15, attack 2)
+            except Exception:  # task boundary: never lose the timer
                 self.flush_errors += 1
                 log.exception("flush_failed", path=self.store.path)
             finally:

@@ -13,7 +13,7 @@ never stalls detection or the other sinks); a sink's pending rows are its bounde
 queue (``queue_size``; beyond it new rows are written dead as ``dropped``, counted and
 replayable).
 
-Pages first (issue 24): each sink serves its pending rows one group (the principal
+Pages first: each sink serves its pending rows one group (the principal
 owning the alert's run) at a time in turn, and holds at most ``group_cap`` pending rows
 of one principal (``anonymous_cap`` for anonymous runs). An alert whose outbox write
 failed (a full disk) is held in memory, at most ``hold_size``, and written again with
@@ -122,7 +122,7 @@ class Delivery:
         return self.group_of(alert) if self.group_of is not None else ""
 
     def _group_full(self, sink: str, group: str) -> bool:
-        """The group's pending rows for ``sink`` are at their cap (pages first: issue 24)."""
+        """The group's pending rows for ``sink`` are at their cap (pages first)."""
         if self.group_of is None:
             return False
         cap = self.anonymous_cap if group == "anonymous" else self.group_cap
@@ -186,7 +186,7 @@ class Delivery:
             self._hold(plan, error)
         self._woken(rows, routed.full, routed.now)
 
-    # ---- a page survives a full disk (issue 24) ------------------------------------------
+    # ---- a page survives a full disk ------------------------------------------------
     def _hold(self, plan: Plan, error: BaseException) -> None:
         """An alert whose outbox write failed (a full disk, a failing store) waits here, in
         memory, and its write is tried again (``_retry_held``) until it commits; then its
