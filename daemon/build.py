@@ -11,46 +11,34 @@ the stamp does not match (a source edited since), where a module is missing, or 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
-import json
 import os
+import runpy
 import sys
 
 # The per-event path: the ingest body, the seq marks, the run's state and the series a
 # loss is added to.
 MODULES = ("ingest_marks", "series", "run_state", "ingest")
-STAMP = "_compiled.json"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "wtwin.daemon"
 
 
-def fingerprint(module: str, folder: str = HERE) -> str:
-    """sha256 of ``module``'s ``.py`` and ``.pxd`` (when it has one)."""
-    h = hashlib.sha256()
-    for ext in (".py", ".pxd"):
-        path = os.path.join(folder, module + ext)
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                h.update(ext.encode() + f.read())
-    return h.hexdigest()
+# The stamp's rules are detect/build.py's, for this package's modules: run from its path
+# (``setup.py`` runs this file without importing the package; installed, the two folders
+# are siblings as in a checkout).
+_STAMPS = runpy.run_path(os.path.join(HERE, os.pardir, "detect", "build.py"))
+fingerprint, STAMP = _STAMPS["fingerprint"], _STAMPS["STAMP"]
 
 
 def write_stamp(folder: str, source: str = HERE) -> None:
     """Record the sources a build compiled (``setup.py``, beside the extensions)."""
-    with open(os.path.join(folder, STAMP), "w") as f:
-        json.dump({m: fingerprint(m, source) for m in MODULES}, f, indent=1, sort_keys=True)
+    _STAMPS["write_stamp"](folder, source, MODULES)
 
 
 def stale(folder: str = HERE) -> list[str]:
     """The modules whose source changed since the build (all of them without a stamp)."""
-    try:
-        with open(os.path.join(folder, STAMP)) as f:
-            built = json.load(f)
-    except (OSError, ValueError):
-        return list(MODULES)
-    return [m for m in MODULES if built.get(m) != fingerprint(m, folder)]
+    return _STAMPS["stale"](folder, MODULES)
 
 
 def choose(folder: str = HERE) -> tuple[bool, str]:

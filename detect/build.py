@@ -45,17 +45,17 @@ def fingerprint(module: str, folder: str = HERE) -> str:
     return h.hexdigest()
 
 
-def write_stamp(folder: str, source: str = HERE) -> None:
+def write_stamp(folder: str, source: str = HERE, modules: tuple = MODULES) -> None:
     """Record the sources a build compiled (``setup.py``, beside the extensions)."""
     with open(os.path.join(folder, STAMP), "w") as f:
-        json.dump({m: fingerprint(m, source) for m in MODULES}, f, indent=1, sort_keys=True)
+        json.dump({m: fingerprint(m, source) for m in modules}, f, indent=1, sort_keys=True)
 
 
-def stale(folder: str = HERE) -> list[str]:
+def stale(folder: str = HERE, modules: tuple = MODULES) -> list[str]:
     """The modules whose source changed since the build (all of them without a stamp)."""
     try:
         with open(os.path.join(folder, STAMP)) as f:
             built = json.load(f)
     except (OSError, ValueError):
-        return list(MODULES)
-    return [m for m in MODULES if built.get(m) != fingerprint(m, folder)]
+        return list(modules)
+    return [m for m in modules if built.get(m) != fingerprint(m, folder)]
