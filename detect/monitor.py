@@ -478,7 +478,8 @@ class RunMonitor:
             effect = max(self._rise(fc.l_pred), pl.shortfall)
             if plateau and pl.rule not in _NO_LEARNING and not (
                     self._big("plateau", effect) and (not slowdown or self._stalled(
-                        pl, self._ef._lr_peak == 0.0 and self._big("plateau", self._rise(fc.l_pred))))):
+                        pl, -pl.observed > STALL_Z * pl.observed_sd() or (self._ef._lr_peak == 0.0
+                            and self._big("plateau", self._rise(fc.l_pred)))))):
                 sev = "info"
             elif plateau and slowdown and self._pl_mode == 0:
                 self._pl_mode = 1          # paged as a plateau: so named for the episode
