@@ -216,3 +216,26 @@ class TestNoisyStall:
                     for t in range(1, 14001))
         assert got and got[0][1] == "drift" and got[0][0] > 8000, got[:2]
         assert not any(k == "plateau" for _, k, _, _ in got)
+
+
+class TestRisenStall:
+    def test_a_ramp_after_a_slowdown_under_an_lr_schedule_pages(self):
+        """The harness's `ramp3_linear` on `own_cnn_sgd_cosine_s5` (seed 0: +0.0363 over
+        508 steps from step 744, 3 point scatters): the slowdown's level rose beyond 2 of
+        its standard errors since its onset, so its measured fall (none) is what counts,
+        with an lr column too. Main at 1a3b142 held it (stall ratio 1.8 with the noise
+        allowance) and never paged."""
+        pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
+        import own_runs
+
+        mon = RunMonitor("pretraining", effect={"gate": 3.0, "jump_gate": 3.0, "stall_gate": 4.0})
+        got = []
+        for e in own_runs.load("own_cnn_sgd_cosine_s5").events():
+            if e[0] != "loss":
+                continue
+            _, t, v, lr = e
+            v += 0.0363 * min(max(t - 744, 0) / 508, 1.0)
+            got += [(t, f.kind) for f in mon.update_loss(t, v, lr).findings
+                    if f.active and f.severity != "info"]
+        assert got and got[0][1] == "plateau" and got[0][0] > 744, got[:2]
