@@ -8,3 +8,10 @@ cdef class Decimated:
     cdef object _bufarr
     cdef double[:, ::1] _buf
     cdef Py_ssize_t _nbuf, _k
+
+
+cdef class Spark:
+    cdef public object size, stride, _pts, _last
+    cdef public bint _open
+    cdef public double _sum
+    cdef public Py_ssize_t _nf, _n

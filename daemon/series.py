@@ -268,7 +268,7 @@ class Spark:
     (True, 100)
     """
 
-    __slots__ = ("size", "stride", "_pts", "_acc")
+    __slots__ = ("size", "stride", "_pts", "_open", "_sum", "_nf", "_n", "_last")
 
     def __init__(self, size: int = 64) -> None:
         if size < 2 or size % 2:
@@ -276,35 +276,38 @@ class Spark:
         self.size = size
         self.stride = 1
         self._pts: list[tuple[float, float]] = []
-        self._acc: list | None = None          # [sum of finite, n finite, n, last step]
+        # the point in the making (``_open``): the sum of its finite losses (C doubles
+        # compiled: series.pxd), how many, how many in all, its last step
+        self._open = False
+        self._sum, self._nf, self._n, self._last = 0.0, 0, 0, None
 
+    @cython.locals(x=cython.double)
     def add(self, step: float, loss: float) -> None:
-        acc = self._acc
-        if (acc is not None and step < acc[3]) or (self._pts and step <= self._pts[-1][0]):
+        if (self._open and step < self._last) or (self._pts and step <= self._pts[-1][0]):
             self._truncate(step)
-            acc = self._acc
-        if acc is None:
-            acc = self._acc = [0.0, 0, 0, step]
-        if math.isfinite(loss):
-            acc[0] += loss
-            acc[1] += 1
-        acc[2] += 1
-        acc[3] = step
-        if acc[2] >= self.stride:
-            self._pts.append((step, acc[0] / acc[1] if acc[1] else _NAN))
-            self._acc = None
+        if not self._open:
+            self._open = True
+            self._sum, self._nf, self._n = 0.0, 0, 0
+        x = loss
+        if x - x == 0.0:    # finite (inf - inf and NaN - NaN are NaN)
+            self._sum += x
+            self._nf += 1
+        self._n += 1
+        self._last = step
+        if self._n >= self.stride:
+            self._pts.append((step, self._sum / self._nf if self._nf else _NAN))
+            self._open = False
             if len(self._pts) >= self.size:
                 self._pts = [(b[0], _mean2(a[1], b[1])) for a, b in zip(self._pts[::2], self._pts[1::2])]
                 self.stride *= 2
 
     def _truncate(self, step: float) -> None:
-        self._acc = None
+        self._open = False
         while self._pts and self._pts[-1][0] >= step:
             self._pts.pop()
 
     def points(self) -> list[tuple[float, float]]:
-        acc = self._acc
-        tail = [] if acc is None else [(acc[3], acc[0] / acc[1] if acc[1] else _NAN)]
+        tail = [(self._last, self._sum / self._nf if self._nf else _NAN)] if self._open else []
         return self._pts + tail
 
     def snapshot(self) -> dict[str, Any]:
