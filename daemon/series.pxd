@@ -9,9 +9,16 @@ cdef class Decimated:
     cdef double[:, ::1] _buf
     cdef Py_ssize_t _nbuf, _k
 
+    cpdef push(self, tuple row)
+
 
 cdef class Spark:
     cdef public object size, stride, _pts, _last
     cdef public bint _open
     cdef public double _sum
     cdef public Py_ssize_t _nf, _n
+
+
+cdef class RunSeries:
+    cdef public object envelopes, markers
+    cdef public Decimated train, eval
