@@ -7,9 +7,9 @@ log10(step + 1))``, so step 10..11 is one point apart and step 1e6..1.01e6 one b
 bin's plotted value is the mean of its finite values for the ``mean`` fields (loss) and
 the last value for the others (forecast, band, W, LR); points move to the past 64 at a
 time (vectorized). When the past reaches ``past`` bins, neighbouring bins are merged
-pairwise. Memory is two fixed numpy blocks per series (and a list of fewer than 64
-newest points waiting to enter the ring), whatever the run length; an append is a tuple
-on that list, O(1) amortized.
+pairwise. Memory is two fixed numpy blocks per series (and fewer than 64 newest points
+waiting to enter the ring: a list of tuples in the pure build, a block of C doubles
+written in place in the compiled one), whatever the run length; O(1) amortized.
 
 A step that goes backwards (a resume or restart) truncates everything at or after it, so
 the plotted curve stays ordered and shows the resumed run. Values are float64 with NaN for
@@ -34,6 +34,11 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from wtwin.detect import _cython_shim as cython
 
 _BLOCK = 64          # points folded into the past at once (vectorized)
 _NAN = float("nan")
@@ -66,20 +71,46 @@ class Decimated:
         self._bin = np.zeros(past, dtype=np.int64)
         self._np = 0              # bins in use
         self._shift = 0           # pairwise merges so far: bin index >> shift
-        self._stage: list[tuple] = []   # newest points, not yet in the ring
+        self._stage: list[tuple] = []   # newest points, not yet in the ring (pure build)
+        # compiled build: the newest points as C doubles, written in place (series.pxd)
+        self._bufarr = np.full((_BLOCK, k), np.nan) if cython.compiled else None
+        self._buf = self._bufarr
+        self._nbuf = 0
+        self._k = k
         self.last_step: float | None = None
         self.history = history    # an `Envelope` fed every staged block (store/envelope.py)
 
     def __len__(self) -> int:
-        return self._n + self._np + len(self._stage)
+        return self._n + self._np + (self._nbuf if cython.compiled else len(self._stage))
 
     def append(self, step: float, *values: float | None) -> None:
-        """Add one point: a tuple on a short Python list, moved into the ring 64 at a time
-        (numpy element stores cost more than the rest of an append)."""
+        """Add one point; points move into the ring 64 at a time."""
         self.push((step, *values))
 
+    @cython.locals(i=cython.Py_ssize_t, j=cython.Py_ssize_t, n=cython.Py_ssize_t)
     def push(self, row: tuple) -> None:
-        """``append`` of a row already built: ``(step, value, ...)``."""
+        """``append`` of a row already built: ``(step, value, ...)``. Compiled: its values
+        go into the stage block as C doubles (None -> NaN); the pure build runs
+        ``_push_list`` instead (bound below the class)."""
+        step, last = row[0], self.last_step
+        if last is not None and step < last:
+            self._flush()
+            self.truncate(step)
+        n = len(row)
+        if n > self._k:
+            raise ValueError(f"a row of {n} values for {self._k} fields")
+        i = self._nbuf
+        for j in range(self._k):
+            v = row[j] if j < n else None
+            self._buf[i, j] = _NAN if v is None else v
+        self._nbuf = i + 1
+        self.last_step = step
+        if i + 1 >= _BLOCK:   # a full ring folds its oldest block then (``_flush``)
+            self._flush()
+
+    def _push_list(self, row: tuple) -> None:
+        """``push`` in the pure build: the row on a short list (numpy element stores
+        cost more than the rest of an append in Python)."""
         step, last = row[0], self.last_step
         if last is not None and step < last:
             self._flush()
@@ -87,18 +118,26 @@ class Decimated:
         stage = self._stage
         stage.append(row)
         self.last_step = step
-        if len(stage) >= _BLOCK:   # a full ring folds its oldest block then (``_flush``)
+        if len(stage) >= _BLOCK:
             self._flush()
 
-    def _flush(self) -> None:
-        """Move the staged points into the ring (folding the oldest into the past)."""
+    def _staged(self) -> np.ndarray | None:
+        """The staged points as a float array (None -> NaN), taken from the stage."""
+        if cython.compiled:
+            n = self._nbuf
+            self._nbuf = 0
+            return self._bufarr[:n].copy() if n else None
         stage, self._stage = self._stage, []
         k = len(self.fields)
         if set(map(len, stage)) != {k}:  # short rows (``append`` with fewer values): padded
             stage = [r + (None,) * (k - len(r)) for r in stage]
-        if not stage:
+        return np.array(stage, dtype=float) if stage else None
+
+    def _flush(self) -> None:
+        """Move the staged points into the ring (folding the oldest into the past)."""
+        stage = self._staged()
+        if stage is None:
             return
-        stage = np.array(stage, dtype=float)  # None -> NaN
         if self.history is not None:
             self.history.add(stage)
         while len(stage):
@@ -206,6 +245,10 @@ class Decimated:
         return {f: _jsonable(rows[:, i]) for i, f in enumerate(self.fields)}
 
 
+if not cython.compiled:  # the pure build stages rows on a list (``_push_list``)
+    Decimated.push = Decimated._push_list
+
+
 def _jsonable(col: np.ndarray) -> list[Any]:
     return [float(v) if math.isfinite(v) else None for v in col.tolist()]
 
@@ -225,7 +268,7 @@ class Spark:
     (True, 100)
     """
 
-    __slots__ = ("size", "stride", "_pts", "_acc")
+    __slots__ = ("size", "stride", "_pts", "_open", "_sum", "_nf", "_n", "_last")
 
     def __init__(self, size: int = 64) -> None:
         if size < 2 or size % 2:
@@ -233,35 +276,38 @@ class Spark:
         self.size = size
         self.stride = 1
         self._pts: list[tuple[float, float]] = []
-        self._acc: list | None = None          # [sum of finite, n finite, n, last step]
+        # the point in the making (``_open``): the sum of its finite losses (C doubles
+        # compiled: series.pxd), how many, how many in all, its last step
+        self._open = False
+        self._sum, self._nf, self._n, self._last = 0.0, 0, 0, None
 
+    @cython.locals(x=cython.double)
     def add(self, step: float, loss: float) -> None:
-        acc = self._acc
-        if (acc is not None and step < acc[3]) or (self._pts and step <= self._pts[-1][0]):
+        if (self._open and step < self._last) or (self._pts and step <= self._pts[-1][0]):
             self._truncate(step)
-            acc = self._acc
-        if acc is None:
-            acc = self._acc = [0.0, 0, 0, step]
-        if math.isfinite(loss):
-            acc[0] += loss
-            acc[1] += 1
-        acc[2] += 1
-        acc[3] = step
-        if acc[2] >= self.stride:
-            self._pts.append((step, acc[0] / acc[1] if acc[1] else _NAN))
-            self._acc = None
+        if not self._open:
+            self._open = True
+            self._sum, self._nf, self._n = 0.0, 0, 0
+        x = loss
+        if x - x == 0.0:    # finite (inf - inf and NaN - NaN are NaN)
+            self._sum += x
+            self._nf += 1
+        self._n += 1
+        self._last = step
+        if self._n >= self.stride:
+            self._pts.append((step, self._sum / self._nf if self._nf else _NAN))
+            self._open = False
             if len(self._pts) >= self.size:
                 self._pts = [(b[0], _mean2(a[1], b[1])) for a, b in zip(self._pts[::2], self._pts[1::2])]
                 self.stride *= 2
 
     def _truncate(self, step: float) -> None:
-        self._acc = None
+        self._open = False
         while self._pts and self._pts[-1][0] >= step:
             self._pts.pop()
 
     def points(self) -> list[tuple[float, float]]:
-        acc = self._acc
-        tail = [] if acc is None else [(acc[3], acc[0] / acc[1] if acc[1] else _NAN)]
+        tail = [(self._last, self._sum / self._nf if self._nf else _NAN)] if self._open else []
         return self._pts + tail
 
     def snapshot(self) -> dict[str, Any]:
