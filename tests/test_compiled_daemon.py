@@ -199,3 +199,14 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path):
     (tmp_path / "ingest.py").write_text("x = 2\n")
     assert build.stale(str(tmp_path)) == ["ingest"]
     assert build.choose(str(tmp_path))[0] is False
+
+
+def test_the_daemon_chooses_its_build_by_detects_rules(tmp_path):
+    """One choice of build: the daemon's words for a folder are detect/build.py's for its modules."""
+    import importlib.machinery
+
+    from wtwin.detect import build as detect_build
+    (tmp_path / f"ingest{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+    why = build.choose(str(tmp_path))
+    assert why == (False, "pure Python (compiled build incomplete, missing ingest_marks, run_state, series)")
+    assert detect_build.choose(str(tmp_path), build.MODULES) == why
