@@ -33,7 +33,7 @@ import structlog
 
 from wtwin.detect.alert import Alert
 from .base import Sink
-from .outbox import QUEUE_FULL, Outbox, Row, Staged
+from .delivery_queue import QUEUE_FULL, Outbox, Row, Staged
 from .retry import RetryPolicy
 from .routing import Plan, RouteConfig, Router
 from .worker import Counters, Worker

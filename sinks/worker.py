@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import structlog
 
 from .base import Sink
-from .outbox import Outbox, Outcome, Row
+from .delivery_queue import Outbox, Outcome, Row
 from .retry import RetryPolicy
 
 OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")

@@ -14,7 +14,7 @@ from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.log import LogConfig, LogSink
 from wtwin.sinks.metrics import DeliveryCollector
-from wtwin.sinks.outbox import MemoryOutbox
+from wtwin.sinks.delivery_queue import MemoryOutbox
 from wtwin.sinks.registry import DeliveryConfig
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.routing import RouteConfig
@@ -97,7 +97,7 @@ class TestIsolation:
     def test_submit_never_blocks_and_intake_is_bounded(self, tmp_path):
         """submit_nowait returns at once; beyond intake_size alerts waiting for their commit it
         drops, logs ERROR and counts."""
-        from wtwin.daemon.store.outbox import SqliteOutbox
+        from wtwin.daemon.store.deliveries import SqliteOutbox
 
         async def scenario():
             box = SqliteOutbox(tmp_path / "o.db")  # its commits run once the loop is free
@@ -161,7 +161,7 @@ class TestOutboxWrites:
         import threading
 
         from wtwin.daemon.store.db import connect, open_db
-        from wtwin.daemon.store.outbox import SqliteOutbox
+        from wtwin.daemon.store.deliveries import SqliteOutbox
         from wtwin.daemon.store.writer import Writer
 
         async def scenario():

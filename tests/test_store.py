@@ -17,7 +17,7 @@ from wtwin.daemon.errors import ConfigError
 from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
 from wtwin.daemon.store.db import SCHEMA_VERSION, open_db
-from wtwin.daemon.store.outbox import SqliteOutbox
+from wtwin.daemon.store.deliveries import SqliteOutbox
 from wtwin.daemon.store.writer import Writer
 from wtwin.detect.alert import Alert
 

@@ -121,7 +121,7 @@ def _replay(args, cfg) -> int:
         n = _over_http("replay", args, cfg)["replayed"]
         print(f"replayed {n} dead alert(s)")
         return 0
-    from ..store.outbox import SqliteOutbox
+    from ..store.deliveries import SqliteOutbox
 
     async def go() -> int:
         box = SqliteOutbox(cfg.state.path)

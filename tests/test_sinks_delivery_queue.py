@@ -8,13 +8,13 @@ import importlib
 import pytest
 
 from wtwin.detect.alert import Alert
-from wtwin.sinks.outbox import MemoryOutbox, Outcome
+from wtwin.sinks.delivery_queue import MemoryOutbox, Outcome
 
 
 def _implementations():
     impls = [("memory", lambda tmp: MemoryOutbox())]
     try:  # the durable one, when it exists: SqliteOutbox(path)
-        mod = importlib.import_module("wtwin.daemon.store.outbox")
+        mod = importlib.import_module("wtwin.daemon.store.deliveries")
         impls.append(("sqlite", lambda tmp: mod.SqliteOutbox(tmp / "outbox.db")))
     except (ImportError, AttributeError):
         pass

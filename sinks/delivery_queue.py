@@ -1,4 +1,4 @@
-"""The alert outbox: its contract, its in-memory pending view, and ``MemoryOutbox``.
+"""The sinks' delivery queue (the alert outbox): its contract, its in-memory pending view, and ``MemoryOutbox``.
 
 One *row* per (alert transition, sink). A row is ``pending`` until its sink delivers
 it (``delivered``) or the retry policy gives up (``dead``). Dead rows are listed and
@@ -10,8 +10,8 @@ the hold, cancelled (deleted) if the episode resolves first.
 
 This module is the one home of the contract; implementations import it, never the
 other way: ``MemoryOutbox`` below and the durable ``SqliteOutbox``
-(``wtwin.daemon.store.outbox``). The conformance tests in ``tests/test_sinks_outbox.py``
-run against both. Reads of what is due and ``counts()`` are answered from memory
+(``wtwin.daemon.store.deliveries``). The conformance tests in
+``tests/test_sinks_delivery_queue.py`` run against both. Reads of what is due and ``counts()`` are answered from memory
 (``PendingIndex``), so neither costs I/O.
 
 Contract, per method:
