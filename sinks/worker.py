@@ -129,7 +129,7 @@ class Worker:
         if decision.action == "disable":
             self.disabled = reason
             _log.error("sink_disabled", sink=self.sink.name, reason=reason,
-                       hint="alerts for this sink are dead-lettered; fix its config, restart, replay")
+                       hint="alerts for this sink are dead-lettered; fix its config, restart, redeliver")
             await self._finish(rows, "dead", "disabled", f"sink disabled: {reason}", now, attempts=1)
             return
         retry = decision.action == "retry"

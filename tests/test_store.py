@@ -431,7 +431,7 @@ def cli(db, *args) -> subprocess.CompletedProcess:
 class TestOperatorCommands:
     @pytest.mark.slow  # 31 s on 2 busy cores (make test-all, CI)
     def test_state_and_alerts_commands_on_a_stopped_daemon_store(self, tmp_path):
-        """ls/show read; forget, replay and purge write; each says what it did."""
+        """ls/show read; forget, redeliver and purge write; each says what it did."""
         import json
 
         db = tmp_path / "s.db"
@@ -456,8 +456,8 @@ class TestOperatorCommands:
         assert json.loads(cli(db, "state", "show", "r1", "--json").stdout)["step"] == 3
         dead = json.loads(cli(db, "alerts", "dead", "--json").stdout)
         assert [(r["id"], r["sink"], r["last_error"]) for r in dead] == [(dead_id, "hook", "HTTP 500")]
-        out = cli(db, "alerts", "replay", str(dead_id))
-        assert out.returncode == 0 and "replayed 1" in out.stdout
+        out = cli(db, "alerts", "redeliver", str(dead_id))
+        assert out.returncode == 0 and "redelivered 1" in out.stdout
         assert json.loads(cli(db, "alerts", "dead", "--json").stdout) == []
         assert "purged 1" in cli(db, "alerts", "purge").stdout
         assert cli(db, "state", "forget", "r1").returncode == 0

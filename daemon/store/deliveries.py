@@ -228,7 +228,7 @@ class SqliteOutbox:
 
         return [row_from(rec) for rec in await self._tx(op, full=False)]  # a read: no fsync
 
-    async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *,
+    async def redeliver(self, sink: str | None = None, ids: Iterable[int] | None = None, *,
                      now: float) -> int:
         wanted = None if ids is None else [int(i) for i in ids]
 
