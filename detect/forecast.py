@@ -3,14 +3,14 @@
 Each update adds the loss to a bounded, log-spaced summary of the history (bins a fixed
 ratio wide in step; bins older than ``fit_from`` x the current step are dropped). On a
 geometric schedule (every ``refit_ratio`` x in step, at least ``refit_min`` steps apart)
-the law is refitted jointly (a robust soft-L1 fit, `laws.fit`: our own bounded
+the law is refitted jointly (a robust soft-L1 fit, `lawfit.fit`: our own bounded
 Levenberg-Marquardt in numpy, checked against scipy's ``least_squares`` by
 tests/test_fit_vs_scipy.py) on the bins that end before the recent ``holdout`` window, so a slow drift is not absorbed into the baseline; refits
 are frozen while a deviation builds. The forecast's variance (parameter covariance) is
 added to the residual noise (EWMA of absolute residuals), so far-out extrapolation widens
 the band. The decision is a one-sided CUSUM of standardized residuals.
 
-The fit runs in the run's units (`laws.fit`'s ``ref``: the loss less the lowest loss
+The fit runs in the run's units (`lawfit.fit`'s ``ref``: the loss less the lowest loss
 seen, over the range seen, ``_lo``/``_hi``), so a loss logged x100 or +1000 gets the
 same forecast up to the transform; the forecast and its band are held within ``REACH`` x
 that range of it, the distance cut off joining the forecast's variance, and the band's
@@ -40,7 +40,8 @@ share the same learned state; split apart, each piece would reach into the other
 attributes (a compiled class's C fields are visible to its own module and to those that
 cimport its ``.pxd``). The typed per-update law (~100 lines) is here for the same
 reason: it reads the fit's fields and writes the variance beside them without a Python
-call. The law maths is in `laws`, the multi-power law's buckets in `mpl`.
+call. The law maths is in `laws` (its fit in `lawfit`), the multi-power law's buckets
+in `mpl`.
 
 >>> import random
 >>> rng = random.Random(1)
@@ -68,7 +69,7 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
 if not cython.compiled:        # compiled: libc's (forecast.pxd)
     from math import exp, isfinite, log, sqrt
 
-from . import laws, mpl
+from . import lawfit, laws, mpl
 from .base import Detector, check, fraction, gap_decay, positive, register
 
 
@@ -399,7 +400,7 @@ class ForecastDetector(Detector):
         warm = self._p if law == self._law else None
         if law == "mpl" and self._bk and not freeze and not self._shaped:
             warm = None                        # the first fit of the drop's shape: cold
-        out = laws.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None,
+        out = lawfit.fit(law, X[f], y[f], n[f], scale, warm, aux, freeze, self._lrmax or None,
                        ref=(self._lo, unit))
         if out is None:
             return
