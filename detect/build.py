@@ -25,11 +25,12 @@ import sys
 # detector and the monitor (compiled: 0.1-0.35x the pure CPU per update), and ``laws``
 # and ``lawfit`` (the refits' Python around numpy: compiled, a young run's refits cost
 # what they did before the fit was normalized; as Python, 5% more: docs/BENCHMARKS.md,
-# "RunMonitor per update: back under 8969fc8"). Left as Python: ``finding`` (NamedTuples: nothing to
-# compile) and ``mpl`` (the multi-power law's refits, only with an lr).
+# "RunMonitor per update: back under 8969fc8"). Left as Python: ``finding``
+# (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
+# an lr).
 MODULES = ("base", "monitor", "spike", "divergence", "rise", "nonfinite", "gradnorm",
-           "collapse", "resume", "forecast", "plateau", "effect", "overfit", "rewind", "laws",
-           "lawfit")
+           "collapse", "resume", "forecast_fit", "forecast", "plateau", "effect",
+           "overfit", "rewind", "laws", "lawfit")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types
