@@ -29,8 +29,8 @@ import sys
 # (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
 # an lr).
 MODULES = ("base", "monitor", "spike", "divergence", "rise", "nonfinite", "gradnorm",
-           "collapse", "resume", "forecast_fit", "forecast", "plateau", "effect",
-           "overfit", "rewind", "laws", "lawfit")
+           "collapse", "resume", "forecast_fit", "forecast", "plateau_slope", "plateau",
+           "effect", "overfit", "rewind", "laws", "lawfit")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types
