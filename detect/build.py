@@ -28,9 +28,9 @@ import sys
 # "RunMonitor per update: back under 8969fc8"). Left as Python: ``finding``
 # (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
 # an lr).
-MODULES = ("base", "monitor", "spike", "divergence", "rise", "nonfinite", "gradnorm",
-           "collapse", "resume", "forecast_fit", "forecast", "plateau_slope", "plateau",
-           "effect", "overfit", "rewind", "laws", "lawfit")
+MODULES = ("base", "arbiter", "monitor", "spike", "divergence", "rise", "nonfinite",
+           "gradnorm", "collapse", "resume", "forecast_fit", "forecast",
+           "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types
