@@ -26,7 +26,7 @@ import pytest
 import wtwin.detect
 from wtwin.detect import _cython_shim, build
 
-from helpers import REPO, Daemon
+from helpers import REPO, Daemon, assert_builds_as_asked
 
 CI = os.environ.get("CI") == "true"
 DATA = REPO.parent / "shared" / "data"
@@ -121,11 +121,7 @@ def replays(tmp_path_factory):
 
 class TestIdentity:
     def test_each_process_ran_the_build_it_was_asked_for(self, replays):
-        pure, compiled = replays
-        assert pure["compiled"] is False and "WTWIN_PURE_PYTHON" in pure["build"]
-        assert all(f.endswith(".py") for f in pure["files"].values())
-        assert compiled["compiled"] is True, compiled["build"]
-        assert not any(f.endswith(".py") for f in compiled["files"].values()), compiled["files"]
+        assert_builds_as_asked(*replays)
 
     def test_alerts_findings_states_and_snapshots_identical_on_every_real_log(self, replays):
         pure, compiled = replays

@@ -24,6 +24,7 @@ import sys
 import pytest
 
 import wtwin.daemon
+from helpers import assert_builds_as_asked
 from wtwin.daemon import build
 
 CI = os.environ.get("CI") == "true"
@@ -154,11 +155,7 @@ def traffic(tmp_path_factory):
 
 class TestIdentity:
     def test_each_process_ran_the_build_it_was_asked_for(self, traffic):
-        pure, compiled = traffic
-        assert pure["compiled"] is False and "WTWIN_PURE_PYTHON" in pure["build"]
-        assert all(f.endswith(".py") for f in pure["files"].values())
-        assert compiled["compiled"] is True, compiled["build"]
-        assert not any(f.endswith(".py") for f in compiled["files"].values()), compiled["files"]
+        assert_builds_as_asked(*traffic)
 
     def test_the_traffic_exercises_every_verdict_and_a_refusal(self, traffic):
         pure, _ = traffic
