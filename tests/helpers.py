@@ -201,6 +201,14 @@ def assert_builds_as_asked(pure: dict, compiled: dict) -> None:
     assert not any(f.endswith(".py") for f in compiled["files"].values()), compiled["files"]
 
 
+def run_pure_python(code: str) -> str:
+    """``code`` in a fresh interpreter with ``WTWIN_PURE_PYTHON=1``; what it printed."""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, WTWIN_PURE_PYTHON="1"))
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
 def admit_seq(link, run, ev: dict, identity: bytes, now: float) -> bool:
     """An event's seq admission as the daemon's ingest body takes it (daemon/ingest.py):
     the emitter's mark, its verdict, what the link makes of a refusal. True: processed."""

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 import wtwin.daemon
-from helpers import assert_builds_as_asked
+from helpers import assert_builds_as_asked, run_pure_python
 from wtwin.daemon import build
 
 CI = os.environ.get("CI") == "true"
@@ -181,10 +181,7 @@ def test_pure_python_env_loads_the_py_files():
     """``WTWIN_PURE_PYTHON=1``: the daemon's per-event path loads from its ``.py`` files."""
     code = ("import wtwin.daemon as d, wtwin.daemon.ingest as i, wtwin.daemon.series as s;"
             "print(d.COMPILED, i.__file__.endswith('.py') and s.__file__.endswith('.py'), d.BUILD)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, WTWIN_PURE_PYTHON="1"))
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("False True pure Python (WTWIN_PURE_PYTHON")
+    assert run_pure_python(code).startswith("False True pure Python (WTWIN_PURE_PYTHON")
 
 
 def test_a_source_edited_after_the_build_is_stale(tmp_path):
