@@ -60,7 +60,7 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 screenshots: $(STAMP)  # rewrite docs/screenshots/ from the run pages (headless Chromium)
-	WTWIN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest "tests/test_web.py::TestBrowser"
+	WTWIN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest "tests/test_web_browser.py::TestBrowser"
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run_all.py

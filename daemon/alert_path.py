@@ -8,7 +8,7 @@ path), the stall check on the tick, and spectral job results.
 
 The journal is one operation: one ``synchronous=FULL`` transaction on the store's
 writer thread holds the alert row (written once), its run's snapshot and its outbox
-rows (``Store.commit_alert``), so a replay after a crash resumes just after the alert
+rows (``Store.commit_alert``), so the events re-sent after a crash resume just after the alert
 and cannot raise it a second time under another idempotency key, and a committed alert
 is never left unrouted: its rows are in the outbox, delivered on restart if not before.
 One completion callback (``_journaled``) follows on the loop: the rows become due

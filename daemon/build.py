@@ -11,11 +11,8 @@ the stamp does not match (a source edited since), where a module is missing, or 
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import runpy
-import sys
 
 # The per-event path: the ingest body, the seq marks, the run's state and the series a
 # loss is added to.
@@ -24,9 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "wtwin.daemon"
 
 
-# The stamp's rules are detect/build.py's, for this package's modules: run from its path
-# (``setup.py`` runs this file without importing the package; installed, the two folders
-# are siblings as in a checkout).
+# The stamp's rules and the choice of build are detect/build.py's, for this package's
+# modules: run from its path (``setup.py`` runs this file without importing the package;
+# installed, the two folders are siblings as in a checkout).
 _STAMPS = runpy.run_path(os.path.join(HERE, os.pardir, "detect", "build.py"))
 fingerprint, STAMP = _STAMPS["fingerprint"], _STAMPS["STAMP"]
 
@@ -42,35 +39,11 @@ def stale(folder: str = HERE) -> list[str]:
 
 
 def choose(folder: str = HERE) -> tuple[bool, str]:
-    """(compiled?, why) from the environment and the files in ``folder``."""
-    if os.environ.get("WTWIN_PURE_PYTHON", "") not in ("", "0"):
-        return False, "pure Python (WTWIN_PURE_PYTHON is set)"
-    built = [m for m in MODULES if any(os.path.exists(os.path.join(folder, m + s))
-                                       for s in importlib.machinery.EXTENSION_SUFFIXES)]
-    if not built:
-        return False, "pure Python (not compiled: WTWIN_COMPILE=1 at install compiles it)"
-    if len(built) < len(MODULES):
-        return False, f"pure Python (compiled build incomplete, missing {', '.join(sorted(set(MODULES) - set(built)))})"
-    old = stale(folder)
-    if old:
-        return False, f"pure Python (compiled build out of date: {', '.join(old)} changed since it was built)"
-    return True, "compiled (Cython)"
-
-
-class PureFinder:
-    """Finds the ``.py`` file of a compiled module, so that it loads instead of the C one."""
-
-    def __init__(self, folder: str = HERE) -> None:
-        self.folder = folder
-
-    def find_spec(self, name, path=None, target=None):
-        pkg, _, mod = name.rpartition(".")
-        if pkg != PACKAGE or mod not in MODULES:
-            return None
-        return importlib.util.spec_from_file_location(name, os.path.join(self.folder, mod + ".py"))
+    """(compiled?, why) from the environment and the files in ``folder``: `wtwin.detect`'s
+    choice, for this package's modules."""
+    return _STAMPS["choose"](folder, MODULES)
 
 
 def load_pure(folder: str = HERE) -> None:
     """From now on the ``.py`` files of `MODULES` load (once per process)."""
-    if not any(isinstance(f, PureFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, PureFinder(folder))
+    _STAMPS["load_pure"](PACKAGE, folder, MODULES)

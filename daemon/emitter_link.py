@@ -7,7 +7,7 @@ describe it for users.
 
 **Emitter (trainer side).** Each emitter numbers its events ``seq`` = 1, 2, 3, ...
 (one counter per emitter id, not per run) and keeps every sent event in a bounded
-replay buffer until the daemon acks its seq. Every frame carries ``base``: the oldest
+resend buffer until the daemon acks its seq. Every frame carries ``base``: the oldest
 seq the emitter still holds. An ``ack`` with ``seq = n`` drops everything up to ``n``;
 an ack with ``resend`` (a *nack*) makes it send everything held after ``n`` again, in
 order; with no ack progress for ``ack_timeout_s`` it re-sends on its own (backing off).
@@ -16,14 +16,14 @@ order; with no ack progress for ``ack_timeout_s`` it re-sends on its own (backin
 are in the run's state (``RunState.marks``, an ``EmitterMarks``: daemon/ingest_marks.py,
 stored in the run's snapshot). For each event, ``EmitterMarks.admit_seq`` gives a verdict:
 
-- ``seq <= hwm``: a duplicate (a re-send, or a replay after a restart): dropped,
+- ``seq <= hwm``: a duplicate (a re-send, after a nack or a restart): dropped,
   counted ``duplicate``.
 - ``seq == hwm + 1``: admitted, ``hwm`` moves on.
 - ``seq > hwm + 1`` while the emitter still holds older events (``seq > base``):
   dropped, counted ``out_of_order``, and a nack (at most one per ``NACK_INTERVAL_S``
   for the same hwm) asks for everything after ``hwm``.
 - ``seq > hwm + 1`` and nothing older is held (``seq == base``, or a frame without
-  ``base`` from an emitter with no replay buffer): admitted; events the emitter no
+  ``base`` from an emitter with no resend buffer): admitted; events the emitter no
   longer holds (``base > hwm + 1``: its buffer overflowed) are counted ``seq_gap``.
 
 This module is the sending half: what a verdict costs (``answer``: the counters, the

@@ -24,7 +24,7 @@
   costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
   and its bytes). A flood costs the flooder its own events; a legitimate emitter that
   went over re-sends them once its acks stop coming. A lone producer (a benchmark, a
-  replay after a restart) takes all the daemon has: nobody waits behind it.
+  re-send after a restart) takes all the daemon has: nobody waits behind it.
 
 A new peer starts half full while the shared bucket has credit, else empty (during a
 flood, a flooder gets no fresh credit by reconnecting; a trainer that connects then may

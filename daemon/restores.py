@@ -36,7 +36,7 @@ class Restores:
         self.stats = stats
         self.restored = 0
         self._held: dict[str, list[tuple]] = {}  # run -> events waiting for its row
-        self._fetched: dict[str, tuple] = {}     # run -> its row, while its held events replay
+        self._fetched: dict[str, tuple] = {}     # run -> its row, while its held events run
 
     async def load(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float) -> int:
         """Bring back every run still live by the TTLs; returns how many."""

@@ -74,7 +74,7 @@ class Server:
             self.curve.start(self.receiver.sock, self.receiver.ctx)
         self.receiver.bind()
         self.app = build_app(self, self.parts.registry)
-        sinks_api.add_routes(self.app, self.delivery)  # /api/alerts/dead, /api/alerts/replay
+        sinks_api.add_routes(self.app, self.delivery)  # /api/alerts/dead, /api/alerts/redeliver
         self._http_runner, self.http_port = await start_site(
             self.app, self.config.http.host, self.config.http.port,
             keepalive_timeout_s=self.config.http.keepalive_timeout_s)

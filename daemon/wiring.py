@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.metrics import DeliveryCollector
-from wtwin.sinks.outbox import MemoryOutbox
+from wtwin.sinks.delivery_queue import MemoryOutbox
 
 from .admission import Admission
 from .alert_path import AlertPath

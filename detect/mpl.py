@@ -84,7 +84,7 @@ def _merge(bk: list, s_ref: float) -> None:
 
 
 def arrays(bk: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(D, ln eta, s)`` of the buckets, the ``aux`` of ``laws.fit("mpl", ...)``."""
+    """``(D, ln eta, s)`` of the buckets, the ``aux`` of ``lawfit.fit("mpl", ...)``."""
     m = len(bk)
     a = np.fromiter(chain.from_iterable(bk), float, 7 * m).reshape(m, 7)
     return a[:, 0], a[:, 2] / a[:, 1], a[:, 3] / a[:, 1]

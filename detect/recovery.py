@@ -15,7 +15,7 @@ warnings resolved at steps 1610 and 1760 before this.
 A page that stays above its band for ``ESCALATE_AFTER`` times the level's time scale
 (the effect level's half-life in steps, ``tau``: 100 steps at a point a step), by at
 least ``CRITICAL_OF_PROGRESS`` of the run's progress (the bar of a critical divergence,
-`monitor.DIVERGENCE_OF_PROGRESS`: a slow drift of 2% stays a warning, a loss back at
+`arbiter.DIVERGENCE_OF_PROGRESS`: a slow drift of 2% stays a warning, a loss back at
 chance is 100%), becomes critical, unless the run already pages a critical; the message
 says for how long.
 

@@ -3,7 +3,7 @@
 A run resumed from a checkpoint sends again steps its detectors have already seen, and
 their state has moved past them: the forecast's learning-rate sums (S1, S2, the
 multi-power buckets) and its bins, the levels and bests of `rise`, `spike` and
-`divergence`, the slope ring of `plateau`. Carried into the replayed steps, that state
+`divergence`, the slope ring of `plateau`. Carried into the steps trained again, that state
 makes a healthy resume look like a failure: a level above its best, a loss above a
 forecast that has run ahead in learning-rate area, a "spike" that does not recover.
 

@@ -8,7 +8,7 @@ when it fired; a divergence fires some tens of steps after its onset, so the def
 
 1. restores that checkpoint (``restore(checkpoint)``: model, optimizer, scheduler);
 2. skips the batch range: the data is *not* rewound, so the batches seen between the
-   checkpoint and now (the ones that spiked) are never replayed; the step counter goes
+   checkpoint and now (the ones that spiked) are never trained on again; the step counter goes
    back to the checkpoint's step, as for any resume;
 3. optionally multiplies the learning rate by ``lr_scale`` (the optimizers' param groups
    and the schedulers' ``base_lrs``);

@@ -1,19 +1,28 @@
 """HTTP endpoints for dead letters, on the daemon's one HTTP port.
 
 ``GET /api/alerts/dead[?sink=NAME]`` lists dead rows (JSON); ``POST
-/api/alerts/replay[?sink=NAME][&ids=1,2]`` puts them (all, or those rows) back to
-pending and returns how many; ``GET /api/sinks`` gives each sink's health, disabled
-reason and outbox counts. The dead-letter CLI (``wtwind alerts``, in
-``daemon/ops/alerts.py``) replays through here while the daemon runs, and lists
-through here with ``--url``; whichever outbox the daemon runs (memory or SQLite),
-replay goes through the live delivery.
+/api/alerts/redeliver[?sink=NAME][&ids=1,2]`` puts them (all, or those rows) back to
+pending and returns how many (``{"redelivered": n}``); ``GET /api/sinks`` gives each
+sink's health, disabled reason and outbox counts. The dead-letter CLI (``wtwind
+alerts``, in ``daemon/ops/alerts.py``) redelivers through here while the daemon runs,
+and lists through here with ``--url``; whichever outbox the daemon runs (memory or
+SQLite), redelivery goes through the live delivery.
+
+``POST /api/alerts/replay`` is the route's old name, kept for scripts: the same
+redelivery, answered with a ``Deprecation: true`` header and the old ``replayed`` key
+too, and logged once per call (WARNING ``deprecated_route``).
 """
 
 from __future__ import annotations
 
+import json
+
+import structlog
 from aiohttp import web
 
 from .base import redact_url
+
+_log = structlog.get_logger("wtwin.sinks.api")
 
 
 def row_json(row) -> dict:
@@ -34,7 +43,7 @@ def add_routes(app: web.Application, delivery) -> None:
         rows = await delivery.outbox.dead(sink, limit=int(limit))
         return web.json_response({"dead": [row_json(r) for r in rows]})
 
-    async def replay(request: web.Request) -> web.Response:
+    async def redeliver(request: web.Request) -> web.Response:
         sink = request.query.get("sink") or None
         if sink is not None and sink not in delivery.sinks:
             return web.json_response({"error": f"unknown sink {sink!r}"}, status=404)
@@ -42,7 +51,15 @@ def add_routes(app: web.Application, delivery) -> None:
             ids = [int(i) for i in request.query["ids"].split(",")] if request.query.get("ids") else None
         except ValueError:
             return web.json_response({"error": "ids: a comma-separated list of row ids"}, status=400)
-        return web.json_response({"replayed": await delivery.replay(sink, ids)})
+        return web.json_response({"redelivered": await delivery.redeliver(sink, ids)})
+
+    async def replay_deprecated(request: web.Request) -> web.Response:
+        _log.warning("deprecated_route", route="/api/alerts/replay", use="/api/alerts/redeliver")
+        resp = await redeliver(request)
+        body = json.loads(resp.body)
+        if "redelivered" in body:
+            body["replayed"] = body["redelivered"]
+        return web.json_response(body, status=resp.status, headers={"Deprecation": "true"})
 
     async def sinks(request: web.Request) -> web.Response:
         health = await delivery.healthcheck()
@@ -56,4 +73,5 @@ def add_routes(app: web.Application, delivery) -> None:
 
     app.router.add_get("/api/sinks", sinks)
     app.router.add_get("/api/alerts/dead", dead)
-    app.router.add_post("/api/alerts/replay", replay)
+    app.router.add_post("/api/alerts/redeliver", redeliver)
+    app.router.add_post("/api/alerts/replay", replay_deprecated)

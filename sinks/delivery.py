@@ -11,7 +11,7 @@ the alert row alone). Once committed, the rows' sinks' workers are woken
 (``sinks/worker.py``: one task per sink, reading its own rows, so one slow or dead sink
 never stalls detection or the other sinks); a sink's pending rows are its bounded
 queue (``queue_size``; beyond it new rows are written dead as ``dropped``, counted and
-replayable).
+redeliverable).
 
 Pages first: each sink serves its pending rows one group (the principal
 owning the alert's run) at a time in turn, and holds at most ``group_cap`` pending rows
@@ -33,7 +33,7 @@ import structlog
 
 from wtwin.detect.alert import Alert
 from .base import Sink
-from .outbox import QUEUE_FULL, Outbox, Row, Staged
+from .delivery_queue import QUEUE_FULL, Outbox, Row, Staged
 from .retry import RetryPolicy
 from .routing import Plan, RouteConfig, Router
 from .worker import Counters, Worker
@@ -65,7 +65,7 @@ class Delivery:
         """``group_of(alert)``: whose alert it is (the daemon: its run's principal). Each
         sink serves the groups in turn (``PendingIndex``) and holds at most ``group_cap``
         pending rows of one group, ``anonymous_cap`` of the group ``anonymous``: beyond,
-        new rows are written dead (``queue full``: counted, replayable). ``hold_size``:
+        new rows are written dead (``queue full``: counted, redeliverable). ``hold_size``:
         alerts whose outbox write failed that wait in memory for the disk (``_hold``)."""
         names = [s.name for s in sinks]
         if len(set(names)) != len(names):
@@ -241,9 +241,9 @@ class Delivery:
             elif row.state == "pending":
                 self.workers[row.sink].wake()
 
-    async def replay(self, sink: str | None = None, ids: Sequence[int] | None = None) -> int:
-        """Dead rows (all, or ``ids``) back to pending (``wtwind alerts replay``); returns how many."""
-        n = await self.outbox.replay(sink, ids, now=self.clock())
+    async def redeliver(self, sink: str | None = None, ids: Sequence[int] | None = None) -> int:
+        """Dead rows (all, or ``ids``) back to pending (``wtwind alerts redeliver``); returns how many."""
+        n = await self.outbox.redeliver(sink, ids, now=self.clock())
         for w in self.workers.values():
             w.wake()
         return n

@@ -130,7 +130,7 @@ class SlackSink(SinkBase):
         if status in (404, 410) or answer in GONE_BODIES:
             raise SinkError(
                 f"slack sink {self.name!r}: the webhook is gone (HTTP {status} {answer!r}): the app or "
-                "channel was removed, archived or the URL revoked; fix url_env/url_file and replay",
+                "channel was removed, archived or the URL revoked; fix url_env/url_file and redeliver",
                 status=status,
                 body=answer,
                 disable=True,

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import structlog
 
 from .base import Sink
-from .outbox import Outbox, Outcome, Row
+from .delivery_queue import Outbox, Outcome, Row
 from .retry import RetryPolicy
 
 OUTCOMES = ("success", "retry", "dead", "dropped", "disabled")
@@ -129,7 +129,7 @@ class Worker:
         if decision.action == "disable":
             self.disabled = reason
             _log.error("sink_disabled", sink=self.sink.name, reason=reason,
-                       hint="alerts for this sink are dead-lettered; fix its config, restart, replay")
+                       hint="alerts for this sink are dead-lettered; fix its config, restart, redeliver")
             await self._finish(rows, "dead", "disabled", f"sink disabled: {reason}", now, attempts=1)
             return
         retry = decision.action == "retry"

@@ -184,7 +184,7 @@ def kick(parameters, sigma: float, seed: int = 5) -> None:
 
 class KickAt:
     """Counts the batches it is called on; at the ``batch``-th (by data position, so a
-    rewind does not replay it) it kicks the weights (``kick``)."""
+    rewind does not train on it again) it kicks the weights (``kick``)."""
 
     def __init__(self, batch: int, sigma: float) -> None:
         self.batch, self.sigma, self.seen = batch, sigma, 0

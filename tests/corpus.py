@@ -85,7 +85,7 @@ def transform(events: list, how: str) -> list:
     if how == "gap20":
         a, b = lo + 0.4 * (hi - lo), lo + 0.6 * (hi - lo)
         return [ev for ev in events if not (ev[0] == "loss" and a <= ev[1] < b)]
-    if how == "resume":       # crash at 70%, resume from a checkpoint at 50%, replay
+    if how == "resume":       # crash at 70%, resume from a checkpoint at 50%, repeat
         c, r = lo + 0.7 * (hi - lo), lo + 0.5 * (hi - lo)
         head = [ev for ev in events if ev[1] <= c]
         return head + [ev for ev in events if ev[1] >= r]

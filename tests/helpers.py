@@ -192,6 +192,23 @@ class Daemon:
             self.kill()
 
 
+def assert_builds_as_asked(pure: dict, compiled: dict) -> None:
+    """Each of two processes ran the build it was asked for: the pure one (WTWIN_PURE_PYTHON)
+    only ``.py`` files, the compiled one none (``files``: module -> the file it loaded)."""
+    assert pure["compiled"] is False and "WTWIN_PURE_PYTHON" in pure["build"]
+    assert all(f.endswith(".py") for f in pure["files"].values())
+    assert compiled["compiled"] is True, compiled["build"]
+    assert not any(f.endswith(".py") for f in compiled["files"].values()), compiled["files"]
+
+
+def run_pure_python(code: str) -> str:
+    """``code`` in a fresh interpreter with ``WTWIN_PURE_PYTHON=1``; what it printed."""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, WTWIN_PURE_PYTHON="1"))
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
 def admit_seq(link, run, ev: dict, identity: bytes, now: float) -> bool:
     """An event's seq admission as the daemon's ingest body takes it (daemon/ingest.py):
     the emitter's mark, its verdict, what the link makes of a refusal. True: processed."""

@@ -198,7 +198,7 @@ class TestPagesFirst:
     def test_a_sink_serves_principals_in_turn(self):
         """A flood of one group's rows does not stand in front of another group's page."""
         from wtwin.detect.alert import Alert
-        from wtwin.sinks.outbox import PendingIndex, Row
+        from wtwin.sinks.delivery_queue import PendingIndex, Row
 
         def alert(run):
             return Alert(run=run, kind="nonfinite", severity="critical", status="firing", step=1,

@@ -26,7 +26,7 @@ import pytest
 import wtwin.detect
 from wtwin.detect import _cython_shim, build
 
-from helpers import REPO, Daemon
+from helpers import REPO, Daemon, assert_builds_as_asked, run_pure_python
 
 CI = os.environ.get("CI") == "true"
 DATA = REPO.parent / "shared" / "data"
@@ -121,11 +121,7 @@ def replays(tmp_path_factory):
 
 class TestIdentity:
     def test_each_process_ran_the_build_it_was_asked_for(self, replays):
-        pure, compiled = replays
-        assert pure["compiled"] is False and "WTWIN_PURE_PYTHON" in pure["build"]
-        assert all(f.endswith(".py") for f in pure["files"].values())
-        assert compiled["compiled"] is True, compiled["build"]
-        assert not any(f.endswith(".py") for f in compiled["files"].values()), compiled["files"]
+        assert_builds_as_asked(*replays)
 
     def test_alerts_findings_states_and_snapshots_identical_on_every_real_log(self, replays):
         pure, compiled = replays
@@ -169,10 +165,7 @@ def test_pure_python_env_loads_the_py_files(tmp_path):
     """``WTWIN_PURE_PYTHON=1``: COMPILED is False and no module of the core is an extension."""
     code = ("import sys, wtwin.detect as d, wtwin.detect.spike as s;"
             "print(d.COMPILED, s.__file__.endswith('.py'), d.BUILD)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, WTWIN_PURE_PYTHON="1"))
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("False True pure Python (WTWIN_PURE_PYTHON")
+    assert run_pure_python(code).startswith("False True pure Python (WTWIN_PURE_PYTHON")
 
 
 def test_a_source_edited_after_the_build_loads_as_python(tmp_path):

@@ -24,6 +24,7 @@ import sys
 import pytest
 
 import wtwin.daemon
+from helpers import assert_builds_as_asked, run_pure_python
 from wtwin.daemon import build
 
 CI = os.environ.get("CI") == "true"
@@ -154,11 +155,7 @@ def traffic(tmp_path_factory):
 
 class TestIdentity:
     def test_each_process_ran_the_build_it_was_asked_for(self, traffic):
-        pure, compiled = traffic
-        assert pure["compiled"] is False and "WTWIN_PURE_PYTHON" in pure["build"]
-        assert all(f.endswith(".py") for f in pure["files"].values())
-        assert compiled["compiled"] is True, compiled["build"]
-        assert not any(f.endswith(".py") for f in compiled["files"].values()), compiled["files"]
+        assert_builds_as_asked(*traffic)
 
     def test_the_traffic_exercises_every_verdict_and_a_refusal(self, traffic):
         pure, _ = traffic
@@ -184,10 +181,7 @@ def test_pure_python_env_loads_the_py_files():
     """``WTWIN_PURE_PYTHON=1``: the daemon's per-event path loads from its ``.py`` files."""
     code = ("import wtwin.daemon as d, wtwin.daemon.ingest as i, wtwin.daemon.series as s;"
             "print(d.COMPILED, i.__file__.endswith('.py') and s.__file__.endswith('.py'), d.BUILD)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, WTWIN_PURE_PYTHON="1"))
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("False True pure Python (WTWIN_PURE_PYTHON")
+    assert run_pure_python(code).startswith("False True pure Python (WTWIN_PURE_PYTHON")
 
 
 def test_a_source_edited_after_the_build_is_stale(tmp_path):
@@ -199,3 +193,14 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path):
     (tmp_path / "ingest.py").write_text("x = 2\n")
     assert build.stale(str(tmp_path)) == ["ingest"]
     assert build.choose(str(tmp_path))[0] is False
+
+
+def test_the_daemon_chooses_its_build_by_detects_rules(tmp_path):
+    """One choice of build: the daemon's words for a folder are detect/build.py's for its modules."""
+    import importlib.machinery
+
+    from wtwin.detect import build as detect_build
+    (tmp_path / f"ingest{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+    why = build.choose(str(tmp_path))
+    assert why == (False, "pure Python (compiled build incomplete, missing ingest_marks, run_state, series)")
+    assert detect_build.choose(str(tmp_path), build.MODULES) == why

@@ -87,7 +87,7 @@ class TestAlerts:
 
     def test_a_resumed_run_is_not_an_alert(self, daemon):
         """A trainer crashes at step 3000 and its successor resumes from the step-2000
-        checkpoint (a new emitter, cosine lr): the replayed steps page nothing, and the
+        checkpoint (a new emitter, cosine lr): the repeated steps page nothing, and the
         run page gets the resume as an info marker."""
         def lr(t):
             return 1e-3 * min(1.0, t / 200) * (0.5 + 0.5 * math.cos(math.pi * t / 6000))

@@ -82,7 +82,7 @@ RESUMES = [("mng__2024-06-06_AdamW_baseline_f66d43d7.csv", 6427, 5052),
 @pytest.mark.parametrize("name,crash,resume", RESUMES)
 def test_clean_log_resumed_from_a_checkpoint_raises_no_page(name, crash, resume):
     """The run crashes at ``crash`` and resumes from its checkpoint at ``resume``,
-    replaying the losses it had: no warning or critical alert, one resume_jump."""
+    repeating the losses it had: no warning or critical alert, one resume_jump."""
     pts = train_points(name)
     out, resumes = replay([p for p in pts if p[0] <= crash] + [p for p in pts if p[0] >= resume])
     assert out == [] and resumes == 1

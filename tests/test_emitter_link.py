@@ -67,7 +67,7 @@ class TestAdmission:
         return [ev["seq"] for ev in evs if admit_seq(link, run, ev, identity, time.time())]
 
     def test_in_order_events_move_the_mark_and_duplicates_are_dropped(self, pair):
-        """seq = hwm + 1 is admitted; a replay of seqs already processed is dropped, counted."""
+        """seq = hwm + 1 is admitted; a re-send of seqs already processed is dropped, counted."""
         router, dealer, _ = pair
         stats, run = Stats(), RunState("r", preset="pretraining", cooldown_s=0.0, now=0.0)
         link = EmitterLink(stats, send(router))

@@ -1,4 +1,4 @@
-"""The forecast's own robust fit (`laws.fit`, whose solver is `laws._minimize`, a numpy
+"""The forecast's own robust fit (`lawfit.fit`, whose solver is `lawfit._minimize`, a numpy
 Levenberg-Marquardt) against scipy's `least_squares` on the refits the forecast asks for,
 in CI (`make test`; scipy is a dev dependency only, imported by tests/bench/fit_vs_scipy.py,
 not skipped: a CI without it fails here). The agreement: its soft-L1 cost must be as low
@@ -7,7 +7,7 @@ as scipy's (median ratio <= 1.02, 90th percentile <= 1.1; on these 97 refits 1.0
 median was <= 1.01 (1.0044) before the fit moved to the run's units (issue 22): the
 detector then asks for other refits, harder ones, and main's solver scores 1.0122 on
 these new ones too, so the bound was the problem set's, not the solver's. Both solvers
-see the same map of the losses (`laws.fit`'s ``ref``). The multi-power law and fits
+see the same map of the losses (`lawfit.fit`'s ``ref``). The multi-power law and fits
 with frozen parameters have no scipy reference (scipy never did them) and are not compared."""
 
 import random
@@ -20,16 +20,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
 
 from fit_vs_scipy import captured_refits, cost_ratio, drive, scipy_fit  # noqa: E402
 
-from wtwin.detect import laws  # noqa: E402
+from wtwin.detect import lawfit  # noqa: E402
 
 
 def test_the_numpy_fit_reaches_scipys_cost():
-    """On the refits of seeded runs, laws.fit's soft-L1 cost is within the stated ratio of scipy's."""
+    """On the refits of seeded runs, lawfit.fit's soft-L1 cost is within the stated ratio of scipy's."""
     powers = [(2.6, 9, 0.35, 0.05), (1.0, 5, 0.6, 0.1)]
     refits = captured_refits(lambda: drive(random.Random(1), powers, (800,), 15000, 3000, 8000))
     ratios = []
     for a, k in refits:
-        ours, ref = laws.fit(*a, **k), scipy_fit(*a, **k)
+        ours, ref = lawfit.fit(*a, **k), scipy_fit(*a, **k)
         if ours is not None and ref is not None:
             ratios.append(cost_ratio(a, ours[0], ref))
     assert len(ratios) >= 40

@@ -7,6 +7,7 @@ the time its body may take; refusals are counted and `/healthz` keeps answering.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -35,12 +36,24 @@ class TestHostAndOrigin:
         assert request(daemon.url + "/api/runs", Host=f"evil.example:{daemon.http_port}")[0] == 421
         assert request(daemon.url + "/api/runs", Host=f"localhost:{daemon.http_port}")[0] == 200
         assert request(daemon.url + "/api/runs")[0] == 200
-        replay = daemon.url + "/api/alerts/replay"
-        assert request(replay, "POST", b"", Origin="https://evil.example")[0] == 403
-        assert request(replay, "POST", b"", **{"Sec-Fetch-Site": "cross-site"})[0] == 403
-        assert request(replay, "POST", b"", Origin=daemon.url)[0] == 200
-        assert request(replay, "POST", b"")[0] == 200  # the CLI sends no Origin
+        redeliver = daemon.url + "/api/alerts/redeliver"
+        assert request(redeliver, "POST", b"", Origin="https://evil.example")[0] == 403
+        assert request(redeliver, "POST", b"", **{"Sec-Fetch-Site": "cross-site"})[0] == 403
+        assert request(redeliver, "POST", b"", Origin=daemon.url)[0] == 200
+        assert request(redeliver, "POST", b"")[0] == 200  # the CLI sends no Origin
         assert refused(daemon, "host") == 2 and refused(daemon, "origin") == 2
+
+
+class TestDeprecatedRoute:
+    def test_the_old_replay_route_redelivers_and_says_it_is_deprecated(self, daemon):
+        """POST /api/alerts/replay answers as /redeliver, with a Deprecation header and its old key, logged."""
+        req = urllib.request.Request(daemon.url + "/api/alerts/replay", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200 and r.headers["Deprecation"] == "true"
+            assert json.loads(r.read()) == {"redelivered": 0, "replayed": 0}
+        wait_for(lambda: "deprecated_route" in daemon.log(), what="the deprecation logged")
+        status, body = request(daemon.url + "/api/alerts/redeliver", "POST", b"")
+        assert status == 200 and json.loads(body) == {"redelivered": 0}
 
 
 class TestToken:
@@ -48,12 +61,12 @@ class TestToken:
         token = tmp_path / "token"
         token.write_text("a-long-enough-token-1234\n")
         with Daemon({"WTWIND_HTTP__TOKEN_FILE": str(token)}, tmpdir=str(tmp_path)) as d:
-            replay = d.url + "/api/alerts/replay"
-            assert request(replay, "POST", b"")[0] == 401
-            assert request(replay, "POST", b"", Authorization="Bearer wrong")[0] == 401
-            assert request(replay, "POST", b"", Authorization="Bearer a-long-enough-token-1234")[0] == 200
+            redeliver = d.url + "/api/alerts/redeliver"
+            assert request(redeliver, "POST", b"")[0] == 401
+            assert request(redeliver, "POST", b"", Authorization="Bearer wrong")[0] == 401
+            assert request(redeliver, "POST", b"", Authorization="Bearer a-long-enough-token-1234")[0] == 200
             assert request(d.url + "/api/alerts/dead")[0] == 200  # reads need none
-            cli = [sys.executable, "-m", "wtwin.daemon.cli", "alerts", "replay", "--all", "--url", d.url]
+            cli = [sys.executable, "-m", "wtwin.daemon.cli", "alerts", "redeliver", "--all", "--url", d.url]
             assert subprocess.run(cli, capture_output=True, timeout=60).returncode == 1
             ok = subprocess.run(cli + ["--token-file", str(token)], capture_output=True, text=True, timeout=60)
             assert ok.returncode == 0, ok.stderr

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from wtwin.detect import forecast, laws
+from wtwin.detect import forecast, lawfit, laws
 
 CASES = {
     "power": ([2.5, 2.2, 0.4, 1.3], (1500.0, 0.0)),
@@ -46,7 +46,7 @@ def test_fit_recovers_the_curve_and_resists_outliers(law, p):
     rng = np.random.default_rng(1)
     X, y, n = _bins(law, p, 0.05, rng)
     y[::9] += 1.0                                    # gross outliers in a few bins
-    out = laws.fit(law, X, y, n, 0.05)
+    out = lawfit.fit(law, X, y, n, 0.05)
     assert out is not None
     q, cov, misfit, resid_sd = out
     truth = laws.evaluate(law, X, p)
@@ -61,8 +61,8 @@ def test_fit_recovers_the_curve_and_resists_outliers(law, p):
 def test_fit_from_a_previous_solution_stays_at_the_optimum():
     rng = np.random.default_rng(2)
     X, y, n = _bins("power", [2.6, 2.5, 0.35, 2.0], 0.05, rng)
-    cold = laws.fit("power", X, y, n, 0.05)
-    warm = laws.fit("power", X, y, n, 0.05, p_prev=cold[0])
+    cold = lawfit.fit("power", X, y, n, 0.05)
+    warm = lawfit.fit("power", X, y, n, 0.05, p_prev=cold[0])
 
     def cost(q):
         r = np.sqrt(n) * (laws.evaluate("power", X, q) - y) / 0.05
@@ -75,14 +75,14 @@ def test_fit_respects_the_floor_bound():
     """The floor ``c`` never exceeds the lowest bin mean (a positive loss's floor)."""
     rng = np.random.default_rng(3)
     X, y, n = _bins("power", [0.05, 1.0, 0.8, 0.0], 0.01, rng)
-    q = laws.fit("power", X, y, n, 0.01)[0]
+    q = lawfit.fit("power", X, y, n, 0.01)[0]
     assert 0.0 <= q[0] <= float(y.min())
     assert math.isfinite(q[2])
 
 
 def test_too_few_bins_gives_no_fit():
     X = np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
-    assert laws.fit("power", X, np.array([3.0, 2.5, 2.2]), np.ones(3), 0.1) is None
+    assert lawfit.fit("power", X, np.array([3.0, 2.5, 2.2]), np.ones(3), 0.1) is None
 
 
 def _forecast_run(law, n=6000, seed=0):

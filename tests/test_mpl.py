@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import lr_curves as lc
-from wtwin.detect import laws, mpl
+from wtwin.detect import lawfit, laws, mpl
 from wtwin.detect.forecast import ForecastDetector
 from wtwin.daemon.errors import ConfigError
 
@@ -104,7 +104,7 @@ def test_fit_recovers_the_curve_from_its_bins():
     eta = lc.etas("cosine", N)
     y = np.interp(X[:, 0], np.cumsum(eta), lc.mpl_loss(eta))
     aux = mpl.arrays(det._bk)
-    q = laws.fit("mpl", X, y, n, 0.03, None, aux)[0]
+    q = lawfit.fit("mpl", X, y, n, 0.03, None, aux)[0]
     assert np.max(np.abs(laws.evaluate("mpl", X, q, aux) - y)) < 3e-3
     assert all(np.isfinite(q)) and q[3] > 0
 

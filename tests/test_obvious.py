@@ -11,7 +11,7 @@ import pytest
 
 from helpers import Daemon
 from test_offline_cli import wtwin
-from test_web import multipart, post
+from web_fed import multipart, post
 from wtwin.detect import RunMonitor
 from wtwin.detect.collapse import CollapseDetector
 from wtwin.detect.nonfinite import NonfiniteDetector

@@ -108,7 +108,7 @@ class TestSeqRules:
         with daemon(tmp_path) as d:
             sock = dealer(d.tcp)
             sock.send(batch(range(1, 11), base=1))
-            sock.send(batch(range(5, 16), base=1))           # a replay overlapping what arrived
+            sock.send(batch(range(5, 16), base=1))           # a re-send overlapping what arrived
             replies(sock, lambda m: m.get("type") == "ack" and m["seq"] == 15)
             assert sample(d, "wtwind_events_dropped_total", reason="duplicate") == 6
             sock.send(batch([20], base=16))                  # 16..19 lost in transit, still held
@@ -175,7 +175,7 @@ class TestSpectralPersisted:
             d.stop()
 
 
-class TestEmitterReplayBuffer:
+class TestEmitterResendBuffer:
     def test_bound_drops_oldest_first_counts_and_resends_what_it_holds(self, tmp_path):
         """Past resend_size the oldest unacked go (counted); a re-send request gets the
         rest, in seq order, with base = the oldest seq still held; an ack releases them."""

@@ -87,7 +87,7 @@ class TestStartup:
 
 
 class TestHeldWhileRead:
-    def test_an_evicted_run_is_read_back_off_the_loop_and_its_events_replayed_in_order(self, tmp_path):
+    def test_an_evicted_run_is_read_back_off_the_loop_and_its_held_events_run_in_order(self, tmp_path):
         """The event for a stored run not in memory waits (hold -> True, the run still
         absent: nothing was read on the loop); the row is read behind the eviction's own
         write, admission creates the run and fills it, and the held events go through in
@@ -140,11 +140,11 @@ class TestHeldWhileRead:
             assert not g.restores.hold("new", (b"id", {}, 0.0, None), print)
             g.feed("r", range(1, 3))
             g.snapshots.evict(g.table.forget("r"))
-            replayed = []
+            ran = []
             for _ in range(MAX_HELD_EVENTS + 5):
-                assert g.restores.hold("r", (b"id", {}, time.time(), None), lambda *item: replayed.append(1))
+                assert g.restores.hold("r", (b"id", {}, time.time(), None), lambda *item: ran.append(1))
             assert g.stats.dropped["restoring"] == 5
-            await until(lambda: (g.store.writer.poll_completed(), len(replayed))[1] == MAX_HELD_EVENTS,
+            await until(lambda: (g.store.writer.poll_completed(), len(ran))[1] == MAX_HELD_EVENTS,
                         what="the held events")
             await g.close()
 

@@ -1,4 +1,4 @@
-"""Resumes: a run that goes back to a checkpoint and replays steps is not a failure.
+"""Resumes: a run that goes back to a checkpoint and repeats steps is not a failure.
 
 Each test drives a real `RunMonitor`: a run crashes at step 7000 and resumes from its
 step-5000 checkpoint, so steps 5001..7000 come again with the losses they had.
@@ -35,8 +35,8 @@ def resume_findings(states):
 
 @pytest.mark.parametrize("kind", ["cosine", "wsd", "step"])
 @pytest.mark.parametrize("law,send_lr", [("auto", True), ("mpl", True), ("auto", False)])
-def test_resumed_replay_is_silent(kind, law, send_lr):
-    """The replayed steps raise no page, whichever law and schedule (before rewind points,
+def test_repeated_steps_are_silent(kind, law, send_lr):
+    """The repeated steps raise no page, whichever law and schedule (before rewind points,
     the forecast's learning-rate sums ran ahead and paged drift ~800 steps later; the
     rise and spike levels paged at once on the higher checkpoint loss)."""
     truth = "mpl" if law == "mpl" else "tissue"

@@ -4,7 +4,7 @@ injected spike against a real wtwind over real sockets.
 The spike is in the data, as in the large runs that do this by hand: three batches with
 labels x6 (steps 600-602) throw an SGD-trained MLP off; its loss stays up and the daemon's
 divergence detector fires a critical alert some 20 steps later. The rewind restores the
-checkpoint of step 500, never replays the batches it skipped, and halves the lr.
+checkpoint of step 500, never trains again on the batches it skipped, and halves the lr.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Daemon, http_get, parse_metrics, wait_for
-from test_web import browser, page  # noqa: F401  (the real-browser fixtures: chromium, no console errors)
+from test_web_browser import browser, page  # noqa: F401  (the real-browser fixtures: chromium, no console errors)
 from wtwin.emitters import shards
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""Delivery: isolation between sinks, bounded queues, replay, log sink, registry, metrics."""
+"""Delivery: isolation between sinks, bounded queues, redelivery, log sink, registry, metrics."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.log import LogConfig, LogSink
 from wtwin.sinks.metrics import DeliveryCollector
-from wtwin.sinks.outbox import MemoryOutbox
+from wtwin.sinks.delivery_queue import MemoryOutbox
 from wtwin.sinks.registry import DeliveryConfig
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.routing import RouteConfig
@@ -97,7 +97,7 @@ class TestIsolation:
     def test_submit_never_blocks_and_intake_is_bounded(self, tmp_path):
         """submit_nowait returns at once; beyond intake_size alerts waiting for their commit it
         drops, logs ERROR and counts."""
-        from wtwin.daemon.store.outbox import SqliteOutbox
+        from wtwin.daemon.store.deliveries import SqliteOutbox
 
         async def scenario():
             box = SqliteOutbox(tmp_path / "o.db")  # its commits run once the loop is free
@@ -161,7 +161,7 @@ class TestOutboxWrites:
         import threading
 
         from wtwin.daemon.store.db import connect, open_db
-        from wtwin.daemon.store.outbox import SqliteOutbox
+        from wtwin.daemon.store.deliveries import SqliteOutbox
         from wtwin.daemon.store.writer import Writer
 
         async def scenario():
@@ -208,9 +208,9 @@ class TestOutboxWrites:
         # one write per failed attempt; the newest attempt's write may not have landed yet
         assert n - 1 <= calls.count(False) <= n
 
-class TestReplay:
-    def test_replay_redelivers_dead(self):
-        """Dead alerts are replayed once the endpoint is back, with the same webhook-id."""
+class TestRedeliver:
+    def test_redeliver_sends_dead_rows_again(self):
+        """Dead alerts are redelivered once the endpoint is back, with the same webhook-id."""
         async def scenario():
             async with Recorder([Reply(500)] * 3) as srv:
                 outbox = MemoryOutbox()
@@ -218,7 +218,7 @@ class TestReplay:
                 await d.start()
                 d.submit_nowait(alert())
                 await until(lambda: outbox.counts().get(("h", "dead")) == 1)
-                assert await d.replay("h") == 1
+                assert await d.redeliver("h") == 1
                 await srv.wait_for(4)
                 await until(lambda: d.counters.values[("h", "success")] == 1)
                 await d.aclose()

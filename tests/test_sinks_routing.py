@@ -8,7 +8,7 @@ import pytest
 
 from wtwin.detect.alert import Alert
 from wtwin.sinks.errors import ConfigError
-from wtwin.sinks.outbox import MemoryOutbox
+from wtwin.sinks.delivery_queue import MemoryOutbox
 from wtwin.sinks.routing import RouteConfig, Router
 
 
@@ -73,7 +73,7 @@ class TestMatching:
 
 
 def outboxes():
-    from wtwin.daemon.store.outbox import SqliteOutbox
+    from wtwin.daemon.store.deliveries import SqliteOutbox
 
     return [("memory", lambda tmp: MemoryOutbox()), ("sqlite", lambda tmp: SqliteOutbox(tmp / "o.db"))]
 
@@ -146,7 +146,7 @@ class TestLifecycle:
     def test_hold_survives_a_restart(self, tmp_path):
         """The held row is on disk: a reopened outbox sends it when due, and the resolve
         within the hold still cancels it."""
-        from wtwin.daemon.store.outbox import SqliteOutbox
+        from wtwin.daemon.store.deliveries import SqliteOutbox
 
         r = Router([RouteConfig(sinks=("s",), for_s=30.0)], ["s"])
         box = SqliteOutbox(tmp_path / "o.db")
@@ -189,7 +189,7 @@ def test_a_resolve_staged_before_the_hold_ended_does_not_cancel_a_firing_in_flig
     the resolve follows it."""
     import time
 
-    from wtwin.daemon.store.outbox import SqliteOutbox
+    from wtwin.daemon.store.deliveries import SqliteOutbox
 
     async def scenario():
         box = SqliteOutbox(tmp_path / "o.db")

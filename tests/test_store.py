@@ -12,12 +12,12 @@ import sys
 import msgpack
 import pytest
 
-from helpers import Daemon, admit_seq, free_port, until
+from helpers import Daemon, free_port, until
 from wtwin.daemon.errors import ConfigError
 from wtwin.daemon.run_state import RunState
 from wtwin.daemon.store import codec
 from wtwin.daemon.store.db import SCHEMA_VERSION, open_db
-from wtwin.daemon.store.outbox import SqliteOutbox
+from wtwin.daemon.store.deliveries import SqliteOutbox
 from wtwin.daemon.store.writer import Writer
 from wtwin.detect.alert import Alert
 
@@ -328,74 +328,6 @@ class TestSpectralInTheSnapshot:
         assert b.spectral.last == w.last and b.spectral_result == {"step": 7}
 
 
-class TestFlushPacing:
-    def test_periodic_snapshots_keep_to_their_share_of_the_loop(self, tmp_path):
-        """After a flush that took the loop ``spent`` seconds, the next periodic flush
-        waits until ``spent`` is at most ``flush_share`` of the time since it began, even
-        though ``flush_interval_s`` has long passed; forced flushes are not held back."""
-        import time
-
-        from wtwin.daemon.emitter_link import EmitterLink
-        from wtwin.daemon.restores import Restores
-        from wtwin.daemon.run_state import RunTable
-        from wtwin.daemon.snapshots import Snapshots
-        from wtwin.daemon.stats import Stats
-        from wtwin.daemon.store.config import StateConfig
-        from wtwin.daemon.store.metrics import StoreCollector
-        from wtwin.daemon.quarantine import Quarantine
-        from wtwin.daemon.store.store import Store
-
-        cfg = StateConfig(path=str(tmp_path / "s.db"), flush_interval_s=0.01, flush_share=0.05)
-        table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=2000)
-
-        stats, send = Stats(), lambda ident, frame: True
-        link = EmitterLink(stats, send)
-
-        def feed(store, step):
-            for i in range(1000):
-                run = table.get_or_create(f"run-{i}", 1.0)
-                ev = {"v": 1, "type": "loss", "run": run.run, "seq": step, "step": step,
-                      "loss": 3.0 + 1.0 / step + 0.001 * (i % 7), "emitter": run.run}
-                assert admit_seq(link, run, ev, b"id", 1.0)
-                run.observe(ev, 1.0)
-                store.changed(run)
-
-        async def scenario():
-            db = Store(cfg)
-            store = Snapshots(cfg, db, link, table, stats, Quarantine(stats, send))
-            db.open(asyncio.get_running_loop())
-            for step in range(1, 31):            # (admit ticks: periodic flushes meanwhile)
-                feed(store, step)
-            store.dirty = {r.run: r for r in table}
-            assert store.flush(limit=1000) == 1000
-            spent = store.flush_loop_s
-            assert spent > 0 and store._not_before > time.monotonic()
-            feed(store, 31)                      # every run dirty again; admit ticks on the way
-            await asyncio.sleep(2 * cfg.flush_interval_s)
-            if time.monotonic() < store._not_before:   # interval over, pacing not
-                store.tick()
-                assert len(store.dirty) == 1000, "a periodic flush ran before its pacing allowed"
-            await asyncio.sleep(max(0.0, store._not_before - time.monotonic()) + 0.01)
-            store.tick()
-            assert len(store.dirty) == 500, "the paced flush never came (500 runs a call)"
-            assert store.flush_loop_s > spent and store._not_before > time.monotonic()
-            assert store.flush() == 500            # a direct (forced) flush is not paced
-            samples = {f.name: f.samples[0].value
-                       for f in StoreCollector(db, store, Restores(db, table, stats)).collect()}
-            assert samples["wtwind_store_snapshot_loop_seconds"] == store.flush_loop_s
-            store.close()
-            await db.close()
-
-        asyncio.run(scenario())
-
-    def test_flush_share_outside_its_range_is_refused_naming_the_key(self):
-        from wtwin.daemon.store.config import StateConfig
-
-        for bad in (0.0, 1.5, -0.1):
-            with pytest.raises(ConfigError, match="flush_share"):
-                StateConfig(flush_share=bad)
-
-
 class TestOutboxDurability:
     def test_pending_and_dead_rows_come_back_after_reopen(self, tmp_path):
         """What was committed is there after closing and reopening the file."""
@@ -422,53 +354,3 @@ class TestOutboxDurability:
         assert dead[0].last_error == "HTTP 500"
 
 
-def cli(db, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", *args],
-                          env=dict(os.environ, WTWIND_STATE__PATH=str(db)), capture_output=True,
-                          text=True, timeout=60)
-
-
-class TestOperatorCommands:
-    @pytest.mark.slow  # 31 s on 2 busy cores (make test-all, CI)
-    def test_state_and_alerts_commands_on_a_stopped_daemon_store(self, tmp_path):
-        """ls/show read; forget, replay and purge write; each says what it did."""
-        import json
-
-        db = tmp_path / "s.db"
-        alert = Alert(run="r1", kind="drift", severity="warning", status="firing", step=3, started_at=9.0)
-
-        async def fill():
-            box = SqliteOutbox(db)
-            a, b = await box.put(alert, ["hook", "slack"], now=1.0)
-            await box.record(a.id, state="dead", attempts=8, next_attempt_at=1.0, error="HTTP 500", now=2.0)
-            await box.record(b.id, state="delivered", attempts=1, next_attempt_at=1.0, error="", now=2.0)
-            await box.aclose()
-            return a.id
-
-        dead_id = asyncio.run(fill())
-        run = RunState("r1", preset="pretraining", cooldown_s=0.0, now=1.0)
-        run.observe({"type": "loss", "step": 3, "loss": 2.0}, 1.0)
-        conn, lock = open_db(str(db))
-        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)", (*codec.encode(run), 1.0))
-        conn.close()
-        lock.release()
-        assert "r1\trunning" in cli(db, "state", "ls").stdout
-        assert json.loads(cli(db, "state", "show", "r1", "--json").stdout)["step"] == 3
-        dead = json.loads(cli(db, "alerts", "dead", "--json").stdout)
-        assert [(r["id"], r["sink"], r["last_error"]) for r in dead] == [(dead_id, "hook", "HTTP 500")]
-        out = cli(db, "alerts", "replay", str(dead_id))
-        assert out.returncode == 0 and "replayed 1" in out.stdout
-        assert json.loads(cli(db, "alerts", "dead", "--json").stdout) == []
-        assert "purged 1" in cli(db, "alerts", "purge").stdout
-        assert cli(db, "state", "forget", "r1").returncode == 0
-        assert cli(db, "state", "show", "r1").returncode == 1
-
-    @pytest.mark.slow  # 23 s on 2 busy cores (make test-all, CI)
-    def test_writing_commands_refuse_while_a_daemon_owns_the_store(self, tmp_path):
-        """forget needs the owner lock: a clear refusal, nothing changed."""
-        db = tmp_path / "s.db"
-        (tmp_path / "d").mkdir()
-        with Daemon(extra_env={"WTWIND_STATE__PATH": str(db)}, tmpdir=str(tmp_path / "d")):
-            out = cli(db, "state", "forget", "anything")
-            assert out.returncode == 1 and "stop wtwind first" in out.stderr
-            assert cli(db, "state", "ls").returncode == 0  # reading works meanwhile

@@ -1,12 +1,13 @@
-"""``wtwind alerts``: the one dead-letter CLI (the alert outbox: ls, dead, replay, purge).
+"""``wtwind alerts``: the one dead-letter CLI (the alert outbox: ls, dead, redeliver, purge).
 
 Reading the store (``ls``, ``dead``) works while the daemon runs (SQLite WAL readers
-never block it). ``replay`` goes through a running daemon's HTTP API (``POST
-/api/alerts/replay``, with the ``[http]`` token), since the daemon owns the store and
+never block it). ``redeliver`` goes through a running daemon's HTTP API (``POST
+/api/alerts/redeliver``, with the ``[http]`` token), since the daemon owns the store and
 its outbox's memory; with the daemon stopped it writes the store itself (the rows are
-sent at the next start). ``dead --url`` and ``replay --url`` ask the daemon at that
+sent at the next start). ``dead --url`` and ``redeliver --url`` ask the daemon at that
 address, whichever outbox it runs (memory or SQLite). ``purge`` needs the daemon
-stopped (it takes the owner lock).
+stopped (it takes the owner lock). ``replay`` is ``redeliver``'s old name, kept for
+scripts: it says so on stderr, then redelivers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 
 from wtwin.sinks.base import redact_url
@@ -25,22 +27,26 @@ _KEYS = ("id", "sink", "state", "attempts", "run", "kind", "status", "step", "ke
 
 
 def add_parser(sub) -> None:
-    al = sub.add_parser("alerts", help="the alert outbox: ls | dead | replay [ID...] | purge")
-    al.add_argument("action", choices=("ls", "dead", "replay", "purge"))
-    al.add_argument("ids", nargs="*", type=int, help="delivery row ids (replay)")
-    al.add_argument("--all", action="store_true", help="replay every dead row")
+    al = sub.add_parser("alerts", help="the alert outbox: ls | dead | redeliver [ID...] | purge")
+    al.add_argument("action", choices=("ls", "dead", "redeliver", "purge", "replay"),
+                    help="replay: deprecated name of redeliver")
+    al.add_argument("ids", nargs="*", type=int, help="delivery row ids (redeliver)")
+    al.add_argument("--all", action="store_true", help="redeliver every dead row")
     al.add_argument("--sink", help="only this sink")
     al.add_argument("--state", dest="row_state", choices=("pending", "delivered", "dead"))
     al.add_argument("--older-than-days", type=float, default=0.0,
                     help="purge: only delivered rows older than this")
     al.add_argument("--url", help="a running wtwind's HTTP address (default: [http] of the config)")
-    al.add_argument("--token-file", help="file holding the daemon's [http] token (replay)")
+    al.add_argument("--token-file", help="file holding the daemon's [http] token (redeliver)")
     al.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def run(args, cfg) -> int:
     if args.action == "replay":
-        return _replay(args, cfg)
+        print("wtwind: `alerts replay` is deprecated, use `alerts redeliver`", file=sys.stderr)
+        args.action = "redeliver"
+    if args.action == "redeliver":
+        return _redeliver(args, cfg)
     if args.action == "dead" and args.url:
         return _print(_over_http("dead", args, cfg)["dead"], args.json)
     if args.action in ("ls", "dead"):
@@ -114,24 +120,24 @@ async def _call(action: str, url: str, params: dict, token: str | None) -> tuple
 
 
 # ---- writing -------------------------------------------------------------------------------------
-def _replay(args, cfg) -> int:
+def _redeliver(args, cfg) -> int:
     if not args.ids and not args.all:
-        raise ConfigError("alerts replay: give delivery row ids (see `wtwind alerts dead`) or --all")
+        raise ConfigError("alerts redeliver: give delivery row ids (see `wtwind alerts dead`) or --all")
     if args.url or _daemon_running(cfg.state.path):
-        n = _over_http("replay", args, cfg)["replayed"]
-        print(f"replayed {n} dead alert(s)")
+        n = _over_http("redeliver", args, cfg)["redelivered"]
+        print(f"redelivered {n} dead alert(s)")
         return 0
-    from ..store.outbox import SqliteOutbox
+    from ..store.deliveries import SqliteOutbox
 
     async def go() -> int:
         box = SqliteOutbox(cfg.state.path)
         try:
-            return await box.replay(args.sink, None if args.all else args.ids, now=time.time())
+            return await box.redeliver(args.sink, None if args.all else args.ids, now=time.time())
         finally:
             await box.aclose()
 
     n = asyncio.run(go())
-    print(f"replayed {n} dead alert(s); they are sent when wtwind next starts")
+    print(f"redelivered {n} dead alert(s); they are sent when wtwind next starts")
     return 0
 
 

@@ -1,8 +1,8 @@
 """`Store`: the daemon's SQLite database, and nothing else: no event-loop logic.
 
 It opens the file (lock, checks, migrations: ``db.py``), owns the one writer thread
-(``writer.py``) and the durable outbox (``outbox.py``). ``open`` reads the outbox's
-pending rows on the loop, before the writer thread starts; from then on every statement
+(``writer.py``) and the durable outbox (``deliveries.py``: the delivery rows). ``open``
+reads the outbox's pending rows on the loop, before the writer thread starts; from then on every statement
 of the store, reads included, runs on that thread, through its one connection (the run
 pages read the file through read-only connections of their own, on executor threads:
 ``history.py``). Who decides what to write and when is elsewhere: run snapshots in
@@ -25,7 +25,7 @@ import structlog
 
 from .config import StateConfig
 from .db import open_db
-from .outbox import SqliteOutbox
+from .deliveries import SqliteOutbox
 from .run_rows import write_runs
 from .retention import Pruned, prune
 from .writer import Writer

@@ -6,7 +6,7 @@
   loopback, the bound address itself, and ``[http] allowed_hosts`` (names, with or
   without a port). Bound to a wildcard (``0.0.0.0``) with no ``allowed_hosts``, Host is
   not checked (Prometheus scrapes by address) and the daemon says so at startup.
-- **State-changing requests** (``POST`` and friends: ``/api/alerts/replay``,
+- **State-changing requests** (``POST`` and friends: ``/api/alerts/redeliver``,
   ``/api/analyze``). With ``[http] token_env``/``token_file`` set they need
   ``Authorization: Bearer <token>``; without, a request from another site's page is
   refused: an ``Origin`` that is not this Host, or ``Sec-Fetch-Site: cross-site``.

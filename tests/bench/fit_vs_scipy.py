@@ -1,4 +1,4 @@
-"""The forecast's robust fit (`laws.fit`, numpy LM) against scipy's `least_squares` on the
+"""The forecast's robust fit (`lawfit.fit`, numpy LM) against scipy's `least_squares` on the
 same problems: soft-L1 cost ratio and CPU per fit, side by side in one run.
 
     .venv/bin/python tests/bench/fit_vs_scipy.py
@@ -19,13 +19,13 @@ import time
 import numpy as np
 from scipy.optimize import least_squares
 
-from wtwin.detect import forecast, laws
+from wtwin.detect import forecast, lawfit, laws
 
 
 def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=None, ref=None):
-    """The previous `laws.fit`, solver for solver: the reference (None for the fits it
+    """The previous `lawfit.fit`, solver for solver: the reference (None for the fits it
     never did: the multi-power law's buckets, frozen parameters), on the same map of the
-    losses (``ref``, see `laws.fit`)."""
+    losses (``ref``, see `lawfit.fit`)."""
     k = laws.NPARAMS[law]
     if len(y) < k + 3 or aux is not None or freeze:
         return None
@@ -33,7 +33,7 @@ def scipy_fit(law, X, y, n, scale, p_prev=None, aux=None, freeze=(), lr_peak=Non
     y, scale = (y - level) / unit, scale / unit
     p_prev = None if p_prev is None else laws.to_unit(law, p_prev, level, unit)
     w = np.sqrt(n)
-    p0, lb, ub = laws.start_point(law, X, y, p_prev)
+    p0, lb, ub = lawfit.start_point(law, X, y, p_prev)
     res = least_squares(lambda p: w * (laws.evaluate(law, X, p) - y), p0,
                         jac=lambda p: w[:, None] * laws._vector(law, X, p)[1],
                         bounds=(lb, ub), loss="soft_l1", f_scale=max(scale, 1e-12),
@@ -60,19 +60,19 @@ def drive(rng: random.Random, powers, taus, n_power: int, n_finetune: int, n_cos
 
 
 def captured_refits(run, fit_with=None) -> list:
-    """The ``laws.fit`` calls (args, kwargs) the detectors make during ``run()``; each is
-    answered by ``fit_with(fit, *args, **kwargs)`` (default: ``laws.fit`` itself)."""
-    captured, fit = [], laws.fit
+    """The ``lawfit.fit`` calls (args, kwargs) the detectors make during ``run()``; each is
+    answered by ``fit_with(fit, *args, **kwargs)`` (default: ``lawfit.fit`` itself)."""
+    captured, fit = [], lawfit.fit
 
     def capture(*a, **k):
         captured.append((a, k))
         return fit_with(fit, *a, **k) if fit_with is not None else fit(*a, **k)
 
-    laws.fit = capture
+    lawfit.fit = capture
     try:
         run()
     finally:
-        laws.fit = fit
+        lawfit.fit = fit
     return captured
 
 
@@ -103,7 +103,7 @@ def main() -> int:
     for rep in range(2):                       # interleaved: ours, theirs, per problem
         for a, k in probs:
             c0 = time.process_time()
-            ours = laws.fit(*a, **k)
+            ours = lawfit.fit(*a, **k)
             c1 = time.process_time()
             ref = scipy_fit(*a, **k)
             c2 = time.process_time()
@@ -118,7 +118,7 @@ def main() -> int:
     print("| solver | CPU ms/fit | soft-L1 cost vs scipy: median | p90 | max |")
     print("|---|---|---|---|---|")
     print(f"| scipy least_squares | {t_sp / m * 1e3:.2f} | 1 | 1 | 1 |")
-    print(f"| laws.fit (numpy LM) | {t_np / m * 1e3:.2f} | {np.median(r):.4f} | "
+    print(f"| lawfit.fit (numpy LM) | {t_np / m * 1e3:.2f} | {np.median(r):.4f} | "
           f"{np.percentile(r, 90):.4f} | {r.max():.4f} |")
     print(f"CPU ratio scipy/ours: {t_sp / t_np:.1f}x")
     return 0

@@ -19,7 +19,7 @@ run, side by side:
 
 ``WTWIN_BENCH_CPU=1`` also prints the daemon process's CPU time per event in each socket run.
 
-Then where the time goes, per stage, the same frames replayed in this process without
+Then where the time goes, per stage, the same frames fed in this process without
 sockets (CPU microseconds per event, best of 3; each stage its real code, alone):
 ``decode`` (msgpack), ``validate`` (``wire.decode_frame`` less the msgpack decode),
 ``lookup`` (the run-table lookup, once per run per frame), ``admission`` (owner and
@@ -198,19 +198,19 @@ def _cpu_us(fn, items, per: int, repeat: int = 3) -> float:
     return best / (len(items) * per) * 1e6
 
 
-def _replay(frames: list[bytes], batch: int, monitor: bool, stages: bool = False) -> dict[str, float]:
+def _handle_all(frames: list[bytes], batch: int, monitor: bool, stages: bool = False) -> dict[str, float]:
     """``Server.handle_frame`` over ``frames`` on a fresh daemon (store on): CPU us per event;
     with ``stages``, then the run-table lookup and the admission a frame pays, alone."""
     from wtwin.daemon.server import Server
 
-    tmp = tempfile.mkdtemp(prefix="wtwin-bench-replay-")
+    tmp = tempfile.mkdtemp(prefix="wtwin-bench-frames-")
     cfg = _config(f"ipc://{tmp}/r.sock", f"{tmp}/s.db")
 
     async def run() -> dict[str, float]:
         server = Server(cfg)
         await server.startup(asyncio.get_running_loop())
         handle = server.handle_frame
-        out = {"handle_frame": _cpu_us(lambda f: handle(b"replay", f), frames, batch, repeat=1)}
+        out = {"handle_frame": _cpu_us(lambda f: handle(b"bench", f), frames, batch, repeat=1)}
         if stages:  # the runs exist now
             decoded = [wire.decode_frame(f, 1 << 20) for f in frames]
             table, adm, link = server.table, server.admission, server.link
@@ -230,8 +230,8 @@ def _admit(adm, link, table, decoded) -> None:
     ev = events[0]
     em = ev.get("emitter", b and b.emitter)
     run = table.get(ev["run"])
-    adm.admit(ev["run"], em, b"replay", adm.principal_of(ev.get("auth"), None), 0.0, run)
-    run.marks.sent(em, b"replay", 0.0)
+    adm.admit(ev["run"], em, b"bench", adm.principal_of(ev.get("auth"), None), 0.0, run)
+    run.marks.sent(em, b"bench", 0.0)
     hwm = {em: ev["seq"] - 1}
     if b is None:
         if ev["seq"] == hwm.get(em, 0) + 1:
@@ -244,16 +244,16 @@ def _admit(adm, link, table, decoded) -> None:
 
 
 def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
-    """CPU us per event of each stage, the frames of 4 interleaved runs replayed in process;
+    """CPU us per event of each stage, the frames of 4 interleaved runs fed in process;
     each figure the best of ``repeat`` passes (a fresh daemon for each pass)."""
     from wtwin.detect import RunMonitor
 
-    per_run = [_frames(f"replay-{i}", n, batch) for i in range(PRODUCERS)]
+    per_run = [_frames(f"bench-{i}", n, batch) for i in range(PRODUCERS)]
     frames = [f for group in zip(*per_run) for f in group]
     out = {"decode": _cpu_us(msgpack.unpackb, frames, batch, repeat),
            "validate": _cpu_us(lambda f: wire.decode_frame(f, 1 << 20), frames, batch, repeat)}
     out["validate"] -= out["decode"]
-    bare = [_replay(frames, batch, monitor=False, stages=True) for _ in range(repeat)]
+    bare = [_handle_all(frames, batch, monitor=False, stages=True) for _ in range(repeat)]
     out["lookup"] = min(r["lookup"] for r in bare)
     out["admission"] = min(r["admission"] for r in bare)
     events = [e for f in frames for e in wire.decode(f)[0]]
@@ -272,7 +272,7 @@ def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
     without = min(r["handle_frame"] for r in bare)
     out["rest"] = without - out["decode"] - out["validate"] - out["lookup"] - out["admission"]
     out["handle_frame without the monitor"] = without
-    out["handle_frame, all of it"] = min(_replay(frames, batch, monitor=True)["handle_frame"]
+    out["handle_frame, all of it"] = min(_handle_all(frames, batch, monitor=True)["handle_frame"]
                                          for _ in range(max(1, repeat - 1)))
     return out
 
@@ -304,7 +304,7 @@ def main() -> None:
                   f"{f'{bare / multi:.2f} / {bare / raw:.2f}':>13}", flush=True)
             if batch == 1 and single_raw is None:
                 single_raw = raw
-    print(f"\nwhere the time goes (frames replayed in process, CPU us per event; the raw "
+    print(f"\nwhere the time goes (frames fed in process, CPU us per event; the raw "
           f"single-event loop above took {1e6 / single_raw:.1f} us per event):")
     stages = {label: breakdown(args.events, batch) for label, batch in KINDS}
     print(f"  {'stage':<36}" + "".join(f"{label:>14}" for label, _ in KINDS))

@@ -165,8 +165,8 @@ def loss_across_sigkill(events: int, tmp: Path, resend_size: int) -> dict:
 
 
 def _wait_quiet(d: Daemon) -> bool:
-    """Wait for the run's run_end (without replay it may itself be lost: then for 3 s of
-    silence); True if it arrived."""
+    """Wait for the run's run_end (without the resend buffer it may itself be lost: then
+    for 3 s of silence); True if it arrived."""
     last, since = -1.0, time.monotonic()
     deadline = since + 60
     while time.monotonic() < deadline:
@@ -225,7 +225,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=1000, help="runs in the store for the restart")
     ap.add_argument("--events", type=int, default=20_000, help="events streamed across the SIGKILL")
-    ap.add_argument("--kill-repeat", type=int, default=3, help="SIGKILL cases, each replay on and off")
+    ap.add_argument("--kill-repeat", type=int, default=3,
+                    help="SIGKILL cases, each with the resend buffer on and off")
     ap.add_argument("--ingest", type=int, default=5_000, help="events per producer, throughput")
     ap.add_argument("--repeat", type=int, default=5, help="interleaved repetitions (restart, on/off)")
     args = ap.parse_args()

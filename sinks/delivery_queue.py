@@ -1,8 +1,8 @@
-"""The alert outbox: its contract, its in-memory pending view, and ``MemoryOutbox``.
+"""The sinks' delivery queue (the alert outbox): its contract, its in-memory pending view, and ``MemoryOutbox``.
 
 One *row* per (alert transition, sink). A row is ``pending`` until its sink delivers
 it (``delivered``) or the retry policy gives up (``dead``). Dead rows are listed and
-replayed (``wtwind alerts replay``): replay puts them back to ``pending`` with zero
+redelivered (``wtwind alerts redeliver``): that puts them back to ``pending`` with zero
 attempts. Writing is idempotent per (sink, idempotency key): offering the same
 transition twice (say, after a restart) adds no row. A row may be due later than
 its creation: a route's ``for_s`` hold (``sinks.routing``) is a row due at the end of
@@ -10,8 +10,8 @@ the hold, cancelled (deleted) if the episode resolves first.
 
 This module is the one home of the contract; implementations import it, never the
 other way: ``MemoryOutbox`` below and the durable ``SqliteOutbox``
-(``wtwin.daemon.store.outbox``). The conformance tests in ``tests/test_sinks_outbox.py``
-run against both. Reads of what is due and ``counts()`` are answered from memory
+(``wtwin.daemon.store.deliveries``). The conformance tests in
+``tests/test_sinks_delivery_queue.py`` run against both. Reads of what is due and ``counts()`` are answered from memory
 (``PendingIndex``), so neither costs I/O.
 
 Contract, per method:
@@ -22,7 +22,7 @@ Contract, per method:
   ``rows(result)``, on the loop once it committed, mirrors the rows (due, counted) and
   returns them per plan. ``op`` also writes the alert itself, once, even when no sink
   gets it. New rows for a sink in ``full`` (its queue is full) are written ``dead``
-  with the error ``queue full`` (replayable).
+  with the error ``queue full`` (redeliverable).
 - ``commit(staged)``: a staged write in a transaction of its own; a future of its rows.
 - ``put_many(items, now)``: for each ``(alert, sinks)`` item, one pending row per
   sink, due at ``now``, committed (durable) in one transaction before it returns; one
@@ -39,7 +39,7 @@ Contract, per method:
   one-row case. An outcome needs no fsync of its own: losing it (power cut) means
   at most a repeated attempt, which at-least-once delivery allows.
 - ``dead(sink=None, limit=)``: dead rows, oldest first.
-- ``replay(sink=None, ids=None, now=)``: dead -> pending (attempts 0, due now);
+- ``redeliver(sink=None, ids=None, now=)``: dead -> pending (attempts 0, due now);
   returns how many.
 - ``counts()``: ``{(sink, state): n}`` for states ``pending`` and ``dead``.
 - ``index``: the ``PendingIndex`` itself (delivery reads per-group counts from it and
@@ -130,7 +130,7 @@ class PendingIndex:
         out_of_order = row.id not in bucket and bool(bucket) and row.id < next(reversed(bucket))
         bucket[row.id] = row
         self._where[row.id] = where
-        if out_of_order:  # a replayed row goes back to its FIFO place
+        if out_of_order:  # a redelivered row goes back to its FIFO place
             self._pending[sink][where[1]] = OrderedDict(sorted(bucket.items()))
 
     def drop(self, row_id: int) -> None:
@@ -231,7 +231,7 @@ class Outbox(Protocol):
 
     async def dead(self, sink: str | None = None, limit: int = 1000) -> list[Row]: ...
 
-    async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *, now: float) -> int: ...
+    async def redeliver(self, sink: str | None = None, ids: Iterable[int] | None = None, *, now: float) -> int: ...
 
     def counts(self) -> dict[tuple[str, str], int]: ...
 
@@ -370,7 +370,7 @@ class MemoryOutbox:
         buckets = [self._dead.get(sink, {})] if sink else list(self._dead.values())
         return sorted((r for b in buckets for r in b.values()), key=lambda r: r.id)[:limit]
 
-    async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *, now: float) -> int:
+    async def redeliver(self, sink: str | None = None, ids: Iterable[int] | None = None, *, now: float) -> int:
         wanted = set(ids) if ids is not None else None
         chosen = [r.id for r in await self.dead(sink, limit=self._max_dead) if wanted is None or r.id in wanted]
         await self.record_many([Outcome(row_id, "pending", 0, now) for row_id in chosen], now)

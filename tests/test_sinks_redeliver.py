@@ -1,8 +1,10 @@
-"""Dead letters through a running wtwind: `wtwind alerts dead|replay` over its HTTP API."""
+"""Dead letters through a running wtwind: `wtwind alerts dead|redeliver` over its HTTP API,
+and `alerts replay`, redeliver's deprecated name."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -26,8 +28,8 @@ def over_http(daemon, *args) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow  # 25 s on 2 busy cores (make test-all, CI)
-def test_dead_letter_listed_then_replayed(tmp_path):
-    """A 400 dead-letters the alert; after the receiver is fixed, replay delivers it (same webhook-id)."""
+def test_dead_letter_listed_then_redelivered(tmp_path):
+    """A 400 dead-letters the alert; after the receiver is fixed, redeliver sends it (same webhook-id)."""
     recv = ThreadedRecorder(default=Reply(400, "bad"))
     cfg = tmp_path / "wtwind.toml"
     cfg.write_text(f'[[sinks]]\ntype = "webhook"\nname = "hook"\nurl = "{recv.base}/hook"\n')
@@ -46,13 +48,14 @@ def test_dead_letter_listed_then_replayed(tmp_path):
                 assert from_store.returncode == 0, from_store.stderr
                 assert "\thook\tdead\t1\tnan-run\tnonfinite\tfiring\t" in from_store.stdout
                 recv.set_default(Reply(200, "ok"))
-                assert "replayed 0 dead alert(s)" in wtwind(daemon, "alerts", "replay", "99999").stdout
+                old = wtwind(daemon, "alerts", "replay", "99999")  # the deprecated name still works
+                assert "redelivered 0 dead alert(s)" in old.stdout and "deprecated" in old.stderr
                 row_id = from_store.stdout.splitlines()[1].split("\t")[0]
-                replayed = wtwind(daemon, "alerts", "replay", row_id)  # by id, through the running daemon
-                assert replayed.returncode == 0, replayed.stderr
-                assert "replayed 1 dead alert(s)" in replayed.stdout
+                again = wtwind(daemon, "alerts", "redeliver", row_id)  # by id, through the running daemon
+                assert again.returncode == 0, again.stderr
+                assert "redelivered 1 dead alert(s)" in again.stdout and again.stderr == ""
                 wait_for(lambda: sample(daemon, "wtwind_deliveries_total", sink="hook", outcome="success") == 1,
-                         what="replayed delivery")
+                         what="redelivered delivery")
                 first, last = recv.requests("/hook")[0], recv.requests("/hook")[-1]
                 assert first.headers["webhook-id"] == last.headers["webhook-id"]
                 assert sample(daemon, "wtwind_outbox_dead", sink="hook") == 0
@@ -61,7 +64,19 @@ def test_dead_letter_listed_then_replayed(tmp_path):
                 assert status == 200 and hook["name"] == "hook" and hook["type"] == "webhook"
                 assert hook["healthy"] is True and hook["disabled"] is None and hook["dead"] == 0
                 assert hook["deliveries"]["dead"] == 1 and hook["deliveries"]["success"] == 1
-                unknown = over_http(daemon, "replay", "--all", "--sink", "nope")
+                unknown = over_http(daemon, "redeliver", "--all", "--sink", "nope")
                 assert unknown.returncode == 1 and "unknown sink" in unknown.stderr
     finally:
         recv.close()
+
+
+def test_the_old_cli_word_says_it_is_deprecated_then_redelivers(tmp_path):
+    """`alerts replay` prints one deprecation line, then is `alerts redeliver` (here: its missing-ids error)."""
+    env = dict(os.environ, WTWIND_STATE__PATH=str(tmp_path / "s.db"))
+    for word in ("replay", "redeliver"):
+        out = subprocess.run([sys.executable, "-m", "wtwin.daemon.cli", "alerts", word],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode != 0 and "alerts redeliver: give delivery row ids" in out.stderr
+        deprecated = [line for line in out.stderr.splitlines() if "deprecated" in line]
+        assert deprecated == (["wtwind: `alerts replay` is deprecated, use `alerts redeliver`"]
+                              if word == "replay" else [])

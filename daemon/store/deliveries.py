@@ -1,4 +1,5 @@
-"""`SqliteOutbox`: the durable alert outbox, same contract as `wtwin.sinks.outbox`.
+"""`SqliteOutbox`: the store's delivery rows, the durable alert outbox (the contract of
+`wtwin.sinks.delivery_queue`).
 
 Rows live in the ``deliveries`` table (one per alert transition and sink, unique on
 (sink, idempotency key)) next to the ``alerts`` journal, which holds each transition
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from wtwin.detect.alert import Alert
-from wtwin.sinks.outbox import QUEUE_FULL, Item, Outcome, PendingIndex, Row, Staged, plans_for
+from wtwin.sinks.delivery_queue import QUEUE_FULL, Item, Outcome, PendingIndex, Row, Staged, plans_for
 from wtwin.sinks.routing import Plan, settle
 
 from .db import open_db
@@ -227,7 +228,7 @@ class SqliteOutbox:
 
         return [row_from(rec) for rec in await self._tx(op, full=False)]  # a read: no fsync
 
-    async def replay(self, sink: str | None = None, ids: Iterable[int] | None = None, *,
+    async def redeliver(self, sink: str | None = None, ids: Iterable[int] | None = None, *,
                      now: float) -> int:
         wanted = None if ids is None else [int(i) for i in ids]
 

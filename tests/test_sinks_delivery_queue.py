@@ -8,13 +8,13 @@ import importlib
 import pytest
 
 from wtwin.detect.alert import Alert
-from wtwin.sinks.outbox import MemoryOutbox, Outcome
+from wtwin.sinks.delivery_queue import MemoryOutbox, Outcome
 
 
 def _implementations():
     impls = [("memory", lambda tmp: MemoryOutbox())]
     try:  # the durable one, when it exists: SqliteOutbox(path)
-        mod = importlib.import_module("wtwin.daemon.store.outbox")
+        mod = importlib.import_module("wtwin.daemon.store.deliveries")
         impls.append(("sqlite", lambda tmp: mod.SqliteOutbox(tmp / "outbox.db")))
     except (ImportError, AttributeError):
         pass
@@ -72,16 +72,16 @@ class TestOutboxContract:
         assert run(outbox.due("s", now=9.0, limit=5)) == []
         assert outbox.counts().get(("s", "pending"), 0) == 0
 
-    def test_dead_listed_and_replayed(self, outbox):
-        """Dead rows are listed with their error; replay makes them pending again with zero attempts."""
+    def test_dead_listed_and_redelivered(self, outbox):
+        """Dead rows are listed with their error; redeliver makes them pending again with zero attempts."""
         a, b = (run(outbox.put(alert(run=r), ["s"], now=1.0))[0] for r in ("a", "b"))
         run(outbox.record(a.id, state="dead", attempts=3, next_attempt_at=1.0, error="HTTP 500", now=2.0))
         run(outbox.record(b.id, state="dead", attempts=1, next_attempt_at=1.0, error="HTTP 400", now=2.0))
         dead = run(outbox.dead())
         assert [(r.id, r.attempts, r.last_error) for r in dead] == [(a.id, 3, "HTTP 500"), (b.id, 1, "HTTP 400")]
         assert outbox.counts()[("s", "dead")] == 2
-        assert run(outbox.replay(ids=[b.id], now=3.0)) == 1
-        assert run(outbox.replay(sink="s", now=3.0)) == 1
+        assert run(outbox.redeliver(ids=[b.id], now=3.0)) == 1
+        assert run(outbox.redeliver(sink="s", now=3.0)) == 1
         due = run(outbox.due("s", now=3.0, limit=5))
         assert [(r.id, r.attempts, r.state) for r in due] == [(a.id, 0, "pending"), (b.id, 0, "pending")]
         assert outbox.counts().get(("s", "dead"), 0) == 0
@@ -154,7 +154,7 @@ class TestOutboxContract:
         assert outbox.counts() == {("s", "pending"): 1, ("t", "pending"): 1}
 
     def test_full_sink_gets_a_dead_row(self, outbox):
-        """A sink whose queue is full gets the row written dead ('queue full'), replayable."""
+        """A sink whose queue is full gets the row written dead ('queue full'), redeliverable."""
         from wtwin.sinks.routing import Plan
 
         async def go():
@@ -163,7 +163,7 @@ class TestOutboxContract:
         ((row,),) = run(go())
         assert (row.state, row.last_error) == ("dead", "queue full")
         assert outbox.counts() == {("s", "dead"): 1}
-        assert run(outbox.replay("s", now=2.0)) == 1 and outbox.counts() == {("s", "pending"): 1}
+        assert run(outbox.redeliver("s", now=2.0)) == 1 and outbox.counts() == {("s", "pending"): 1}
 
 
 class TestMemoryBounds:
