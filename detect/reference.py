@@ -1,0 +1,384 @@
+"""`reference`: page when a run falls behind the run(s) it should match (issue 26).
+
+A self-referential forecast cannot see a run that looks healthy but learns more slowly
+than its twin. This compares, at the same step (or the same tokens, when both runs send
+them), the live run's loss *level* with each reference's level, interpolated:
+
+- ``level``: an EWMA of the loss with half-life ``halflife`` steps, the same for both
+  runs (the reference's is computed once, from its whole history), so both lag alike and
+  a reference logged every 50 steps compares with a live run logged every step;
+- ``progress``: how far the reference has come by that step, ``start - level``
+  (``start``: its highest loss among its first points); ``units = gap / progress``, so an
+  offset of the loss cancels and a scale changes gap and progress alike;
+- ``noise``: the pair's level noise: each run's point scatter at the level's time scale
+  (robust: from the absolute one-step changes), the wander of the gap itself while both
+  runs agree (a seed's drift), and, with several references (a group's siblings), their
+  spread at that step.
+
+A verdict is ``behind`` (a finding of kind ``behind``, severity ``warning``) when the gap
+to *every* comparable reference is material (``units > gate``) and over ``noise_gate``
+pair noises, and has stayed so for ``min_points`` updates and ``persist`` of the steps so
+far; being ahead never pages. It resolves when the gap is back within the pair's noise
+(``units < gate / 2`` or the gap under ``noise_gate`` noises). ``warming`` until the
+reference has made ``warm`` of its total progress (an early descent's step offsets, a
+warm-up, are not judged); ``no_overlap`` outside the reference's steps (no
+extrapolation); ``schedule_differs`` when the lr differs from the reference's by more
+than ``lr_tol`` (relative) for ``min_points`` updates: different schedules make
+different curves, which is not a fault of the run.
+
+>>> import random
+>>> rng = random.Random(0)
+>>> steps = range(1, 3001)
+>>> curve = [2 + 3 * s ** -0.5 for s in steps]
+>>> tr = ReferenceTracker([ReferenceCurve("run-a", steps, [c + rng.gauss(0, .02) for c in curve])])
+>>> v = [tr.update(s, c + (0.3 if s > 1000 else 0) + rng.gauss(0, .02)) for s, c in zip(steps, curve)]
+>>> b = next(x for x in v if x.state == "behind"); b.step, b.finding().kind
+(1070, 'behind')
+>>> v[-1].message
+"0.30 above run-a at step 3,000 (10% of run-a's progress by then)"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from bisect import bisect_right
+from typing import Sequence
+
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+
+if not cython.compiled:       # compiled: libc's, cimported in reference.pxd
+    from math import fabs, isfinite, sqrt
+
+from .errors import ConfigError, check
+from .finding import Finding
+
+NAN = cython.declare(cython.double, math.nan)
+NO_STEP = cython.declare(cython.longlong, -(2 ** 63))
+GAP = cython.declare(cython.double, 4.0)       # a gap weighs at most 4 usual gaps (base.gap_decay)
+MAD = cython.declare(cython.double, 1.2533)     # sd / mean |x| of a normal
+STATES = ("ok", "behind", "schedule_differs", "no_overlap", "warming")
+OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReferenceConfig:
+    """How far behind, for how long, pages (docs/DETECTION.md, "Reference runs")."""
+
+    gate: float = 0.05         # a material gap: this fraction of the reference's progress by then
+    noise_gate: float = 4.0    # ... and this many of the pair's level noise
+    halflife: float = 50.0     # steps: the levels compared are EWMAs with this half-life
+    warm: float = 0.5          # not judged until the reference made this fraction of its progress
+    persist: float = 0.02      # the gap must hold over this fraction of the steps so far ...
+    min_points: int = 5        # ... and this many updates
+    lr_tol: float = 0.1        # |lr - lr_ref| / lr_ref above this: a different schedule
+    start_points: int = 10     # the reference's start: its highest loss among these first points
+
+    def __post_init__(self) -> None:
+        for n in ("gate", "noise_gate", "halflife", "lr_tol"):
+            v = getattr(self, n)
+            check(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, n, v,
+                  "a number > 0")
+        for n in ("warm", "persist"):
+            v = getattr(self, n)
+            check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, n, v,
+                  "a fraction in [0, 1)")
+        for n in ("min_points", "start_points"):
+            v = getattr(self, n)
+            check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, n, v, "an int >= 1")
+
+
+def _floats(name: str, what: str, xs, n: int) -> list:
+    out = [float(x) for x in xs]
+    if len(out) != n:
+        raise ConfigError(f"reference {name!r}: {what} has {len(out)} values, steps has {n}")
+    return out
+
+
+class ReferenceCurve:
+    """One reference run's history, immutable: its points sorted by step (a rewound
+    step replaces the history after it, as a resumed run's log does), non-finite losses
+    dropped, and its level (EWMA, ``halflife`` steps) computed once per half-life."""
+
+    def __init__(self, name: str, steps, losses, lrs=None, tokens=None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a reference needs a name, got {name!r}")
+        st = [int(s) for s in steps]
+        n = len(st)
+        lo = _floats(name, "losses", losses, n)
+        lr = _floats(name, "lrs", lrs, n) if lrs is not None else [NAN] * n
+        tk = _floats(name, "tokens", tokens, n) if tokens is not None else [NAN] * n
+        keep: list = []
+        for p in zip(st, lo, lr, tk):
+            if not isfinite(p[1]):
+                continue
+            while keep and keep[-1][0] >= p[0]:      # a rewind: the later history wins
+                keep.pop()
+            keep.append(p)
+        if len(keep) < 2:
+            raise ConfigError(f"reference {name!r} has {len(keep)} finite loss points; it needs 2")
+        self.name = name
+        self.steps = tuple(p[0] for p in keep)
+        self.losses = tuple(p[1] for p in keep)
+        self.lrs = tuple(p[2] for p in keep)
+        self.tokens = tuple(p[3] for p in keep)
+        self.has_lr = any(isfinite(x) for x in self.lrs)
+        self.has_tokens = all(isfinite(x) for x in self.tokens) and all(
+            b > a for a, b in zip(self.tokens, self.tokens[1:]))
+        self._levels: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __repr__(self) -> str:
+        return f"ReferenceCurve({self.name!r}, {len(self)} points, steps {self.steps[0]}..{self.steps[-1]})"
+
+    def levels(self, halflife: float) -> tuple:
+        """(levels, level noise sd, start) at this half-life: cached, computed once."""
+        if halflife not in self._levels:
+            self._levels[halflife] = _levels(self.steps, self.losses, halflife)
+        return self._levels[halflife]
+
+
+def _levels(steps, losses, halflife: float) -> tuple:
+    """The EWMA level at each point (weights as `base.gap_decay`), the level's noise sd
+    (the median point scatter, at the level's time scale) and the start."""
+    out, dt, lev = [], 1.0, losses[0]
+    diffs = sorted(abs(b - a) for a, b in zip(losses, losses[1:]))
+    scatter = diffs[len(diffs) // 2] * MAD / math.sqrt(2.0)
+    for i, x in enumerate(losses):
+        if i:
+            gap = steps[i] - steps[i - 1]
+            dt = 0.9 * dt + 0.1 * gap if i > 1 else float(gap)
+            a = 0.5 ** (min(gap, GAP * dt) / halflife)
+            lev = a * lev + (1.0 - a) * x
+        out.append(lev)
+    a = 0.5 ** (dt / halflife)
+    noise = scatter * math.sqrt((1.0 - a) / (1.0 + a))
+    return tuple(out), noise, max(losses[:10])
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceVerdict:
+    """The comparison at one update. ``gap``/``units`` are against ``reference`` (the one
+    the live run is furthest behind when several); NaN when there is no comparison."""
+
+    state: str
+    reference: str
+    gap: float
+    units: float
+    message: str
+    step: int = 0
+    resolved: bool = False     # True on the update where a ``behind`` ended
+
+    def finding(self) -> Finding | None:
+        """A ``behind`` finding (active while behind, inactive on the update it resolves),
+        else None."""
+        if self.state == "behind":
+            return Finding("behind", "warning", True, self.step, self.message)
+        if self.resolved:
+            return Finding("behind", "warning", False, self.step, self.message)
+        return None
+
+
+@cython.cclass
+class ReferenceTracker:
+    """One live run against one or several references. ``feed`` is the per-update path
+    (returns the state's index in `STATES`, builds nothing); ``verdict`` builds the value;
+    ``update`` is both."""
+
+    def __init__(self, references: Sequence[ReferenceCurve],
+                 config: ReferenceConfig = ReferenceConfig()) -> None:
+        refs = list(references)
+        if not refs or not all(isinstance(r, ReferenceCurve) for r in refs):
+            raise ConfigError(f"references must be a non-empty list of ReferenceCurve, got {references!r}")
+        if not isinstance(config, ReferenceConfig):
+            raise ConfigError(f"config must be a ReferenceConfig, got {config!r}")
+        self.references, self.config = tuple(refs), config
+        self._c_gate, self._c_ngate = config.gate, config.noise_gate
+        self._c_hl, self._c_persist, self._c_lrtol = config.halflife, config.persist, config.lr_tol
+        self._c_minpts = config.min_points
+        self._xs, self._lv, self._lr = [], [], []
+        self._names, self._noise, self._start, self._warm_at = [], [], [], []
+        for r in refs:
+            lv, noise, start = r.levels(config.halflife)
+            self._xs.append(list(r.steps))
+            self._lv.append(list(lv))
+            self._lr.append(list(r.lrs))
+            self._names.append(r.name)
+            self._noise.append(noise)
+            self._start.append(start)
+            self._warm_at.append(start - config.warm * (start - min(lv)))
+        self._tok = [list(r.tokens) for r in refs] if all(r.has_tokens for r in refs) else None
+        self._cur = [0] * len(refs)
+        self._lrbad = [0] * len(refs)
+        self._by_tokens = -1                   # decided at the first update: 1 tokens, 0 steps
+        self._n, self._last, self._since, self._held = 0, NO_STEP, NO_STEP, 0
+        self._x, self._dt, self._level, self._prev, self._scat = NAN, 1.0, NAN, NAN, 0.0
+        self._gx, self._gprev, self._wander = NAN, NAN, 0.0
+        self._state, self._resolved, self._worst = WARMING, False, 0
+        self._gap, self._units, self._step = NAN, NAN, 0
+        self._spread, self._best = 0.0, NAN
+
+    def update(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> ReferenceVerdict:
+        """Feed one point of the live run; the comparison at it."""
+        self.feed(step, loss, lr, tokens)
+        return self.verdict()
+
+    @cython.locals(a=cython.double, gap=cython.double, x=cython.double, k=cython.int,
+                   cond=cython.bint)
+    def feed(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> int:
+        """The per-update path: fold the point in, judge, return the state's index."""
+        self._resolved = False
+        if not isfinite(loss):
+            return self._state                 # NaN is the nonfinite detector's finding
+        if self._by_tokens < 0:
+            self._by_tokens = 1 if self._tok is not None and isfinite(tokens) else 0
+        x = tokens if self._by_tokens == 1 else float(step)
+        if not isfinite(x):
+            return self._state
+        self._level_in(step, x, loss)
+        self._step = step
+        k = self._compare(x, lr)
+        if k == OK:
+            gap = self._gap
+            cond = self._units > self._c_gate and gap > self._c_ngate * self._pair_noise()
+        else:
+            cond = False
+        if k != OK:
+            self._since, self._held = NO_STEP, 0
+            if self._state != BEHIND or k == SCHEDULE:
+                self._resolved = self._state == BEHIND
+                self._state = k
+            return self._state
+        if self._state == BEHIND:
+            if self._units < 0.5 * self._c_gate or gap <= self._c_ngate * self._pair_noise():
+                self._state, self._resolved = OK, True
+            return self._state
+        if cond:
+            if self._since == NO_STEP:
+                self._since, self._held = step, 0
+            self._held += 1
+            if self._held >= self._c_minpts and step - self._since >= self._c_persist * step:
+                self._state = BEHIND
+                return self._state
+        else:
+            self._since, self._held = NO_STEP, 0
+            self._wander_in(x)
+        self._state = OK
+        return self._state
+
+    @cython.cfunc
+    @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
+    def _level_in(self, step: cython.longlong, x: cython.double, loss: cython.double) -> cython.void:
+        self._n += 1
+        if self._n == 1:
+            self._level, self._prev, self._x = loss, loss, x
+            return
+        dt = x - self._x
+        if dt < 0.0:
+            dt = 0.0
+        self._x = x
+        a = 0.5 ** ((dt if dt < GAP * self._dt else GAP * self._dt) / self._c_hl)
+        self._dt = 0.9 * self._dt + 0.1 * dt if self._n > 2 else (dt if dt > 0.0 else 1.0)
+        self._level = a * self._level + (1.0 - a) * loss
+        d = fabs(loss - self._prev)
+        self._prev = loss
+        self._scat = d if self._n == 2 else 0.98 * self._scat + 0.02 * d
+
+    @cython.cfunc
+    @cython.locals(i=cython.int, j=cython.int, n=cython.int, x0=cython.double, x1=cython.double,
+                   w=cython.double, lv=cython.double, prog=cython.double, gap=cython.double,
+                   u=cython.double, lr_ref=cython.double, best=cython.double, worst=cython.double,
+                   m=cython.int, warm=cython.bint, sched=cython.int, s=cython.double, s2=cython.double)
+    def _compare(self, x: cython.double, lr: cython.double) -> cython.int:
+        """Gap and units against each reference at ``x``; the state it allows (OK: judge)."""
+        m, sched, warm = 0, 0, False
+        best, worst, s, s2 = math.inf, -math.inf, 0.0, 0.0
+        for i in range(len(self._xs)):
+            xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
+            n = len(xs)
+            if x < xs[0] or x > xs[n - 1]:
+                continue
+            j = self._cur[i]
+            if j >= n - 1 or xs[j] > x:
+                j = bisect_right(xs, x) - 1
+            while j < n - 2 and xs[j + 1] <= x:
+                j += 1
+            self._cur[i] = j
+            x0, x1 = xs[j], xs[j + 1] if j + 1 < n else xs[j]
+            w = (x - x0) / (x1 - x0) if x1 > x0 else 0.0
+            lv = self._lv[i][j] + w * (self._lv[i][min(j + 1, n - 1)] - self._lv[i][j])
+            if isfinite(lr):
+                lr_ref = self._lr[i][j] + w * (self._lr[i][min(j + 1, n - 1)] - self._lr[i][j])
+                if isfinite(lr_ref) and fabs(lr - lr_ref) > self._c_lrtol * max(fabs(lr_ref), 1e-12):
+                    self._lrbad[i] += 1
+                else:
+                    self._lrbad[i] = 0
+                if self._lrbad[i] >= self._c_minpts:
+                    sched += 1
+                    continue
+            m += 1
+            s += lv
+            s2 += lv * lv
+            if lv > self._warm_at[i] or self._n < self._c_minpts:
+                warm = True
+                continue
+            prog = self._start[i] - lv
+            gap = self._level - lv
+            u = gap / prog
+            if gap < best:
+                best = gap
+            if u > worst:
+                worst, self._worst, self._gap, self._units = u, i, gap, u
+        self._spread = sqrt(max(s2 / m - (s / m) ** 2, 0.0) * m / (m - 1)) if m > 1 else 0.0
+        if m == 0:
+            self._gap = self._units = NAN
+            return SCHEDULE if sched else NO_OVERLAP
+        if warm:
+            self._gap = self._units = NAN
+            return WARMING
+        self._best = best
+        return OK
+
+    @cython.cfunc
+    @cython.locals(d=cython.double)
+    def _wander_in(self, x: cython.double) -> cython.void:
+        """The gap's own drift while both runs agree: every 2 half-lives, the change of
+        the gap, as an EWMA of its absolute value (a seed's wander, not a fault's trend:
+        measured only while the gap is not material)."""
+        if not isfinite(self._gx):
+            self._gx, self._gprev = x, self._gap
+            return
+        if x - self._gx < 2.0 * self._c_hl:
+            return
+        d = fabs(self._gap - self._gprev)
+        self._wander = d if self._wander == 0.0 else 0.8 * self._wander + 0.2 * d
+        self._gx, self._gprev = x, self._gap
+
+    @cython.ccall
+    @cython.locals(a=cython.double, live=cython.double, ref=cython.double)
+    def _pair_noise(self) -> cython.double:
+        a = 0.5 ** (self._dt / self._c_hl)
+        live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
+        ref = self._noise[self._worst]
+        return sqrt(live * live + ref * ref + self._wander * self._wander + self._spread * self._spread)
+
+    def verdict(self) -> ReferenceVerdict:
+        """The value of the last update's comparison."""
+        state, name = STATES[self._state], self._names[self._worst]
+        gap, units = self._gap, self._units
+        if state in ("behind", "ok") and isfinite(gap):
+            where = "above" if gap >= 0 else "below"
+            msg = (f"{abs(gap):.2f} {where} {name} at step {self._step:,} "
+                   f"({abs(units):.0%} of {name}'s progress by then)")
+        elif state == "schedule_differs":
+            msg = f"lr differs from the reference's by over {self._c_lrtol:.0%}: not compared"
+        elif state == "no_overlap":
+            msg = f"step {self._step:,} is outside every reference's steps: not compared"
+        else:
+            msg = "warming: the references have not made enough progress to compare"
+        return ReferenceVerdict(state, name, gap, units, msg, self._step, self._resolved)
