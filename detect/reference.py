@@ -33,7 +33,7 @@ different curves, which is not a fault of the run.
 >>> tr = ReferenceTracker([ReferenceCurve("run-a", steps, [c + rng.gauss(0, .02) for c in curve])])
 >>> v = [tr.update(s, c + (0.3 if s > 1000 else 0) + rng.gauss(0, .02)) for s, c in zip(steps, curve)]
 >>> b = next(x for x in v if x.state == "behind"); b.step, b.finding().kind
-(1070, 'behind')
+(1036, 'behind')
 >>> v[-1].message
 "0.30 above run-a at step 3,000 (10% of run-a's progress by then)"
 """
@@ -68,12 +68,13 @@ OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
 class ReferenceConfig:
     """How far behind, for how long, pages (docs/DETECTION.md, "Reference runs")."""
 
-    gate: float = 0.05         # a material gap: this fraction of the reference's progress by then
+    gate: float = 0.02         # a material gap: this fraction of the reference's progress by then
     noise_gate: float = 4.0    # ... and this many of the pair's level noise
     halflife: float = 50.0     # steps: the levels compared are EWMAs with this half-life
-    warm: float = 0.5          # not judged until the reference made this fraction of its progress
+    lag: float = 0.3           # ... and more than the reference fell in the last ``lag`` of its steps
+    warm: float = 0.05         # not judged before this fraction of the reference's steps
     persist: float = 0.02      # the gap must hold over this fraction of the steps so far ...
-    min_points: int = 5        # ... and this many updates
+    min_points: int = 3        # ... and this many updates (and the lr this many to differ)
     lr_tol: float = 0.1        # |lr - lr_ref| / lr_ref above this: a different schedule
     start_points: int = 10     # the reference's start: its highest loss among these first points
 
@@ -82,7 +83,7 @@ class ReferenceConfig:
             v = getattr(self, n)
             check(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, n, v,
                   "a number > 0")
-        for n in ("warm", "persist"):
+        for n in ("warm", "persist", "lag"):
             v = getattr(self, n)
             check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, n, v,
                   "a fraction in [0, 1)")
@@ -200,9 +201,9 @@ class ReferenceTracker:
         self.references, self.config = tuple(refs), config
         self._c_gate, self._c_ngate = config.gate, config.noise_gate
         self._c_hl, self._c_persist, self._c_lrtol = config.halflife, config.persist, config.lr_tol
-        self._c_minpts = config.min_points
+        self._c_minpts, self._c_lag, self._c_warm = config.min_points, config.lag, config.warm
         self._xs, self._lv, self._lr = [], [], []
-        self._names, self._noise, self._start, self._warm_at = [], [], [], []
+        self._names, self._noise, self._start = [], [], []
         for r in refs:
             lv, noise, start = r.levels(config.halflife)
             self._xs.append(list(r.steps))
@@ -211,9 +212,9 @@ class ReferenceTracker:
             self._names.append(r.name)
             self._noise.append(noise)
             self._start.append(start)
-            self._warm_at.append(start - config.warm * (start - min(lv)))
         self._tok = [list(r.tokens) for r in refs] if all(r.has_tokens for r in refs) else None
-        self._cur = [0] * len(refs)
+        self._has_lr = [r.has_lr for r in refs]
+        self._cur, self._curl, self._lv_now = [0] * len(refs), [0] * len(refs), [NAN] * len(refs)
         self._lrbad = [0] * len(refs)
         self._by_tokens = -1                   # decided at the first update: 1 tokens, 0 steps
         self._n, self._last, self._since, self._held = 0, NO_STEP, NO_STEP, 0
@@ -221,15 +222,14 @@ class ReferenceTracker:
         self._gx, self._gprev, self._wander = NAN, NAN, 0.0
         self._state, self._resolved, self._worst = WARMING, False, 0
         self._gap, self._units, self._step = NAN, NAN, 0
-        self._spread, self._best = 0.0, NAN
+        self._spread, self._cond, self._still = 0.0, False, False
 
     def update(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> ReferenceVerdict:
         """Feed one point of the live run; the comparison at it."""
         self.feed(step, loss, lr, tokens)
         return self.verdict()
 
-    @cython.locals(a=cython.double, gap=cython.double, x=cython.double, k=cython.int,
-                   cond=cython.bint)
+    @cython.locals(x=cython.double, k=cython.int)
     def feed(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> int:
         """The per-update path: fold the point in, judge, return the state's index."""
         self._resolved = False
@@ -240,25 +240,20 @@ class ReferenceTracker:
         x = tokens if self._by_tokens == 1 else float(step)
         if not isfinite(x):
             return self._state
-        self._level_in(step, x, loss)
+        self._level_in(x, loss)
         self._step = step
         k = self._compare(x, lr)
-        if k == OK:
-            gap = self._gap
-            cond = self._units > self._c_gate and gap > self._c_ngate * self._pair_noise()
-        else:
-            cond = False
-        if k != OK:
+        if k != OK:                            # not judged: a behind stays (no news)
             self._since, self._held = NO_STEP, 0
             if self._state != BEHIND or k == SCHEDULE:
                 self._resolved = self._state == BEHIND
                 self._state = k
             return self._state
         if self._state == BEHIND:
-            if self._units < 0.5 * self._c_gate or gap <= self._c_ngate * self._pair_noise():
+            if not self._still:
                 self._state, self._resolved = OK, True
             return self._state
-        if cond:
+        if self._cond:
             if self._since == NO_STEP:
                 self._since, self._held = step, 0
             self._held += 1
@@ -267,13 +262,14 @@ class ReferenceTracker:
                 return self._state
         else:
             self._since, self._held = NO_STEP, 0
-            self._wander_in(x)
+            if not self._still:
+                self._wander_in(x)
         self._state = OK
         return self._state
 
     @cython.cfunc
     @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
-    def _level_in(self, step: cython.longlong, x: cython.double, loss: cython.double) -> cython.void:
+    def _level_in(self, x: cython.double, loss: cython.double) -> cython.void:
         self._n += 1
         if self._n == 1:
             self._level, self._prev, self._x = loss, loss, x
@@ -290,58 +286,82 @@ class ReferenceTracker:
         self._scat = d if self._n == 2 else 0.98 * self._scat + 0.02 * d
 
     @cython.cfunc
-    @cython.locals(i=cython.int, j=cython.int, n=cython.int, x0=cython.double, x1=cython.double,
-                   w=cython.double, lv=cython.double, prog=cython.double, gap=cython.double,
-                   u=cython.double, lr_ref=cython.double, best=cython.double, worst=cython.double,
-                   m=cython.int, warm=cython.bint, sched=cython.int, s=cython.double, s2=cython.double)
+    @cython.locals(xs=list, lv=list, n=cython.int, j=cython.int, x0=cython.double,
+                   x1=cython.double, w=cython.double)
+    def _at(self, i: cython.int, x: cython.double, cur: list, ys: list) -> cython.double:
+        """Reference ``i``'s ``ys`` at ``x`` (inside its range), linearly interpolated;
+        ``cur[i]`` remembers where the last look-up was (a live run moves forward)."""
+        xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
+        lv = ys[i]
+        n = len(xs)
+        j = cur[i]
+        if j > n - 2 or xs[j] > x:
+            j = bisect_right(xs, x) - 1
+            j = 0 if j < 0 else (n - 2 if j > n - 2 else j)
+        while j < n - 2 and xs[j + 1] <= x:
+            j += 1
+        cur[i] = j
+        x0, x1 = xs[j], xs[j + 1]
+        w = (x - x0) / (x1 - x0)
+        if w < 0.0:
+            w = 0.0
+        return lv[j] + w * (lv[j + 1] - lv[j])
+
+    @cython.cfunc
+    @cython.locals(i=cython.int, m=cython.int, sched=cython.int, warm=cython.bint,
+                   lv=cython.double, gap=cython.double, u=cython.double, lr_ref=cython.double,
+                   worst=cython.double, s=cython.double, s2=cython.double, xl=cython.double,
+                   lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
+                   ok=cython.bint, still=cython.bint)
     def _compare(self, x: cython.double, lr: cython.double) -> cython.int:
-        """Gap and units against each reference at ``x``; the state it allows (OK: judge)."""
-        m, sched, warm = 0, 0, False
-        best, worst, s, s2 = math.inf, -math.inf, 0.0, 0.0
-        for i in range(len(self._xs)):
+        """The gap to each reference at ``x``; the state it allows (OK: judged, with
+        ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
+        m, sched, warm, ok, still = 0, 0, False, True, True
+        worst, s, s2 = -math.inf, 0.0, 0.0
+        nref = len(self._xs)
+        for i in range(nref):
             xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
-            n = len(xs)
-            if x < xs[0] or x > xs[n - 1]:
+            if x < xs[0] or x > xs[len(xs) - 1]:
+                self._lv_now[i] = NAN
                 continue
-            j = self._cur[i]
-            if j >= n - 1 or xs[j] > x:
-                j = bisect_right(xs, x) - 1
-            while j < n - 2 and xs[j + 1] <= x:
-                j += 1
-            self._cur[i] = j
-            x0, x1 = xs[j], xs[j + 1] if j + 1 < n else xs[j]
-            w = (x - x0) / (x1 - x0) if x1 > x0 else 0.0
-            lv = self._lv[i][j] + w * (self._lv[i][min(j + 1, n - 1)] - self._lv[i][j])
-            if isfinite(lr):
-                lr_ref = self._lr[i][j] + w * (self._lr[i][min(j + 1, n - 1)] - self._lr[i][j])
+            lv = self._at(i, x, self._cur, self._lv)
+            self._lv_now[i] = lv
+            if isfinite(lr) and self._has_lr[i]:
+                lr_ref = self._at(i, x, self._cur, self._lr)
                 if isfinite(lr_ref) and fabs(lr - lr_ref) > self._c_lrtol * max(fabs(lr_ref), 1e-12):
                     self._lrbad[i] += 1
                 else:
                     self._lrbad[i] = 0
                 if self._lrbad[i] >= self._c_minpts:
                     sched += 1
+                    self._lv_now[i] = NAN
                     continue
             m += 1
             s += lv
             s2 += lv * lv
-            if lv > self._warm_at[i] or self._n < self._c_minpts:
+            if x < xs[0] + self._c_warm * (xs[len(xs) - 1] - xs[0]) or self._n < 2:
                 warm = True
+        if m == 0 or warm:
+            self._gap = self._units = NAN
+            return WARMING if warm else (SCHEDULE if sched else NO_OVERLAP)
+        self._spread = sqrt(max(s2 / m - (s / m) ** 2, 0.0) * m / (m - 1)) if m > 1 else 0.0
+        a = 0.5 ** (self._dt / self._c_hl)
+        live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
+        for i in range(nref):
+            lv = self._lv_now[i]
+            if not isfinite(lv):
                 continue
-            prog = self._start[i] - lv
             gap = self._level - lv
-            u = gap / prog
-            if gap < best:
-                best = gap
+            u = gap / (self._start[i] - lv) if self._start[i] > lv else (math.inf if gap > 0.0 else 0.0)
+            xl = x * (1.0 - self._c_lag)
+            xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
+            lag = self._at(i, xl if xl > xs[0] else xs[0], self._curl, self._lv) - lv
+            noise = sqrt(live * live + self._noise[i] ** 2 + self._wander ** 2 + self._spread ** 2)
+            ok = ok and u > self._c_gate and gap > lag and gap > self._c_ngate * noise
+            still = still and u > 0.5 * self._c_gate and gap > self._c_ngate * noise
             if u > worst:
                 worst, self._worst, self._gap, self._units = u, i, gap, u
-        self._spread = sqrt(max(s2 / m - (s / m) ** 2, 0.0) * m / (m - 1)) if m > 1 else 0.0
-        if m == 0:
-            self._gap = self._units = NAN
-            return SCHEDULE if sched else NO_OVERLAP
-        if warm:
-            self._gap = self._units = NAN
-            return WARMING
-        self._best = best
+        self._cond, self._still = ok, still
         return OK
 
     @cython.cfunc
@@ -358,14 +378,6 @@ class ReferenceTracker:
         d = fabs(self._gap - self._gprev)
         self._wander = d if self._wander == 0.0 else 0.8 * self._wander + 0.2 * d
         self._gx, self._gprev = x, self._gap
-
-    @cython.ccall
-    @cython.locals(a=cython.double, live=cython.double, ref=cython.double)
-    def _pair_noise(self) -> cython.double:
-        a = 0.5 ** (self._dt / self._c_hl)
-        live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
-        ref = self._noise[self._worst]
-        return sqrt(live * live + ref * ref + self._wander * self._wander + self._spread * self._spread)
 
     def verdict(self) -> ReferenceVerdict:
         """The value of the last update's comparison."""
