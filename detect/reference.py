@@ -15,16 +15,21 @@ them), the live run's loss *level* with each reference's level, interpolated:
   runs agree (a seed's drift), and, with several references (a group's siblings), their
   spread at that step.
 
-A verdict is ``behind`` (a finding of kind ``behind``, severity ``warning``) when the gap
-to *every* comparable reference is material (``units > gate``) and over ``noise_gate``
-pair noises, and has stayed so for ``min_points`` updates and ``persist`` of the steps so
-far; being ahead never pages. It resolves when the gap is back within the pair's noise
-(``units < gate / 2`` or the gap under ``noise_gate`` noises). ``warming`` until the
-reference has made ``warm`` of its total progress (an early descent's step offsets, a
-warm-up, are not judged); ``no_overlap`` outside the reference's steps (no
-extrapolation); ``schedule_differs`` when the lr differs from the reference's by more
-than ``lr_tol`` (relative) for ``min_points`` updates: different schedules make
-different curves, which is not a fault of the run.
+A verdict is ``behind`` (a finding of kind ``behind``, severity ``warning``) when, against
+*every* comparable reference, the gap is material (``units > gate``), over ``noise_gate``
+pair noises, and more than the reference itself fell over the last ``lag`` of its steps
+(the live run is worse than the reference was at step ``(1 - lag) x step``: more than
+``lag`` behind in steps, so a seed's early descent or a phase change that comes a little
+later is not a page), and has stayed so for ``min_points`` updates and ``persist`` of the
+steps so far. Being ahead never pages. It resolves when the gap is back within the pair's
+noise (``units < gate / 2`` or the gap under ``noise_gate`` noises). ``warming`` over the
+first ``warm`` of the reference's steps (warm-ups and early descents differ most);
+``no_overlap`` outside the reference's steps (no extrapolation: a reference shorter than
+the live run stops being compared at its end, a ``behind`` stays as it was);
+``schedule_differs`` when the lr differs from the reference's by more than ``lr_tol``
+(relative) for ``min_points`` updates: a different schedule makes a different curve,
+which is not a fault of the run (a run that sends no lr is compared on its loss alone).
+``gate`` and ``lag`` come from the written procedure of docs/DETECTION.md, "Reference runs".
 
 >>> import random
 >>> rng = random.Random(0)
@@ -202,6 +207,7 @@ class ReferenceTracker:
         self._c_gate, self._c_ngate = config.gate, config.noise_gate
         self._c_hl, self._c_persist, self._c_lrtol = config.halflife, config.persist, config.lr_tol
         self._c_minpts, self._c_lag, self._c_warm = config.min_points, config.lag, config.warm
+        self._c_tau = config.halflife / math.log(2.0)
         self._xs, self._lv, self._lr = [], [], []
         self._names, self._noise, self._start = [], [], []
         for r in refs:
@@ -240,7 +246,7 @@ class ReferenceTracker:
         x = tokens if self._by_tokens == 1 else float(step)
         if not isfinite(x):
             return self._state
-        self._level_in(x, loss)
+        self._level_in(float(step), loss)
         self._step = step
         k = self._compare(x, lr)
         if k != OK:                            # not judged: a behind stays (no news)
@@ -270,6 +276,7 @@ class ReferenceTracker:
     @cython.cfunc
     @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
     def _level_in(self, x: cython.double, loss: cython.double) -> cython.void:
+        """Fold a loss at step ``x`` into the level (time in steps on either axis)."""
         self._n += 1
         if self._n == 1:
             self._level, self._prev, self._x = loss, loss, x
@@ -312,7 +319,7 @@ class ReferenceTracker:
                    lv=cython.double, gap=cython.double, u=cython.double, lr_ref=cython.double,
                    worst=cython.double, s=cython.double, s2=cython.double, xl=cython.double,
                    lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
-                   ok=cython.bint, still=cython.bint)
+                   ok=cython.bint, still=cython.bint, eff=cython.double)
     def _compare(self, x: cython.double, lr: cython.double) -> cython.int:
         """The gap to each reference at ``x``; the state it allows (OK: judged, with
         ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
@@ -347,13 +354,17 @@ class ReferenceTracker:
         self._spread = sqrt(max(s2 / m - (s / m) ** 2, 0.0) * m / (m - 1)) if m > 1 else 0.0
         a = 0.5 ** (self._dt / self._c_hl)
         live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
+        # the level at step s stands for step s - tau (tau: its weights' mean age): the lag
+        # is measured on that effective step, so a young run's smoothing is not a lag
+        eff = 1.0 - self._c_tau / self._step
+        eff = eff if eff > 0.0 else 0.0
         for i in range(nref):
             lv = self._lv_now[i]
             if not isfinite(lv):
                 continue
             gap = self._level - lv
             u = gap / (self._start[i] - lv) if self._start[i] > lv else (math.inf if gap > 0.0 else 0.0)
-            xl = x * (1.0 - self._c_lag)
+            xl = x * (1.0 - self._c_lag * eff)
             xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
             lag = self._at(i, xl if xl > xs[0] else xs[0], self._curl, self._lv) - lv
             noise = sqrt(live * live + self._noise[i] ** 2 + self._wander ** 2 + self._spread ** 2)
