@@ -22,7 +22,7 @@ import os
 # update: back under 8969fc8"). Left as Python: ``finding`` (NamedTuples: nothing to
 # compile) and ``mpl`` (the multi-power law's refits, only with an lr).
 MODULES = ("base", "monitor", "spike", "divergence", "rise", "nonfinite", "gradnorm",
-           "collapse", "resume", "forecast", "plateau", "effect", "overfit", "rewind", "laws")
+           "collapse", "resume", "forecast", "plateau", "effect", "overfit", "rewind", "laws", "reference")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types

@@ -65,6 +65,7 @@ NAN = cython.declare(cython.double, math.nan)
 NO_STEP = cython.declare(cython.longlong, -(2 ** 63))
 GAP = cython.declare(cython.double, 4.0)       # a gap weighs at most 4 usual gaps (base.gap_decay)
 MAD = cython.declare(cython.double, 1.2533)     # sd / mean |x| of a normal
+INF = cython.declare(cython.double, math.inf)
 STATES = ("ok", "behind", "schedule_differs", "no_overlap", "warming")
 OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
 
@@ -223,7 +224,7 @@ class ReferenceTracker:
         self._cur, self._curl, self._lv_now = [0] * len(refs), [0] * len(refs), [NAN] * len(refs)
         self._lrbad = [0] * len(refs)
         self._by_tokens = -1                   # decided at the first update: 1 tokens, 0 steps
-        self._n, self._last, self._since, self._held = 0, NO_STEP, NO_STEP, 0
+        self._n, self._since, self._held = 0, NO_STEP, 0
         self._x, self._dt, self._level, self._prev, self._scat = NAN, 1.0, NAN, NAN, 0.0
         self._gx, self._gprev, self._wander = NAN, NAN, 0.0
         self._state, self._resolved, self._worst = WARMING, False, 0
@@ -273,9 +274,8 @@ class ReferenceTracker:
         self._state = OK
         return self._state
 
-    @cython.cfunc
     @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
-    def _level_in(self, x: cython.double, loss: cython.double) -> cython.void:
+    def _level_in(self, x: float, loss: float) -> None:
         """Fold a loss at step ``x`` into the level (time in steps on either axis)."""
         self._n += 1
         if self._n == 1:
@@ -292,10 +292,9 @@ class ReferenceTracker:
         self._prev = loss
         self._scat = d if self._n == 2 else 0.98 * self._scat + 0.02 * d
 
-    @cython.cfunc
     @cython.locals(xs=list, lv=list, n=cython.int, j=cython.int, x0=cython.double,
                    x1=cython.double, w=cython.double)
-    def _at(self, i: cython.int, x: cython.double, cur: list, ys: list) -> cython.double:
+    def _at(self, i: int, x: float, cur: list, ys: list) -> float:
         """Reference ``i``'s ``ys`` at ``x`` (inside its range), linearly interpolated;
         ``cur[i]`` remembers where the last look-up was (a live run moves forward)."""
         xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
@@ -314,17 +313,17 @@ class ReferenceTracker:
             w = 0.0
         return lv[j] + w * (lv[j + 1] - lv[j])
 
-    @cython.cfunc
     @cython.locals(i=cython.int, m=cython.int, sched=cython.int, warm=cython.bint,
                    lv=cython.double, gap=cython.double, u=cython.double, lr_ref=cython.double,
                    worst=cython.double, s=cython.double, s2=cython.double, xl=cython.double,
                    lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
-                   ok=cython.bint, still=cython.bint, eff=cython.double)
-    def _compare(self, x: cython.double, lr: cython.double) -> cython.int:
+                   ok=cython.bint, still=cython.bint, eff=cython.double, st=cython.double,
+                   nz=cython.double, nref=cython.int)
+    def _compare(self, x: float, lr: float) -> int:
         """The gap to each reference at ``x``; the state it allows (OK: judged, with
         ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
         m, sched, warm, ok, still = 0, 0, False, True, True
-        worst, s, s2 = -math.inf, 0.0, 0.0
+        worst, s, s2 = -INF, 0.0, 0.0
         nref = len(self._xs)
         for i in range(nref):
             xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
@@ -351,7 +350,7 @@ class ReferenceTracker:
         if m == 0 or warm:
             self._gap = self._units = NAN
             return WARMING if warm else (SCHEDULE if sched else NO_OVERLAP)
-        self._spread = sqrt(max(s2 / m - (s / m) ** 2, 0.0) * m / (m - 1)) if m > 1 else 0.0
+        self._spread = sqrt(max(s2 / m - (s / m) * (s / m), 0.0) * m / (m - 1)) if m > 1 else 0.0
         a = 0.5 ** (self._dt / self._c_hl)
         live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
         # the level at step s stands for step s - tau (tau: its weights' mean age): the lag
@@ -363,11 +362,13 @@ class ReferenceTracker:
             if not isfinite(lv):
                 continue
             gap = self._level - lv
-            u = gap / (self._start[i] - lv) if self._start[i] > lv else (math.inf if gap > 0.0 else 0.0)
+            st = self._start[i]
+            u = gap / (st - lv) if st > lv else (INF if gap > 0.0 else 0.0)
             xl = x * (1.0 - self._c_lag * eff)
             xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
             lag = self._at(i, xl if xl > xs[0] else xs[0], self._curl, self._lv) - lv
-            noise = sqrt(live * live + self._noise[i] ** 2 + self._wander ** 2 + self._spread ** 2)
+            nz = self._noise[i]
+            noise = sqrt(live * live + nz * nz + self._wander * self._wander + self._spread * self._spread)
             ok = ok and u > self._c_gate and gap > lag and gap > self._c_ngate * noise
             still = still and u > 0.5 * self._c_gate and gap > self._c_ngate * noise
             if u > worst:
@@ -375,9 +376,8 @@ class ReferenceTracker:
         self._cond, self._still = ok, still
         return OK
 
-    @cython.cfunc
     @cython.locals(d=cython.double)
-    def _wander_in(self, x: cython.double) -> cython.void:
+    def _wander_in(self, x: float) -> None:
         """The gap's own drift while both runs agree: every 2 half-lives, the change of
         the gap, as an EWMA of its absolute value (a seed's wander, not a fault's trend:
         measured only while the gap is not material)."""
