@@ -216,6 +216,24 @@ def table(cases, config=None, use_lr: bool = True) -> list[str]:
     return out
 
 
+def summary(rows: list[dict]) -> list[str]:
+    """Per source and label (own hurt pairs per change): pairs, paged, delays after the
+    onset as a share of the run, schedule_differs."""
+    groups: dict = {}
+    for r in rows:
+        key = (r["source"], r["label"], r["name"].rsplit("_s", 1)[0] if r["source"] == "own" else "")
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (source, label, change), rs in sorted(groups.items()):
+        paged = [r for r in rs if r["first"] is not None]
+        d = sorted((r["first"] - r["onset"]) / r["steps"] for r in paged)
+        delays = f", delays {d[0]:.1%}..{d[-1]:.1%} of the run" if d else ""
+        sched = sum(r["sched"] is not None for r in rs)
+        out.append(f"{source:9s} {label:6s} {change:13s} lag {rs[0]['lag']}: {len(paged)} of {len(rs)} paged"
+                   f"{delays}{f', {sched} schedule_differs' if sched else ''}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-lr", action="store_true", help="withhold the lr columns")
@@ -230,10 +248,12 @@ def main(argv=None) -> int:
     config = ReferenceConfig(**{k: type(getattr(ReferenceConfig(), k))(v)
                                 for k, v in (x.split("=", 1) for x in a.set)})
     if a.loso:
-        for r in leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config):
+        rows = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
+        for r in rows:
             print(" ".join(f"{k}={r[k]}" for k in ("source", "label", "name", "lag", "critical",
                                                     "first", "onset", "steps", "episodes", "sched", "last")),
                   flush=True)
+        print("\n".join(summary(rows)))
         return 0
     cases = shared_cases() if a.shared else own_cases(not a.no_lr)
     for line in table(cases, config, use_lr=not a.no_lr):
