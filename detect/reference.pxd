@@ -12,7 +12,7 @@ cdef class ReferenceTracker:
     cdef public list _xs, _lv, _lr, _names, _noise, _start, _has_lr, _cur, _curl, _lv_now, _lrbad
     cdef public object _tok
     cdef public int _by_tokens, _state, _worst
-    cdef public long long _n, _since, _held, _step
+    cdef public long long _n, _since, _held, _step, _cstep
     cdef public double _x, _dt, _level, _prev, _scat, _gx, _gprev, _wander, _gap, _units, _spread
     cdef public bint _resolved, _cond, _still
 

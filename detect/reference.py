@@ -1,35 +1,25 @@
 """`reference`: page when a run falls behind the run(s) it should match (issue 26).
 
 A self-referential forecast cannot see a run that looks healthy but learns more slowly
-than its twin. This compares, at the same step (or the same tokens, when both runs send
-them), the live run's loss *level* with each reference's level, interpolated:
+than its twin. This compares, at the same step (or tokens, when both runs send them), the
+live loss *level* (an EWMA, half-life ``halflife`` steps) with each reference's level
+(the same EWMA over its whole history, interpolated: both lag alike, whatever their
+logging steps). ``units = gap / progress``, ``progress = start - reference level`` (start:
+its highest loss among its first ``start_points``): an offset cancels, a scale changes
+both alike. ``noise``: the pair's level noise: each run's point scatter at the level's
+time scale, the gap's own wander while the runs agree, several references' spread.
 
-- ``level``: an EWMA of the loss with half-life ``halflife`` steps, the same for both
-  runs (the reference's is computed once, from its whole history), so both lag alike and
-  a reference logged every 50 steps compares with a live run logged every step;
-- ``progress``: how far the reference has come by that step, ``start - level``
-  (``start``: its highest loss among its first points); ``units = gap / progress``, so an
-  offset of the loss cancels and a scale changes gap and progress alike;
-- ``noise``: the pair's level noise: each run's point scatter at the level's time scale
-  (robust: from the absolute one-step changes), the wander of the gap itself while both
-  runs agree (a seed's drift), and, with several references (a group's siblings), their
-  spread at that step.
-
-A verdict is ``behind`` (a finding of kind ``behind``, severity ``warning``) when, against
-*every* comparable reference, the gap is material (``units > gate``), over ``noise_gate``
-pair noises, and more than the reference itself fell over the last ``lag`` of its steps
-(the live run is worse than the reference was at step ``(1 - lag) x step``: more than
-``lag`` behind in steps, so a seed's early descent or a phase change that comes a little
-later is not a page), and has stayed so for ``min_points`` updates and ``persist`` of the
-steps so far. Being ahead never pages. It resolves when the gap is back within the pair's
-noise (``units < gate / 2`` or the gap under ``noise_gate`` noises). ``warming`` over the
-first ``warm`` of the reference's steps (warm-ups and early descents differ most);
-``no_overlap`` outside the reference's steps (no extrapolation: a reference shorter than
-the live run stops being compared at its end, a ``behind`` stays as it was);
-``schedule_differs`` when the lr differs from the reference's by more than ``lr_tol``
-(relative) for ``min_points`` updates: a different schedule makes a different curve,
-which is not a fault of the run (a run that sends no lr is compared on its loss alone).
-``gate`` and ``lag`` come from the written procedure of docs/DETECTION.md, "Reference runs".
+``behind`` (a finding of kind ``behind``, severity ``warning``) when, against *every*
+comparable reference, ``units > gate``, the gap is over ``noise_gate`` noises and over
+what the reference fell during the last ``lag`` of its (effective) steps (more than
+``lag`` behind in steps: a seed's early descent or a phase change a little later is not a
+page), for ``min_points`` updates and ``persist`` of the steps so far. Being ahead never
+pages. It resolves when the gap is back within the pair's noise (``units < gate / 2`` or
+under ``noise_gate`` noises). ``warming`` over the first ``warm`` of the reference's
+steps; ``no_overlap`` outside them (no extrapolation; a ``behind`` stays as it was);
+``schedule_differs`` when the lr differs from the reference's by over ``lr_tol`` for
+``min_points`` updates (a run that sends no lr is compared on its loss alone). ``gate``
+and ``lag``: docs/DETECTION.md, "Reference runs".
 
 >>> import random
 >>> rng = random.Random(0)
@@ -85,13 +75,11 @@ class ReferenceConfig:
     start_points: int = 10     # the reference's start: its highest loss among these first points
 
     def __post_init__(self) -> None:
+        num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)   # noqa: E731
         for n in ("gate", "noise_gate", "halflife", "lr_tol"):
-            v = getattr(self, n)
-            check(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, n, v,
-                  "a number > 0")
+            check(num(getattr(self, n)) and getattr(self, n) > 0, n, getattr(self, n), "a number > 0")
         for n in ("warm", "persist", "lag"):
-            v = getattr(self, n)
-            check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, n, v,
+            check(num(getattr(self, n)) and 0 <= getattr(self, n) < 1, n, getattr(self, n),
                   "a fraction in [0, 1)")
         for n in ("min_points", "start_points"):
             v = getattr(self, n)
@@ -143,14 +131,15 @@ class ReferenceCurve:
     def __repr__(self) -> str:
         return f"ReferenceCurve({self.name!r}, {len(self)} points, steps {self.steps[0]}..{self.steps[-1]})"
 
-    def levels(self, halflife: float) -> tuple:
+    def levels(self, halflife: float, start_points: int = 10) -> tuple:
         """(levels, level noise sd, start) at this half-life: cached, computed once."""
-        if halflife not in self._levels:
-            self._levels[halflife] = _levels(self.steps, self.losses, halflife)
-        return self._levels[halflife]
+        key = (halflife, start_points)
+        if key not in self._levels:
+            self._levels[key] = _levels(self.steps, self.losses, halflife, start_points)
+        return self._levels[key]
 
 
-def _levels(steps, losses, halflife: float) -> tuple:
+def _levels(steps, losses, halflife: float, start_points: int) -> tuple:
     """The EWMA level at each point (weights as `base.gap_decay`), the level's noise sd
     (the median point scatter, at the level's time scale) and the start."""
     out, dt, lev = [], 1.0, losses[0]
@@ -165,7 +154,7 @@ def _levels(steps, losses, halflife: float) -> tuple:
         out.append(lev)
     a = 0.5 ** (dt / halflife)
     noise = scatter * math.sqrt((1.0 - a) / (1.0 + a))
-    return tuple(out), noise, max(losses[:10])
+    return tuple(out), noise, max(losses[:start_points])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +201,7 @@ class ReferenceTracker:
         self._xs, self._lv, self._lr = [], [], []
         self._names, self._noise, self._start = [], [], []
         for r in refs:
-            lv, noise, start = r.levels(config.halflife)
+            lv, noise, start = r.levels(config.halflife, config.start_points)
             self._xs.append(list(r.steps))
             self._lv.append(list(lv))
             self._lr.append(list(r.lrs))
@@ -228,7 +217,7 @@ class ReferenceTracker:
         self._x, self._dt, self._level, self._prev, self._scat = NAN, 1.0, NAN, NAN, 0.0
         self._gx, self._gprev, self._wander = NAN, NAN, 0.0
         self._state, self._resolved, self._worst = WARMING, False, 0
-        self._gap, self._units, self._step = NAN, NAN, 0
+        self._gap, self._units, self._step, self._cstep = NAN, NAN, 0, 0
         self._spread, self._cond, self._still = 0.0, False, False
 
     def update(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> ReferenceVerdict:
@@ -270,7 +259,7 @@ class ReferenceTracker:
         else:
             self._since, self._held = NO_STEP, 0
             if not self._still:
-                self._wander_in(x)
+                self._wander_in(float(step))
         self._state = OK
         return self._state
 
@@ -348,7 +337,6 @@ class ReferenceTracker:
             if x < xs[0] + self._c_warm * (xs[len(xs) - 1] - xs[0]) or self._n < 2:
                 warm = True
         if m == 0 or warm:
-            self._gap = self._units = NAN
             return WARMING if warm else (SCHEDULE if sched else NO_OVERLAP)
         self._spread = sqrt(max(s2 / m - (s / m) * (s / m), 0.0) * m / (m - 1)) if m > 1 else 0.0
         a = 0.5 ** (self._dt / self._c_hl)
@@ -373,11 +361,11 @@ class ReferenceTracker:
             still = still and u > 0.5 * self._c_gate and gap > self._c_ngate * noise
             if u > worst:
                 worst, self._worst, self._gap, self._units = u, i, gap, u
-        self._cond, self._still = ok, still
+        self._cond, self._still, self._cstep = ok, still, self._step
         return OK
 
     @cython.locals(d=cython.double)
-    def _wander_in(self, x: float) -> None:
+    def _wander_in(self, x: float) -> None:       # x: the step
         """The gap's own drift while both runs agree: every 2 half-lives, the change of
         the gap, as an EWMA of its absolute value (a seed's wander, not a fault's trend:
         measured only while the gap is not material)."""
@@ -391,17 +379,18 @@ class ReferenceTracker:
         self._gx, self._gprev = x, self._gap
 
     def verdict(self) -> ReferenceVerdict:
-        """The value of the last update's comparison."""
+        """The value of the last update's comparison (a ``behind`` not compared at this
+        update keeps the gap it was last compared at, and says when)."""
         state, name = STATES[self._state], self._names[self._worst]
+        if state not in ("ok", "behind"):
+            gap = units = NAN
+            msg = {"schedule_differs": f"lr differs from the reference's by over {self._c_lrtol:.0%}",
+                   "no_overlap": f"step {self._step:,} is outside every reference's steps",
+                   "warming": f"step {self._step:,} is in the first {self._c_warm:.0%} of the reference's steps"}[state]
+            return ReferenceVerdict(state, name, gap, units, msg + ": not compared", self._step, self._resolved)
         gap, units = self._gap, self._units
-        if state in ("behind", "ok") and isfinite(gap):
-            where = "above" if gap >= 0 else "below"
-            msg = (f"{abs(gap):.2f} {where} {name} at step {self._step:,} "
-                   f"({abs(units):.0%} of {name}'s progress by then)")
-        elif state == "schedule_differs":
-            msg = f"lr differs from the reference's by over {self._c_lrtol:.0%}: not compared"
-        elif state == "no_overlap":
-            msg = f"step {self._step:,} is outside every reference's steps: not compared"
-        else:
-            msg = "warming: the references have not made enough progress to compare"
+        msg = (f"{abs(gap):.2f} {'above' if gap >= 0 else 'below'} {name} at step {self._cstep:,} "
+               f"({abs(units):.0%} of {name}'s progress by then)")
+        if self._cstep != self._step:
+            msg += f"; not compared since (step {self._step:,})"
         return ReferenceVerdict(state, name, gap, units, msg, self._step, self._resolved)

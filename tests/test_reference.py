@@ -124,6 +124,8 @@ class TestOverlap:
         """No news past the end: a ``behind`` is neither repeated as new nor resolved."""
         vs = run([curve(0, steps=range(1, 1501))], 1, f=lambda s: law(s) + (0.3 if s > 1000 else 0.0))
         assert first(vs) < 1100 and vs[-1].state == "behind" and not any(v.resolved for v in vs)
+        assert vs[-1].message.endswith("at step 1,500 (10% of run-a's progress by then); "
+                                       "not compared since (step 3,000)")
 
     def test_logging_at_different_steps(self):
         """A reference logged every 25 steps against a live run logged every step."""
@@ -155,7 +157,9 @@ class TestSeveral:
 class TestInputs:
     def test_nan_losses_are_skipped(self):
         tr = ReferenceTracker([curve(0)])
-        assert tr.update(5, math.nan).state == "warming"
+        v = tr.update(5, math.nan)
+        assert v.state == "warming" and math.isnan(v.gap) and v.finding() is None
+        assert tr.update(6, 4.0).message == "step 6 is in the first 5% of the reference's steps: not compared"
 
     @pytest.mark.parametrize("kw,word", [({"gate": 0}, "gate"), ({"lag": 1.5}, "lag"),
                                          ({"min_points": 0}, "min_points"), ({"warm": -1}, "warm")])
