@@ -210,3 +210,20 @@ class TestSharedPairs:
     @pytest.mark.parametrize("core", ["Haswell", "Sandybridge"])
     def test_same_verdicts_under_openblas_coretype(self, core):
         assert self._judge(dict(os.environ, OPENBLAS_CORETYPE=core)) == self._judge()
+
+
+class TestOwnRuns:
+    """Real torch runs on load_digits (tests/reference_runs.py; trained once, ~5 s each,
+    then read from its cache)."""
+
+    def test_a_seed_pair_is_silent_and_label_noise_is_caught_within_10_percent(self):
+        pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
+        sys.path.insert(0, str(Path(__file__).parent))
+        import reference_runs as R
+
+        base = R.curve("base_s0", R.load("base", 0))
+        assert R.judge(R.load("base", 1), [base])["first"] is None
+        noisy = R.judge(R.load("label_noise", 100), [base])
+        assert noisy["first"] is not None and noisy["first"] <= 0.1 * noisy["steps"]
+        assert noisy["last"] == "behind"
