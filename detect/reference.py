@@ -343,8 +343,7 @@ class ReferenceTracker:
         live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
         # the level at step s stands for step s - tau (tau: its weights' mean age): the lag
         # is measured on that effective step, so a young run's smoothing is not a lag
-        eff = 1.0 - self._c_tau / self._step
-        eff = eff if eff > 0.0 else 0.0
+        eff = 1.0 - self._c_tau / self._step if self._step > self._c_tau else 0.0
         for i in range(nref):
             lv = self._lv_now[i]
             if not isfinite(lv):

@@ -227,3 +227,15 @@ class TestOwnRuns:
         noisy = R.judge(R.load("label_noise", 100), [base])
         assert noisy["first"] is not None and noisy["first"] <= 0.1 * noisy["steps"]
         assert noisy["last"] == "behind"
+
+
+class TestSteps:
+    def test_step_zero_and_a_rewound_live_run(self):
+        """Steps from 0 with no warm-up, and a live run that rewinds (a resume): no error,
+        and the same law stays silent."""
+        ref = curve(0, f=lambda s: law(max(s, 1)), steps=range(0, 3000))
+        tr = ReferenceTracker([ref], ReferenceConfig(warm=0.0))
+        rng = random.Random(1)
+        steps = [*range(0, 1500), *range(1200, 3000)]
+        vs = [tr.update(s, law(max(s, 1)) + rng.gauss(0, 0.02)) for s in steps]
+        assert first(vs) is None and vs[-1].state == "ok"
