@@ -385,7 +385,8 @@ class ReferenceTracker:
             gap = units = NAN
             msg = {"schedule_differs": f"lr differs from the reference's by over {self._c_lrtol:.0%}",
                    "no_overlap": f"step {self._step:,} is outside every reference's steps",
-                   "warming": f"step {self._step:,} is in the first {self._c_warm:.0%} of the reference's steps"}[state]
+                   "warming": f"step {self._step:,} is in the first {self._c_warm:.0%} of the reference's steps"
+                   if self._n else "no finite loss yet"}[state]
             return ReferenceVerdict(state, name, gap, units, msg + ": not compared", self._step, self._resolved)
         gap, units = self._gap, self._units
         msg = (f"{abs(gap):.2f} {'above' if gap >= 0 else 'below'} {name} at step {self._cstep:,} "

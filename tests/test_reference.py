@@ -159,6 +159,7 @@ class TestInputs:
         tr = ReferenceTracker([curve(0)])
         v = tr.update(5, math.nan)
         assert v.state == "warming" and math.isnan(v.gap) and v.finding() is None
+        assert v.message == "no finite loss yet: not compared"
         assert tr.update(6, 4.0).message == "step 6 is in the first 5% of the reference's steps: not compared"
 
     @pytest.mark.parametrize("kw,word", [({"gate": 0}, "gate"), ({"lag": 1.5}, "lag"),
