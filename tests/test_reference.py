@@ -240,3 +240,24 @@ class TestSteps:
         steps = [*range(0, 1500), *range(1200, 3000)]
         vs = [tr.update(s, law(max(s, 1)) + rng.gauss(0, 0.02)) for s in steps]
         assert first(vs) is None and vs[-1].state == "ok"
+
+
+class TestSnapshot:
+    def test_restore_continues_exactly(self):
+        """Snapshot halfway (through JSON), restore into a fresh tracker: the same
+        verdicts as the tracker that ran through."""
+        ref, rng = curve(0), random.Random(1)
+        pts = [(s, law(s) + (0.3 if s > 1500 else 0.0) + rng.gauss(0, 0.02)) for s in STEPS]
+        whole = ReferenceTracker([ref])
+        a = [whole.update(s, x) for s, x in pts]
+        half = ReferenceTracker([ref])
+        for s, x in pts[:1400]:
+            half.update(s, x)
+        again = ReferenceTracker([ref])
+        again.restore(json.loads(json.dumps(half.snapshot())))
+        assert [again.update(s, x) for s, x in pts[1400:]] == a[1400:]
+
+    def test_restore_refuses_other_references(self):
+        snap = ReferenceTracker([curve(0)]).snapshot()
+        with pytest.raises(ConfigError, match="run-b"):
+            ReferenceTracker([curve(0, name="run-b")]).restore(snap)
