@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -136,3 +137,31 @@ class TestMalformed:
             wire.reference_fields(["x"] * 9, None)
         with pytest.raises(ValueError, match="group must be"):
             wire.reference_fields(None, "")
+
+
+class TestPages:
+    def test_run_page_overlays_the_reference_and_compare_marks_it(self, daemon, page):
+        """A real browser: run-b's page draws run-a dashed with the gap shaded and says
+        behind; /compare labels run-a as run-b's reference."""
+        a, _ = send_run(daemon.ipc, "run-a", curve(1))
+        at_step(daemon, "run-a", STEPS)
+        b, _ = send_run(daemon.ipc, "run-b", curve(2, power=0.35), reference="run-a")
+        at_step(daemon, "run-b", STEPS)
+        doc = json.loads(http_get(f"{daemon.url}/api/runs/run-b")[1])["references"]
+        assert doc["names"] == ["run-a"] and doc["verdict"]["state"] == "behind"
+        assert len(doc["curves"]["run-a"]["step"]) <= 512
+        page.goto(f"{daemon.url}/runs/run-b")
+        page.wait_for_function("() => document.querySelector('#reference').textContent.includes('behind')")
+        assert "run-a" in page.locator("#reference").inner_text()
+        px = page.evaluate(PIXELS, [".chart-loss canvas", [GAP_SHADE]])
+        assert px["colors"][0] > 500, px          # the shaded gap
+        page.screenshot(path=str(SHOT), full_page=True)
+        page.goto(f"{daemon.url}/compare?runs=run-b&runs=run-a")
+        page.wait_for_selector("#members .run-row")
+        assert "reference of run-b" in page.locator("#members").inner_text()
+        a.close(), b.close()
+
+
+SHOT = Path("/tmp/refsd-run-b.png")
+GAP_SHADE = "#d62728"   # rgba(214,39,40,0.14): the canvas is transparent, PIXELS reads RGB
+from test_web import PIXELS, browser, page  # noqa: E402,F401  (the real-browser fixtures)
