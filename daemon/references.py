@@ -128,17 +128,14 @@ class References:
         wanted = [(n, True) for n in refs.names if n != run.run]
         wanted += [(n, False) for n in self.siblings(run) if n not in refs.names]
         for name, named in wanted[: self.max_references]:
-            live = self.table.get(name)
-            if live is not None:
-                curve = curve_from_columns(name, live.series.train.columns(), self.max_points)
-                if curve is not None:
-                    curves.append(curve)
-                elif named:
-                    missing.append((name, "has fewer than 2 losses yet"))
+            live = self.table.get(name)   # a restored run's plot series start empty: the store has it
+            curve = curve_from_columns(name, live.series.train.columns(), self.max_points) if live else None
+            if curve is not None:
+                curves.append(curve)
             elif named and self.store.wanted and name in self.store.runs:
                 stored.append(name)
             elif named:
-                missing.append((name, "is not a run this daemon knows"))
+                missing.append((name, "has fewer than 2 losses yet" if live else "is not a run this daemon knows"))
         if not stored:
             self._attach(run, curves, missing)
             return

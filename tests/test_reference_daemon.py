@@ -112,7 +112,9 @@ class TestRestart:
             wait_for(lambda: d2.log().count('"event": "reference_attached"') >= 2, 15, 0.1,
                      "run-b's reference attached again after the restart")
             status, body = http_get(f"{d2.url}/api/runs/run-b")
-            assert status == 200 and json.loads(body)["references"]["names"] == ["run-a"]
+            refs = json.loads(body)["references"]
+            assert status == 200 and refs["names"] == ["run-a"]
+            assert refs["verdict"]["state"] in ("ok", "behind") and "run-a" in refs["curves"]  # rebuilt, state restored
         finally:
             d2.stop()
 
