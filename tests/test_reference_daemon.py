@@ -79,6 +79,19 @@ class TestBehind:
         assert '"event": "reference_attached"' in daemon.log()
         b.close(), c.close()
 
+    def test_group_siblings_are_references(self, daemon):
+        """No name, a group: the group's finished sibling is the reference; behind pages."""
+        a, _ = send_run(daemon.ipc, "sweep-a", curve(1), group="sweep-7")
+        at_step(daemon, "sweep-a", STEPS)
+        a.close()
+        b, got = send_run(daemon.ipc, "sweep-b", curve(2, power=0.35), group="sweep-7")
+        at_step(daemon, "sweep-b", STEPS)
+        wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05,
+                 "the behind alert at the trainer")
+        assert "above sweep-a" in next(x for x in got if x["kind"] == "behind")["message"]
+        assert not [x for x in got if x["kind"] == "reference_missing"]
+        b.close()
+
     def test_missing_reference_warns_the_trainer_not_refused(self, daemon):
         """A reference that does not exist: an info alert at the trainer, a log line; the run goes on."""
         emit, got = send_run(daemon.ipc, "run-x", curve(4)[:50], reference="no-such-run")
