@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 import structlog
+from prometheus_client.core import CounterMetricFamily
 
 from wtwin.detect.alert import Alert
 from wtwin.detect.reference import ReferenceConfig, ReferenceCurve, ReferenceTracker
@@ -99,7 +100,13 @@ class References:
                  config: ReferenceConfig = ReferenceConfig()) -> None:
         self.table, self.store, self.send = table, store, send
         self.max_references, self.max_points, self.config = max_references, max_points, config
-        self.missing = 0          # names that resolved to nothing (wtwind_reference_missing_total)
+        self.missing = 0          # names that resolved to nothing (wtwind_references_missing_total)
+
+    def collect(self):
+        """A Prometheus collector (registered in daemon/wiring.py)."""
+        yield CounterMetricFamily("wtwind_references_missing", "References named on run_start that "
+                                  "could not be used (no such run, no history, over max_references)",
+                                  value=self.missing)
 
     def start(self, run, ev: dict) -> None:
         """A run_start with ``reference`` or ``group`` (validated by the wire): resolve."""

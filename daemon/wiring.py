@@ -99,7 +99,7 @@ def build(config: DaemonConfig) -> Parts:
                                       budget=config),
                       JobsCollector(spectral.runner, table, max_series_runs=runs.max_series_runs),
                       receiver, StoreCollector(store, snapshots, restores, alerts),
-                      DeliveryCollector(delivery), *([curve] if curve is not None else [])):
+                      DeliveryCollector(delivery), references, *([curve] if curve is not None else [])):
         registry.register(collector)
     return Parts(config=config, stats=stats, table=table, receiver=receiver, curve=curve, store=store,
                  link=link, snapshots=snapshots, restores=restores, delivery=delivery, alerts=alerts,

@@ -102,6 +102,7 @@ class TestBehind:
         at_step(daemon, "run-x", 50)   # not refused: its losses are taken
         assert not emit.errors
         assert '"event": "reference_missing"' in daemon.log()
+        assert sample(daemon, "wtwind_references_missing_total") == 1
         emit.close()
 
 
