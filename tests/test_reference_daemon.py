@@ -131,6 +131,10 @@ class TestRestart:
             assert refs["verdict"]["state"] in ("ok", "behind") and "run-a" in refs["curves"]  # rebuilt, state restored
         finally:
             d2.stop()
+        gone = {"WTWIND_RUNS__ENDED_TTL_S": "0", "WTWIND_RUNS__ENDED_SERIES_S": "0"}
+        with Daemon(tmpdir=str(tmp_path), extra_env=gone) as d3:   # past its TTL: from the store only
+            doc = json.loads(http_get(f"{d3.url}/api/runs/run-b")[1])
+            assert doc["stored"] and doc["references"]["names"] == ["run-a"], doc.get("references")
 
 
 class TestMalformed:

@@ -99,7 +99,7 @@ def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
                forecast_wait=None, series=series, eval=evals,
                markers=[dict(m, message=scrub(m["message"])) for m in d["markers"]],
-               spectral=None, rewinds=rewinds_view(d["rewinds"]), references=None)
+               spectral=None, rewinds=rewinds_view(d["rewinds"]), references=stored_references(d.get("references")))
     return out
 
 
@@ -116,6 +116,15 @@ def references_view(refs: Any, points: int = 512) -> dict[str, Any] | None:
     return {"names": list(refs.names), "group": refs.group, "curves": curves,
             "verdict": None if v is None else {"state": v.state, "reference": v.reference, "gap": num(v.gap),
                                                "units": num(v.units), "message": scrub(v.message)}}
+
+
+def stored_references(refs: Any) -> dict[str, Any] | None:
+    """A stored run's references: the names and group it asked for (no curves, no verdict)."""
+    if not isinstance(refs, dict) or not isinstance(refs.get("names"), list):
+        return None
+    group = refs.get("group")
+    return {"names": [n for n in refs["names"] if isinstance(n, str)][:8],
+            "group": group if isinstance(group, str) else None, "curves": {}, "verdict": None}
 
 
 def rewinds_view(recs: Iterable[dict]) -> list[dict[str, Any]]:
