@@ -185,3 +185,12 @@ class TestPages:
 SHOT = Path("/tmp/refsd-run-b.png")
 GAP_SHADE = "#d62728"   # rgba(214,39,40,0.14): the canvas is transparent, PIXELS reads RGB
 from test_web import PIXELS, browser, page  # noqa: E402,F401  (the real-browser fixtures)
+
+
+def test_every_alert_kind_has_a_webhook_alertname():
+    """A kind without one made the webhook sink raise KeyError and dead-letter the page
+    (found with `behind`)."""
+    from wtwin.detect.alert import KINDS
+    from wtwin.sinks.webhook import ALERTNAMES
+
+    assert set(KINDS) <= set(ALERTNAMES), set(KINDS) - set(ALERTNAMES)
