@@ -167,6 +167,8 @@ class Ingest:
                      kind=run.kind, _client=run.creator)  # rate-limited per client (logsetup.py)
             if self.references is not None:
                 self.references.start(run, ev)
+        elif kind == "run_end" and run.refs is not None and self.references is not None:
+            self.references.ended(run)
         elif kind == "checkpoint":
             self.submit(ev)
 

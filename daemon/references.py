@@ -121,6 +121,17 @@ class References:
         run.refs = RunReference(names, group)
         self.resolve(run)
 
+    def ended(self, run) -> None:
+        """A run of a group ended: its running siblings that compare with nothing yet (a
+        sweep started together) take it, and the group's other finished runs, now."""
+        group = run.refs.group
+        if group is None:
+            return
+        for r in list(self.table):
+            if (r is not run and r.status == "running" and r.refs is not None and r.refs.group == group
+                    and r.refs.tracker is None):
+                self.resolve(r)
+
     def siblings(self, run) -> list[str]:
         group = run.refs.group
         if group is None:

@@ -92,6 +92,22 @@ class TestBehind:
         assert not [x for x in got if x["kind"] == "reference_missing"]
         b.close()
 
+    def test_a_sweep_started_together_compares_once_a_member_ends(self, daemon):
+        """Two siblings start together (no history to compare with); when the fast one
+        ends, the slow one takes it as its reference and falls behind."""
+        fast, slow = curve(1), curve(2, power=0.35)
+        a, _ = send_run(daemon.ipc, "sw-a", fast, group="sweep-8")
+        b, got = send_run(daemon.ipc, "sw-b", slow[:100], group="sweep-8")
+        at_step(daemon, "sw-a", STEPS)
+        at_step(daemon, "sw-b", 100)
+        a.close()
+        wait_for(lambda: '"references": ["sw-a"]' in daemon.log(), 15, 0.05, "sw-a attached to sw-b")
+        for step, loss in enumerate(slow[100:], 101):
+            b.loss(step, loss)
+        at_step(daemon, "sw-b", STEPS)
+        wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05, "behind sw-a")
+        b.close()
+
     def test_missing_reference_warns_the_trainer_not_refused(self, daemon):
         """A reference that does not exist: an info alert at the trainer, a log line; the run goes on."""
         emit, got = send_run(daemon.ipc, "run-x", curve(4)[:50], reference="no-such-run")
