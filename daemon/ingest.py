@@ -35,13 +35,13 @@ log = structlog.get_logger("wtwind")
 
 class Ingest:
     def __init__(self, *, stats, table, admission, link, restores, publish, changed, submit,
-                 max_frame_bytes: int) -> None:
+                 max_frame_bytes: int, references=None) -> None:
         """``publish(alert)``: journal and deliver (``AlertPath.publish``); ``changed(run)``:
         mark for the next snapshot (``Snapshots.changed``); ``submit(event)``: a checkpoint
         to the job runner (``SpectralService.submit``)."""
         self.stats, self.table, self.admission, self.link = stats, table, admission, link
         self.restores, self.publish, self.changed, self.submit = restores, publish, changed, submit
-        self.max_frame_bytes = max_frame_bytes
+        self.max_frame_bytes, self.references = max_frame_bytes, references  # references.py
         self._rejects_log = RateLimited(log)
 
     def frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
@@ -165,6 +165,10 @@ class Ingest:
         if kind == "run_start":
             log.info("run_started", run=run.run, preset=run.preset, preset_from=run.preset_from,
                      kind=run.kind, _client=run.creator)  # rate-limited per client (logsetup.py)
+            if self.references is not None:
+                self.references.start(run, ev)
+        elif kind == "run_end" and run.refs is not None and self.references is not None:
+            self.references.ended(run)
         elif kind == "checkpoint":
             self.submit(ev)
 

@@ -159,6 +159,20 @@ class DaemonCollector(_Base):
         yield dropped
         yield status
         yield from _alert_metrics(shown)
+        yield _reference_metric(shown)
+
+
+def _reference_metric(shown: list[RunState]) -> GaugeMetricFamily:
+    """The gap to the reference the run is furthest behind, in units of that reference's
+    progress by then (docs/REFERENCES.md); no series while not compared."""
+    fam = GaugeMetricFamily("wtwind_run_behind_reference", "Gap to the reference run, in units of "
+                            "the reference's progress (0.09: 9% of its progress behind; < 0: ahead)",
+                            labels=["run", "reference"])
+    for r in shown:
+        v = r.refs.verdict() if r.refs is not None else None
+        if v is not None and v.units == v.units:
+            fam.add_metric([r.run, v.reference], v.units)
+    return fam
 
 
 def _alert_metrics(shown: list[RunState]):

@@ -30,8 +30,9 @@ MAX_HELD_EVENTS = 10_000  # per run being restored
 
 
 class Restores:
-    def __init__(self, store: Store, table: RunTable, stats) -> None:
-        self.store = store
+    def __init__(self, store: Store, table: RunTable, stats, references=None) -> None:
+        self.store, self.references = store, references  # re-resolves a run's references
+
         self.table = table
         self.stats = stats
         self.restored = 0
@@ -113,6 +114,8 @@ class Restores:
     def _restore_into(self, run, config: str, blob: bytes) -> None:
         try:
             codec.restore(run, config, blob)
+            if run.refs is not None and self.references is not None:
+                self.references.resolve(run)
         except Exception:  # an unreadable snapshot: start the run fresh, say so
             self.stats.loop_errors += 1
             log.exception("snapshot_restore_failed", run=run.run, path=self.store.path)

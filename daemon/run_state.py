@@ -82,6 +82,7 @@ class RunState:
         self.ended_at: float | None = None
         self.ended_firing: dict[str, str] = {}   # kind -> severity of what fired at run_end
         self.nonnegative = True                  # every loss so far >= 0 (cross-entropy-like)
+        self.refs = None   # a references.RunReference when run_start named references or a group
         # spectral health (jobs/service.py): the watch over analysed checkpoints, the last job
         self.spectral: SpectralWatch | None = None
         self.spectral_result: dict[str, Any] | None = None   # JobResult.to_dict()
@@ -200,6 +201,8 @@ class RunState:
         series = self._series if self._series is not None else self.series
         series.add_loss(step, loss, state, self.lr, grad_norm, tokens)
         self.spark.add(step, loss)
+        if self.refs is not None:   # daemon/references.py: one tracker feed a loss
+            out += self.refs.update(self.policy, step, loss, lr, tokens, now)
         if self.stalled:
             out += self.check_stall(now, math.inf)
         return out

@@ -37,6 +37,7 @@ from .snapshots import Snapshots
 from .stats import Stats
 from .store.metrics import StoreCollector
 from .quarantine import Quarantine
+from .references import References
 from .store.store import Store
 
 
@@ -77,7 +78,8 @@ def build(config: DaemonConfig) -> Parts:
     send = receiver.send
     link = EmitterLink(stats, send)
     snapshots = Snapshots(config.state, store, link, table, stats, Quarantine(stats, send))
-    restores = Restores(store, table, stats)
+    references = References(table, store, send, max_references=config.runs.max_references)
+    restores = Restores(store, table, stats, references)
     delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
                         routes=config.routes, policy=config.delivery.retry,
                         intake_size=config.delivery.intake_size,
@@ -89,7 +91,7 @@ def build(config: DaemonConfig) -> Parts:
                           restore=restores.fill)
     ingest = Ingest(stats=stats, table=table, admission=admission, link=link, restores=restores,
                     publish=alerts.publish, changed=snapshots.changed, submit=spectral.submit,
-                    max_frame_bytes=config.listen.max_frame_bytes)
+                    max_frame_bytes=config.listen.max_frame_bytes, references=references)
     registry = CollectorRegistry(auto_describe=False)
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,
@@ -97,7 +99,7 @@ def build(config: DaemonConfig) -> Parts:
                                       budget=config),
                       JobsCollector(spectral.runner, table, max_series_runs=runs.max_series_runs),
                       receiver, StoreCollector(store, snapshots, restores, alerts),
-                      DeliveryCollector(delivery), *([curve] if curve is not None else [])):
+                      DeliveryCollector(delivery), references, *([curve] if curve is not None else [])):
         registry.register(collector)
     return Parts(config=config, stats=stats, table=table, receiver=receiver, curve=curve, store=store,
                  link=link, snapshots=snapshots, restores=restores, delivery=delivery, alerts=alerts,

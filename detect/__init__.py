@@ -25,6 +25,7 @@ if not COMPILED:
 
 from . import base as _base  # noqa: E402
 from . import collapse, divergence, effect, forecast, gradnorm, nonfinite, overfit, plateau, resume, rise, spike  # noqa: E402,F401
+from . import reference  # noqa: E402,F401  (the reference detector: compiled with the others)
 from .base import REGISTRY, Detector  # noqa: E402
 from .finding import Finding, MonitorState  # noqa: E402
 from .monitor import RunMonitor, WTwinMonitor  # noqa: E402

@@ -21,6 +21,7 @@ KINDS = (
     "stalled",
     "resume_jump",
     "spectral",
+    "behind",
 )
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("firing", "resolved")

@@ -30,7 +30,8 @@ import sys
 # an lr).
 MODULES = ("base", "arbiter", "monitor", "spike", "divergence", "rise", "nonfinite",
            "gradnorm", "collapse", "resume", "forecast_fit", "forecast",
-           "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit")
+           "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit",
+           "reference")
 
 # Python semantics, bit for bit: `cdivision` and `cpow` stay off (Cython's defaults), and
 # the annotations of arguments (``step: int``) document, they do not convert: the types

@@ -29,6 +29,7 @@ MAX_WANTS = 4              # items in checkpoint.want
 MAX_CONFIG_DEPTH = 16      # run_start.config nesting (a map in a map is depth 2)
 MAX_CONFIG_NODES = 4096    # values of every kind in the config, containers included
 MAX_CONFIG_BYTES = 64 * 1024  # the config as msgpack
+MAX_REFERENCES = 8         # run names in run_start.reference (the daemon uses [runs] max_references)
 
 _LEAVES = (str, int, float, bool, type(None))
 
@@ -68,6 +69,30 @@ def check_config(config: dict, fail: Callable[[str, str], Exception]) -> None:
     size = len(msgpack.packb(config, use_bin_type=True))
     if size > MAX_CONFIG_BYTES:
         raise fail("bad_value", f"run_start.config is {size} bytes packed, over {MAX_CONFIG_BYTES}")
+
+
+def reference_names(reference) -> list[str]:
+    """run_start.reference as a list: one run name or several, each 1..200 chars, at most
+    MAX_REFERENCES; raises ValueError in plain words (the emitter's and the wire's check)."""
+    names = [reference] if isinstance(reference, str) else reference
+    if not isinstance(names, (list, tuple)) or len(names) > MAX_REFERENCES:
+        raise ValueError(f"reference must be a run name or a list of at most {MAX_REFERENCES}")
+    for name in names:
+        if type(name) is not str or not 0 < len(name) <= MAX_RUN_LEN or not name.isprintable():
+            raise ValueError(f"each reference must be a run name of 1..{MAX_RUN_LEN} printable chars")
+    return list(dict.fromkeys(names))
+
+
+def reference_fields(reference, group) -> dict:
+    """run_start's ``reference`` and ``group`` as the emitter sends them (docs/REFERENCES.md)."""
+    out: dict = {}
+    if reference is not None:
+        out["reference"] = reference_names(reference)
+    if group is not None:
+        if not isinstance(group, str) or not 0 < len(group) <= MAX_RUN_LEN or not group.isprintable():
+            raise ValueError(f"group must be 1..{MAX_RUN_LEN} printable chars, not {group!r}")
+        out["group"] = group
+    return out
 
 
 def check_metrics(metrics: dict, fail: Callable[[str, str], Exception]) -> None:

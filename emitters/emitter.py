@@ -58,10 +58,9 @@ class Emitter:
 
     def __init__(self, endpoint: str | Sequence[str] | None = None, run: str | None = None, *,
                  endpoints: str | Sequence[str] | None = None, config: dict | None = None, preset: str | None = None, kind: str | None = None,
-                 resumed_from: str | None = None,
-                 on_alert: Callable[[dict], Any] | None = None,
-                 on_projection: Callable[[dict], Any] | None = None,
-                 queue_size: int = 10_000, batch_max: int = 512,
+                 resumed_from: str | None = None, reference: str | Sequence[str] | None = None,
+                 group: str | None = None, on_alert: Callable[[dict], Any] | None = None,
+                 on_projection: Callable[[dict], Any] | None = None, queue_size: int = 10_000, batch_max: int = 512,
                  heartbeat_s: float = 10.0, linger_ms: int = 500,
                  curve: dict | None = None, resend_size: int = 20_000,
                  ack_timeout_s: float = 5.0, secret: str | None = None,
@@ -118,6 +117,7 @@ class Emitter:
             start["kind"] = kind  # selects the daemon's preset when none is named (wire.KIND_PRESETS)
         if resumed_from:
             start["resumed_from"] = resumed_from
+        start.update(wire.reference_fields(reference, group))  # docs/REFERENCES.md
         self._q.append(("run_start", time.time(), start))
         self._thread = threading.Thread(target=self._io_main, name="wtwin-emitter", daemon=True)
         self._thread.start()

@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 import msgpack
 
 from .bounds import (INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, MAX_STR_LEN,
-                     MAX_WANTS, VERSION, check_config, check_metrics, int_in_range)
+                     MAX_WANTS, VERSION, check_config, check_metrics, int_in_range,
+                     reference_fields, reference_names)  # noqa: F401 (the emitter's)
 from .fast_checks import loss_columns, plain_loss
 
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
@@ -73,7 +74,8 @@ _INT = (int,)
 
 # type -> (required fields, optional fields); each field -> accepted python types
 SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
-    "run_start": ({}, {"config": _MAP, "preset": _STR, "kind": _STR, "resumed_from": _STR}),
+    "run_start": ({}, {"config": _MAP, "preset": _STR, "kind": _STR, "resumed_from": _STR,
+                       "reference": (str, list, tuple), "group": _STR}),
     "loss": (
         {"step": _INT, "loss": _NUM},
         {"lr": _NUM, "grad_norm": _NUM, "tokens": _NUM, "rank": _INT},
@@ -92,7 +94,8 @@ SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
     ),
 }
 _COMMON_OPTIONAL = {"ts": _NUM, "emitter": _STR, "auth": _STR}
-_STR_LIMITS = {"emitter": MAX_EMITTER_LEN, "auth": MAX_AUTH_LEN, "preset": 64}
+_STR_LIMITS = {"emitter": MAX_EMITTER_LEN, "auth": MAX_AUTH_LEN, "preset": 64, "group": MAX_RUN_LEN,
+               "reference": MAX_RUN_LEN}
 
 
 def encode(obj: dict[str, Any]) -> bytes:
@@ -300,6 +303,11 @@ def _check_run_start(ev: dict) -> None:
     config = ev.get("config")
     if config is not None:
         check_config(config, WireError)
+    if ev.get("reference") is not None:
+        try:
+            ev["reference"] = reference_names(ev["reference"])
+        except ValueError as exc:
+            raise WireError("bad_value", f"run_start.{exc}") from None
 
 
 def _check_heartbeat(ev: dict) -> None:

@@ -1,8 +1,11 @@
 """``wtwin``: the offline CLI. Runs the daemon's detectors over a finished log.
 
     wtwin monitor PATH [--preset P] [--loss-col C] [--json] [--plot out.png] [--all]
-                       [--fail-on warning|critical]
+                       [--fail-on warning|critical] [--reference REF ...]
     wtwin demo
+
+``--reference REF`` (repeatable): also page when the run falls behind these runs
+(`wtwin.detect.reference`; offline/references.py).
 
 PATH: CSV, JSONL, trainer_state.json, a W&B or TensorBoard CSV export, Lightning's
 metrics.csv, or TensorBoard event files (``log_formats.py``).
@@ -22,7 +25,7 @@ import sys
 from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
 
-from . import checks, plot, progress
+from . import checks, plot, progress, references
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
@@ -72,10 +75,11 @@ def _monitor(a) -> int:
         return 2
     try:
         log = read_log(a.path, loss_col=a.loss_col, run=a.run)
+        refs = [references.read_reference(p, a.loss_col) for p in a.reference or ()]
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
-    res = analyse(log, a)
+    res = analyse(log, a, refs)
     if a.plot:
         try:
             plot.plot(res, a.plot, a.path)
@@ -86,15 +90,23 @@ def _monitor(a) -> int:
     return 1 if checks.failed(res["alerts"], a.fail_on) else 0
 
 
-def analyse(log, a) -> dict:
+def analyse(log, a, refs=()) -> dict:
     """The preset, the replay and the caveats: what ``--json`` prints (with ``_series``
     for ``--plot``). `_monitor` reads, analyses and renders; tests/bench/monitor_1m.py
-    times the three apart with these same functions."""
+    times the three apart with these same functions. ``refs``: reference runs
+    (`ReferenceCurve`), whose ``behind`` pages join the alerts."""
     preset, source = checks.choose_preset(log, a.preset)
     shown = progress.with_progress(log, progress.wanted(a.json))
     res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
     res["preset_from"] = source
     res["caveats"] = checks.warmup_caveats(log, preset)
+    if refs:
+        found, last = references.behind(log, list(refs))
+        res["alerts"] = sorted(res["alerts"] + [x for x in found if x.pop("status") == "firing"],
+                               key=lambda x: x["step"])
+        pages = [x["step"] for x in res["alerts"] if x["severity"] in PAGE]
+        res["first_alert_step"] = min(pages) if pages else None
+        res["reference"] = dict(last, names=[r.name for r in refs])
     return res
 
 
@@ -104,8 +116,10 @@ def render(res: dict, log, a) -> str:
     if a.json:
         return json.dumps(res)
     note = checks.preset_note(res["preset"], res["preset_from"], log)
+    ref = res.get("reference")
     return "\n".join([*(["note: " + note] if note else []),
-                      *("caveat: " + c for c in res["caveats"]), _human(res, a.path)])
+                      *("caveat: " + c for c in res["caveats"]), _human(res, a.path),
+                      *([f"reference: at the last step, {ref['state']}: {ref['message']}"] if ref else [])])
 
 
 def demo_run(seed: int = 0, n: int = 10000, onset: int = 6000):
@@ -158,6 +172,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--all", action="store_true", help="also list info findings")
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
+    m.add_argument("--reference", action="append", metavar="REF",
+                   help="a log of a run this one should match (repeatable: several, or a "
+                        "sweep's siblings); page when the run falls behind it")
     sub.add_parser("demo", help="a synthetic drifting run, and where it is caught")
     return ap
 

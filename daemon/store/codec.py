@@ -67,6 +67,8 @@ def snapshot(run) -> dict[str, Any]:
     d["rewinds"] = list(run.rewinds)
     d["spark"] = run.spark.snapshot()
     d["owner"] = run.owner  # a principal: a key or a secret's hash, never the secret
+    if run.refs is not None:  # names re-resolved on restore (daemon/references.py)
+        d["references"] = run.refs.snapshot()
     if run.spectral is not None or run.spectral_result is not None:
         d["spectral"] = {"watch": run.spectral.snapshot() if run.spectral is not None else None,
                          "last_result": run.spectral_result}
@@ -123,6 +125,12 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
     if d.get("spark"):
         run.spark = Spark.restore(d["spark"])
     run.owner = d.get("owner")
+    refs = d.get("references")
+    if isinstance(refs, dict) and isinstance(refs.get("names"), list):
+        from ..references import RunReference
+
+        run.refs = RunReference([n for n in refs["names"] if isinstance(n, str)], refs.get("group"),
+                                refs.get("tracker"))
     run.history = d.get("history")    # the envelopes' state: the series resume from it
     spectral = d.get("spectral") or {}
     if spectral.get("watch") is not None:

@@ -100,6 +100,7 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
     out["config"] = _json(row[7])
     out["series"], out["eval"] = train, evals
     out["last_eval"] = snap.get("last_eval") or {}
+    out["references"] = snap.get("references")   # names and group (docs/REFERENCES.md)
     out["markers"] = [m for m in (_marker(b[0]) for b in reversed(bodies)) if m]
     return out
 

@@ -99,8 +99,32 @@ def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
                forecast_wait=None, series=series, eval=evals,
                markers=[dict(m, message=scrub(m["message"])) for m in d["markers"]],
-               spectral=None, rewinds=rewinds_view(d["rewinds"]))
+               spectral=None, rewinds=rewinds_view(d["rewinds"]), references=stored_references(d.get("references")))
     return out
+
+
+def references_view(refs: Any, points: int = 512) -> dict[str, Any] | None:
+    """The run's references for its page (docs/REFERENCES.md): names, group, the last
+    comparison, and each reference's curve (at most ``points`` points) to overlay."""
+    if refs is None:
+        return None
+    v = refs.verdict()
+    curves = {}
+    for c in refs.tracker.references if refs.tracker is not None else ():
+        k = max(1, -(-len(c.steps) // points))
+        curves[c.name] = {"step": list(c.steps[::k]), "loss": [num(x) for x in c.losses[::k]]}
+    return {"names": list(refs.names), "group": refs.group, "curves": curves,
+            "verdict": None if v is None else {"state": v.state, "reference": v.reference, "gap": num(v.gap),
+                                               "units": num(v.units), "message": scrub(v.message)}}
+
+
+def stored_references(refs: Any) -> dict[str, Any] | None:
+    """A stored run's references: the names and group it asked for (no curves, no verdict)."""
+    if not isinstance(refs, dict) or not isinstance(refs.get("names"), list):
+        return None
+    group = refs.get("group")
+    return {"names": [n for n in refs["names"] if isinstance(n, str)][:8],
+            "group": group if isinstance(group, str) else None, "curves": {}, "verdict": None}
 
 
 def rewinds_view(recs: Iterable[dict]) -> list[dict[str, Any]]:
@@ -146,6 +170,7 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
         markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
         spectral=spectral_view(spectral),
         rewinds=rewinds_view(r.rewinds),
+        references=references_view(r.refs),
     )
     return out
 

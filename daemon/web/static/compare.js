@@ -16,6 +16,9 @@
     return [xs, ys];
   }
 
+  /* The compared runs that name ``name`` as their reference (docs/REFERENCES.md). */
+  const refOf = (runs, name) => runs.filter(r => r.references && r.references.names.includes(name)).map(r => r.run);
+
   function draw(runs) {
     const tokensFor = runs.filter(r => r.series.tokens && r.series.tokens.some(v => typeof v === "number"));
     const x = xSel.value === "tokens" && tokensFor.length === runs.length ? "tokens" : "step";
@@ -43,7 +46,8 @@
       width: Math.max(320, root.clientWidth - 4), height: 420,
       cursor: { drag: { x: true, y: false } }, hooks: { setSelect: [() => { follow = false; }] },
       scales: { x: { time: false }, y: log ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
-      series: [{ label: x }, ...runs.map((r, i) => ({ label: r.run, stroke: COLORS[i % COLORS.length], width: 1.3, spanGaps: true }))],
+      series: [{ label: x }, ...runs.map((r, i) => ({ label: refOf(runs, r.run).length ? `${r.run} (reference)` : r.run,
+        stroke: COLORS[i % COLORS.length], width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined }))],
       axes: [{ label: x, values: ticks }, { label: log ? "loss (log)" : "loss", values: ticks, size: 60 }],
     }, [data[0], ...y], box);
   }
@@ -52,7 +56,8 @@
     document.querySelector("#members tbody").replaceChildren(...runs.map((r, i) =>
       el("tr", { class: "run-row", "data-run": r.run },
         el("td", {}, el("span", { class: "swatch", style: `background:${COLORS[i % COLORS.length]}` })),
-        el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run)}`, text: r.run })),
+        el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run)}`, text: r.run }),
+          ...(refOf(runs, r.run).length ? [el("span", { class: "muted", text: ` reference of ${refOf(runs, r.run).join(", ")}` })] : [])),
         el("td", {}, el("span", { class: `status status-${r.status}`, text: r.status })),
         el("td", { class: "num", text: r.step === null ? "–" : r.step }),
         el("td", { class: "num", text: lossText(r) }),

@@ -83,6 +83,10 @@
       el("div", { class: `banner sev-${a.severity}`, text: `${a.severity}: ${a.kind} since step ${a.step}. ${a.message || ""}` })));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     charts.update(p);
+    const ref = p.references;
+    document.getElementById("reference").replaceChildren(...(ref ? [el("p", { class: "muted",
+      text: `Reference${ref.names.length > 1 ? "s" : ""} (dashed, gap shaded): ${ref.names.join(", ") || "–"}` +
+        (ref.group ? ` · group ${ref.group}` : "") + (ref.verdict ? ` · ${ref.verdict.state}: ${ref.verdict.message}` : " · not compared yet") })] : []));
     spectral(p.spectral);
     document.getElementById("history").replaceChildren(
       alertTable(p.markers.slice().reverse(), "No alerts for this run."));

@@ -1,0 +1,361 @@
+"""`reference`: page when a run falls behind the run(s) it should match.
+
+A self-referential forecast cannot see a run that looks healthy but learns more slowly
+than its twin. This compares, at the same step (or tokens, when both runs send them), the
+live loss *level* (an EWMA, half-life ``halflife`` steps) with each reference's level
+(the same EWMA over its whole history, interpolated: both lag alike, whatever their
+logging steps). ``units = gap / progress``, ``progress = start - reference level`` (start:
+its highest loss among its first ``start_points``): an offset cancels, a scale changes
+both alike. ``noise``: the pair's level noise: each run's point scatter at the level's
+time scale, the gap's own wander while the runs agree, several references' spread.
+
+``behind`` (a finding of kind ``behind``, severity ``warning``) when, against *every*
+comparable reference, ``units > gate``, the gap is over ``noise_gate`` noises and over
+what the reference fell during the last ``lag`` of its (effective) steps (more than
+``lag`` behind in steps: a seed's early descent or a phase change a little later is not a
+page), for ``min_points`` updates and ``persist`` of the steps so far. Being ahead never
+pages. It resolves when the gap is back within the pair's noise (``units < gate / 2`` or
+under ``noise_gate`` noises). ``warming`` over the first ``warm`` of the reference's
+steps; ``no_overlap`` outside them (no extrapolation; a ``behind`` stays as it was);
+``schedule_differs`` when the lr differs from the reference's by over ``lr_tol`` for
+``min_points`` updates (a run that sends no lr is compared on its loss alone). ``gate``
+and ``lag``: docs/DETECTION.md, "Reference runs".
+
+>>> import random
+>>> rng = random.Random(0)
+>>> steps = range(1, 3001)
+>>> curve = [2 + 3 * s ** -0.5 for s in steps]
+>>> tr = ReferenceTracker([ReferenceCurve("run-a", steps, [c + rng.gauss(0, .02) for c in curve])])
+>>> v = [tr.update(s, c + (0.3 if s > 1000 else 0) + rng.gauss(0, .02)) for s, c in zip(steps, curve)]
+>>> b = next(x for x in v if x.state == "behind"); b.step, b.finding().kind
+(1036, 'behind')
+>>> v[-1].message
+"0.30 above run-a at step 3,000 (10% of run-a's progress by then)"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from bisect import bisect_right
+from typing import Sequence
+
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+
+if not cython.compiled:       # compiled: libc's, cimported in reference.pxd
+    from math import fabs, isfinite, sqrt
+
+from .errors import ConfigError, check
+from .finding import Finding
+from .reference_curve import ReferenceCurve
+
+__all__ = ["ReferenceConfig", "ReferenceCurve", "ReferenceTracker", "ReferenceVerdict", "STATES"]
+
+NAN = cython.declare(cython.double, math.nan)
+NO_STEP = cython.declare(cython.longlong, -(2 ** 63))
+GAP = cython.declare(cython.double, 4.0)       # a gap weighs at most 4 usual gaps (base.gap_decay)
+MAD = cython.declare(cython.double, 1.2533)     # sd / mean |x| of a normal
+INF = cython.declare(cython.double, math.inf)
+STATES = ("ok", "behind", "schedule_differs", "no_overlap", "warming")
+OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReferenceConfig:
+    """How far behind, for how long, pages (docs/DETECTION.md, "Reference runs")."""
+
+    gate: float = 0.02         # a material gap: this fraction of the reference's progress by then
+    noise_gate: float = 4.0    # ... and this many of the pair's level noise
+    halflife: float = 50.0     # steps: the levels compared are EWMAs with this half-life
+    lag: float = 0.3           # ... and more than the reference fell in the last ``lag`` of its steps
+    warm: float = 0.05         # not judged before this fraction of the reference's steps
+    persist: float = 0.02      # the gap must hold over this fraction of the steps so far ...
+    min_points: int = 3        # ... and this many updates (and the lr this many to differ)
+    lr_tol: float = 0.1        # |lr - lr_ref| / lr_ref above this: a different schedule
+    start_points: int = 10     # the reference's start: its highest loss among these first points
+
+    def __post_init__(self) -> None:
+        num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)   # noqa: E731
+        for n in ("gate", "noise_gate", "halflife", "lr_tol"):
+            check(num(getattr(self, n)) and getattr(self, n) > 0, n, getattr(self, n), "a number > 0")
+        for n in ("warm", "persist", "lag"):
+            check(num(getattr(self, n)) and 0 <= getattr(self, n) < 1, n, getattr(self, n),
+                  "a fraction in [0, 1)")
+        for n in ("min_points", "start_points"):
+            v = getattr(self, n)
+            check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, n, v, "an int >= 1")
+
+
+# the tracker's learned state (`snapshot`): every field but the references' and the config's
+_STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt", "_level", "_prev",
+          "_scat", "_gx", "_gprev", "_wander", "_gap", "_units", "_spread", "_state", "_worst",
+          "_resolved", "_cond", "_still", "_cur", "_curl", "_lrbad", "_lv_now")
+
+
+def _plain(v):
+    return None if isinstance(v, float) and v != v else v
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceVerdict:
+    """The comparison at one update. ``gap``/``units`` are against ``reference`` (the one
+    the live run is furthest behind when several); NaN when there is no comparison."""
+
+    state: str
+    reference: str
+    gap: float
+    units: float
+    message: str
+    step: int = 0
+    resolved: bool = False     # True on the update where a ``behind`` ended
+
+    def finding(self) -> Finding | None:
+        """A ``behind`` finding (active while behind, inactive on the update it resolves),
+        else None."""
+        if self.state == "behind":
+            return Finding("behind", "warning", True, self.step, self.message)
+        if self.resolved:
+            return Finding("behind", "warning", False, self.step, self.message)
+        return None
+
+
+@cython.cclass
+class ReferenceTracker:
+    """One live run against one or several references. ``feed`` is the per-update path
+    (returns the state's index in `STATES`, builds nothing); ``verdict`` builds the value;
+    ``update`` is both."""
+
+    def __init__(self, references: Sequence[ReferenceCurve],
+                 config: ReferenceConfig = ReferenceConfig()) -> None:
+        refs = list(references)
+        if not refs or not all(isinstance(r, ReferenceCurve) for r in refs):
+            raise ConfigError(f"references must be a non-empty list of ReferenceCurve, got {references!r}")
+        if not isinstance(config, ReferenceConfig):
+            raise ConfigError(f"config must be a ReferenceConfig, got {config!r}")
+        self.references, self.config = tuple(refs), config
+        self._c_gate, self._c_ngate = config.gate, config.noise_gate
+        self._c_hl, self._c_persist, self._c_lrtol = config.halflife, config.persist, config.lr_tol
+        self._c_minpts, self._c_lag, self._c_warm = config.min_points, config.lag, config.warm
+        self._c_tau = config.halflife / math.log(2.0)
+        self._xs, self._lv, self._lr = [], [], []
+        self._names, self._noise, self._start = [], [], []
+        for r in refs:
+            lv, noise, start = r.levels(config.halflife, config.start_points)
+            self._xs.append(list(r.steps))
+            self._lv.append(list(lv))
+            self._lr.append(list(r.lrs))
+            self._names.append(r.name)
+            self._noise.append(noise)
+            self._start.append(start)
+        self._tok = [list(r.tokens) for r in refs] if all(r.has_tokens for r in refs) else None
+        self._has_lr = [r.has_lr for r in refs]
+        self._cur, self._curl, self._lv_now = [0] * len(refs), [0] * len(refs), [NAN] * len(refs)
+        self._lrbad = [0] * len(refs)
+        self._by_tokens = -1                   # decided at the first update: 1 tokens, 0 steps
+        self._n, self._since, self._held = 0, NO_STEP, 0
+        self._x, self._dt, self._level, self._prev, self._scat = NAN, 1.0, NAN, NAN, 0.0
+        self._gx, self._gprev, self._wander = NAN, NAN, 0.0
+        self._state, self._resolved, self._worst = WARMING, False, 0
+        self._gap, self._units, self._step, self._cstep = NAN, NAN, 0, 0
+        self._spread, self._cond, self._still = 0.0, False, False
+
+    def update(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> ReferenceVerdict:
+        """Feed one point of the live run; the comparison at it."""
+        self.feed(step, loss, lr, tokens)
+        return self.verdict()
+
+    @cython.locals(x=cython.double, k=cython.int)
+    def feed(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> int:
+        """The per-update path: fold the point in, judge, return the state's index."""
+        self._resolved = False
+        if not isfinite(loss):
+            return self._state                 # NaN is the nonfinite detector's finding
+        if self._by_tokens < 0:
+            self._by_tokens = 1 if self._tok is not None and isfinite(tokens) else 0
+        x = tokens if self._by_tokens == 1 else float(step)
+        if not isfinite(x):
+            return self._state
+        self._level_in(float(step), loss)
+        self._step = step
+        k = self._compare(x, lr)
+        if k != OK:                            # not judged: a behind stays (no news)
+            self._since, self._held = NO_STEP, 0
+            if self._state != BEHIND or k == SCHEDULE:
+                self._resolved = self._state == BEHIND
+                self._state = k
+            return self._state
+        if self._state == BEHIND:
+            if not self._still:
+                self._state, self._resolved = OK, True
+            return self._state
+        if self._cond:
+            if self._since == NO_STEP:
+                self._since, self._held = step, 0
+            self._held += 1
+            if self._held >= self._c_minpts and step - self._since >= self._c_persist * step:
+                self._state = BEHIND
+                return self._state
+        else:
+            self._since, self._held = NO_STEP, 0
+            if not self._still:
+                self._wander_in(float(step))
+        self._state = OK
+        return self._state
+
+    @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
+    def _level_in(self, x: float, loss: float) -> None:
+        """Fold a loss at step ``x`` into the level (time in steps on either axis)."""
+        self._n += 1
+        if self._n == 1:
+            self._level, self._prev, self._x = loss, loss, x
+            return
+        dt = x - self._x
+        if dt < 0.0:
+            dt = 0.0
+        self._x = x
+        a = 0.5 ** ((dt if dt < GAP * self._dt else GAP * self._dt) / self._c_hl)
+        self._dt = 0.9 * self._dt + 0.1 * dt if self._n > 2 else (dt if dt > 0.0 else 1.0)
+        self._level = a * self._level + (1.0 - a) * loss
+        d = fabs(loss - self._prev)
+        self._prev = loss
+        self._scat = d if self._n == 2 else 0.98 * self._scat + 0.02 * d
+
+    @cython.locals(xs=list, lv=list, n=cython.int, j=cython.int, x0=cython.double,
+                   x1=cython.double, w=cython.double)
+    def _at(self, i: int, x: float, cur: list, ys: list) -> float:
+        """Reference ``i``'s ``ys`` at ``x`` (inside its range), linearly interpolated;
+        ``cur[i]`` remembers where the last look-up was (a live run moves forward)."""
+        xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
+        lv = ys[i]
+        n = len(xs)
+        j = cur[i]
+        if j > n - 2 or xs[j] > x:
+            j = bisect_right(xs, x) - 1
+            j = 0 if j < 0 else (n - 2 if j > n - 2 else j)
+        while j < n - 2 and xs[j + 1] <= x:
+            j += 1
+        cur[i] = j
+        x0, x1 = xs[j], xs[j + 1]
+        w = (x - x0) / (x1 - x0)
+        if w < 0.0:
+            w = 0.0
+        return lv[j] + w * (lv[j + 1] - lv[j])
+
+    @cython.locals(i=cython.int, m=cython.int, sched=cython.int, warm=cython.bint,
+                   lv=cython.double, gap=cython.double, u=cython.double, lr_ref=cython.double,
+                   worst=cython.double, s=cython.double, s2=cython.double, xl=cython.double,
+                   lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
+                   ok=cython.bint, still=cython.bint, eff=cython.double, st=cython.double,
+                   nz=cython.double, nref=cython.int)
+    def _compare(self, x: float, lr: float) -> int:
+        """The gap to each reference at ``x``; the state it allows (OK: judged, with
+        ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
+        m, sched, warm, ok, still = 0, 0, False, True, True
+        worst, s, s2 = -INF, 0.0, 0.0
+        nref = len(self._xs)
+        for i in range(nref):
+            xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
+            if x < xs[0] or x > xs[len(xs) - 1]:
+                self._lv_now[i] = NAN
+                continue
+            lv = self._at(i, x, self._cur, self._lv)
+            self._lv_now[i] = lv
+            if isfinite(lr) and self._has_lr[i]:
+                lr_ref = self._at(i, x, self._cur, self._lr)
+                if isfinite(lr_ref) and fabs(lr - lr_ref) > self._c_lrtol * max(fabs(lr_ref), 1e-12):
+                    self._lrbad[i] += 1
+                else:
+                    self._lrbad[i] = 0
+                if self._lrbad[i] >= self._c_minpts:
+                    sched += 1
+                    self._lv_now[i] = NAN
+                    continue
+            m += 1
+            s += lv
+            s2 += lv * lv
+            if x < xs[0] + self._c_warm * (xs[len(xs) - 1] - xs[0]) or self._n < 2:
+                warm = True
+        if m == 0 or warm:
+            return WARMING if warm else (SCHEDULE if sched else NO_OVERLAP)
+        self._spread = sqrt(max(s2 / m - (s / m) * (s / m), 0.0) * m / (m - 1)) if m > 1 else 0.0
+        a = 0.5 ** (self._dt / self._c_hl)
+        live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
+        # the level at step s stands for step s - tau (tau: its weights' mean age): the lag
+        # is measured on that effective step, so a young run's smoothing is not a lag
+        eff = 1.0 - self._c_tau / self._step if self._step > self._c_tau else 0.0
+        for i in range(nref):
+            lv = self._lv_now[i]
+            if not isfinite(lv):
+                continue
+            gap = self._level - lv
+            st = self._start[i]
+            u = gap / (st - lv) if st > lv else (INF if gap > 0.0 else 0.0)
+            xl = x * (1.0 - self._c_lag * eff)
+            xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
+            lag = self._at(i, xl if xl > xs[0] else xs[0], self._curl, self._lv) - lv
+            nz = self._noise[i]
+            noise = sqrt(live * live + nz * nz + self._wander * self._wander + self._spread * self._spread)
+            ok = ok and u > self._c_gate and gap > lag and gap > self._c_ngate * noise
+            still = still and u > 0.5 * self._c_gate and gap > self._c_ngate * noise
+            if u > worst:
+                worst, self._worst, self._gap, self._units = u, i, gap, u
+        self._cond, self._still, self._cstep = ok, still, self._step
+        return OK
+
+    @cython.locals(d=cython.double)
+    def _wander_in(self, x: float) -> None:       # x: the step
+        """The gap's own drift while both runs agree: every 2 half-lives, the change of
+        the gap, as an EWMA of its absolute value (a seed's wander, not a fault's trend:
+        measured only while the gap is not material)."""
+        if not isfinite(self._gx):
+            self._gx, self._gprev = x, self._gap
+            return
+        if x - self._gx < 2.0 * self._c_hl:
+            return
+        d = fabs(self._gap - self._gprev)
+        self._wander = d if self._wander == 0.0 else 0.8 * self._wander + 0.2 * d
+        self._gx, self._gprev = x, self._gap
+
+    def snapshot(self) -> dict:
+        """The learned state as plain values (NaN and no-step as None): msgpack/JSON-safe.
+        The references are not in it: `restore` needs a tracker built on the same ones."""
+        out: dict = {"references": list(self._names)}
+        for k in _STATE:
+            v = getattr(self, k)
+            out[k] = [_plain(x) for x in v] if isinstance(v, list) else _plain(v)
+        out["_since"] = None if self._since == NO_STEP else self._since
+        return out
+
+    def restore(self, snap: dict) -> None:
+        """Continue from `snapshot` (the same references, by name, in the same order)."""
+        if snap.get("references") != list(self._names):
+            raise ConfigError(f"this snapshot was taken against references {snap.get('references')!r}, "
+                              f"not {list(self._names)!r}")
+        for k in _STATE:
+            v = snap[k]
+            if k == "_since":
+                self._since = NO_STEP if v is None else v
+            else:
+                setattr(self, k, [NAN if x is None else x for x in v] if isinstance(v, list)
+                        else (NAN if v is None else v))
+
+    def verdict(self) -> ReferenceVerdict:
+        """The value of the last update's comparison (a ``behind`` not compared at this
+        update keeps the gap it was last compared at, and says when)."""
+        state, name = STATES[self._state], self._names[self._worst]
+        if state not in ("ok", "behind"):
+            gap = units = NAN
+            msg = {"schedule_differs": f"lr differs from the reference's by over {self._c_lrtol:.0%}",
+                   "no_overlap": f"step {self._step:,} is outside every reference's steps",
+                   "warming": f"step {self._step:,} is in the first {self._c_warm:.0%} of the reference's steps"
+                   if self._n else "no finite loss yet"}[state]
+            return ReferenceVerdict(state, name, gap, units, msg + ": not compared", self._step, self._resolved)
+        gap, units = self._gap, self._units
+        msg = (f"{abs(gap):.2f} {'above' if gap >= 0 else 'below'} {name} at step {self._cstep:,} "
+               f"({abs(units):.0%} of {name}'s progress by then)")
+        if self._cstep != self._step:
+            msg += f"; not compared since (step {self._step:,})"
+        return ReferenceVerdict(state, name, gap, units, msg, self._step, self._resolved)

@@ -1,0 +1,299 @@
+"""Own pairs of runs for the reference detector (issue 26): real torch training on
+scikit-learn's bundled ``load_digits`` (no download), CPU, seconds a run.
+
+An MLP (64-64-10) trained with Adam, 1,400 training digits, batches of 32, ``STEPS``
+steps, lr ``LR`` with a 50-step linear warm-up and a cosine decay to a tenth. Each run
+is one ``change`` against the baseline:
+
+- ``base``: the baseline (runs that differ only by seed);
+- ``bf16`` / ``fp16``: the forward pass under CPU autocast (torch.autocast("cpu"));
+- ``bf16_weights``: the model and Adam's state in bfloat16, no fp32 master weights (late
+  updates, smaller than a weight's bf16 resolution, are lost);
+- ``lr_half``: the lr schedule at half its height;
+- ``label_noise``: 20% of the training labels replaced by random ones (fixed per seed);
+- ``resumed``: at step ``RESUME`` the run restarts from its checkpoint of ``REWIND``
+  steps earlier with a fresh optimizer (no Adam moments), its step counter and lr
+  schedule continuing (what a resume that lost the optimizer file and the latest
+  checkpoint does).
+
+A run is written once as ``<cache>/<change>_s<seed>.csv`` (``step,loss,lr``) and read
+back after; ``cache`` is ``$WTWIN_REFERENCE_RUNS`` or ``~/.cache/wtwin/reference_runs``.
+
+    python tests/reference_runs.py            # trains what the cache lacks, prints a table
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import math
+import os
+import sys
+from pathlib import Path
+
+STEPS, LR, WARMUP, BATCH = 2000, 2e-3, 50, 32
+RESUME, REWIND = 1000, 800
+CHANGES = ("base", "bf16", "fp16", "bf16_weights", "lr_half", "label_noise", "resumed")
+ONSET = {"resumed": RESUME}   # where a change starts (the others: step 1)
+BASE_SEEDS = tuple(range(21))          # 21 runs: 20 consecutive seed-only pairs
+CHANGE_SEEDS = tuple(range(100, 105))  # 5 runs a change, each against a base of another seed
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("WTWIN_REFERENCE_RUNS") or Path.home() / ".cache" / "wtwin" / "reference_runs"
+    return Path(d)
+
+
+def lr_at(step: int, change: str = "base") -> float:
+    """The schedule: linear warm-up over ``WARMUP`` steps, cosine to LR/10 at STEPS."""
+    peak = LR / 2 if change == "lr_half" else LR
+    if step <= WARMUP:
+        return peak * step / WARMUP
+    t = (step - WARMUP) / (STEPS - WARMUP)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def train(change: str, seed: int, steps: int = STEPS) -> list[tuple[int, float, float]]:
+    """Train one run; its ``(step, loss, lr)`` rows."""
+    import copy
+
+    import numpy as np
+    import torch
+    from sklearn.datasets import load_digits
+
+    if change not in CHANGES:
+        raise ValueError(f"change must be one of {CHANGES}, got {change!r}")
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(X))[:1400]
+    X, y = torch.tensor(X[perm] / 16.0, dtype=torch.float32), torch.tensor(y[perm])
+    if change == "label_noise":
+        flip = torch.tensor(rng.random(len(y)) < 0.2)
+        y = torch.where(flip, torch.tensor(rng.integers(0, 10, len(y))), y)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    if change == "bf16_weights":
+        model, X = model.to(torch.bfloat16), X.to(torch.bfloat16)
+    opt = torch.optim.Adam(model.parameters(), lr=lr_at(1, change))
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(change)
+    rows, order, at, saved = [], rng.permutation(len(X)), 0, {}
+    for step in range(1, steps + 1):
+        if change == "resumed" and step == RESUME - REWIND:
+            saved = copy.deepcopy(model.state_dict())
+        if change == "resumed" and step == RESUME:
+            model.load_state_dict(saved)
+            opt = torch.optim.Adam(model.parameters(), lr=lr_at(step, change))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, change)
+        if at + BATCH > len(X):
+            order, at = rng.permutation(len(X)), 0
+        idx = torch.tensor(order[at:at + BATCH])
+        at += BATCH
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            loss = torch.nn.functional.cross_entropy(model(X[idx]).float(), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        rows.append((step, float(loss.item()), opt.param_groups[0]["lr"]))
+    return rows
+
+
+def load(change: str, seed: int) -> list[tuple[int, float, float]]:
+    """The run's rows, trained and cached on first use."""
+    path = cache_dir() / f"{change}_s{seed}.csv"
+    if not path.exists():
+        rows = train(change, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(("step", "loss", "lr"))
+            w.writerows((s, repr(l), repr(r)) for s, l, r in rows)
+        tmp.replace(path)
+    with open(path) as f:
+        return [(int(r["step"]), float(r["loss"]), float(r["lr"])) for r in csv.DictReader(f)]
+
+
+def pairs() -> list[tuple[str, tuple[str, int], tuple[str, int]]]:
+    """``(label, live, reference)``: 20 seed-only pairs, then each change against a
+    baseline of another seed."""
+    out = [("seed", ("base", a), ("base", b)) for a, b in zip(BASE_SEEDS, BASE_SEEDS[1:])]
+    for change in CHANGES[1:]:
+        out += [(change, (change, s), ("base", BASE_SEEDS[i])) for i, s in enumerate(CHANGE_SEEDS)]
+    return out
+
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "real-logs"
+_L, _B7, _B10, _M = "llmc__", "mlperf07__bert_", "mlperf10__bert_supermicro_", "mng__2024-"
+# (source, label, live, references): "equal" pairs must stay silent, "hurt" ones page,
+# "other" ones are shown (a different system, optimizer or schedule: no verdict expected)
+SHARED_PAIRS = (
+    ("llmc", "equal", _L + "SiddanthEmani_gpt2_124M_main", (_L + "HectorFCardenas_gpt2_124M_job11685414",)),
+    ("llmc", "equal", _L + "HectorFCardenas_gpt2_124M_job11685414", (_L + "SiddanthEmani_gpt2_124M_main",)),
+    ("llmc", "equal", _L + "HectorFCardenas_gpt2_124M_job11672114_truncated", (_L + "HectorFCardenas_gpt2_124M_job11685414",)),
+    ("llmc", "equal", _L + "HectorFCardenas_gpt2_124M_job11685414", (_L + "HectorFCardenas_gpt2_124M_job11672114_truncated",)),
+    ("mlperf07", "equal", _B7 + "dgx1_result9_aborted", (_B7 + "dgx1_result0_success",)),
+    ("mlperf07", "equal", _B7 + "dgx1_result0_success", (_B7 + "dgx1_result9_aborted",)),
+    ("mlperf07", "equal", _B7 + "dgxa100n2_result6_aborted", (_B7 + "dgxa100n2_result0_success",)),
+    ("mlperf07", "equal", _B7 + "dgxa100n2_result0_success", (_B7 + "dgxa100n2_result6_aborted",)),
+    ("mlperf10", "equal", _B10 + "sys420gp_result1_success", (_B10 + "as4124go_result1_success",)),
+    ("mlperf10", "equal", _B10 + "as4124go_result1_success", (_B10 + "sys420gp_result1_success",)),
+    ("mng", "equal", _M + "10-20_ScaleUp1B_ad8d7ae5", (_M + "10-20_ScaleUp1B_87bd51fd",)),
+    ("mng", "equal", _M + "10-20_ScaleUp1B_87bd51fd", (_M + "10-20_ScaleUp1B_ad8d7ae5",)),
+    *(("mlperf10", "hurt", _B10 + bad, (_B10 + good,))
+      for bad in ("as2124gq_result1_aborted_stuck", "as2124gq_result4_aborted_lateescape",
+                  "as2124gq_result6_aborted_diverged")
+      for good in ("as4124go_result1_success", "sys420gp_result1_success")),
+    ("mlperf10", "hurt", _B10 + "as2124gq_result1_aborted_stuck",
+     (_B10 + "as4124go_result1_success", _B10 + "sys420gp_result1_success")),
+    ("mlperf07", "other", _B7 + "dgxa100_result6_success", (_B7 + "dgx1_result0_success",)),
+    ("mng", "other", _M + "10-29_Optimizers_Adam_95a9fd44", (_M + "10-29_Optimizers_Muon_8d6193f4",)),
+    ("mng", "other", _M + "10-20_ScaleUp1B_87bd51fd", (_M + "10-20_ScaleUp1B_c0078066",)),
+)
+
+
+def shared_rows(name: str) -> list[tuple[int, float, float]]:
+    """A shared log's ``(step, loss, nan)`` rows (its eval loss when it has no train loss)."""
+    from wtwin.offline.logs import read_log
+
+    log = read_log(str(SHARED / f"{name}.csv"))
+    return [(s, v, math.nan) for k, s, v, *_ in log.events() if k == "loss" and v is not None]
+
+
+def curve(name: str, rows, use_lr: bool = True):
+    from wtwin.detect.reference import ReferenceCurve
+
+    st, lo, lr = zip(*rows)
+    return ReferenceCurve(name, st, lo, lr if use_lr else None)
+
+
+def judge(rows, refs: list, config=None, use_lr: bool = True) -> dict:
+    """One live run against its references: the first ``behind`` and ``schedule_differs``
+    steps (None: never), the largest material units, the number of behind episodes."""
+    from wtwin.detect.reference import BEHIND, SCHEDULE, ReferenceConfig, ReferenceTracker
+
+    tr = ReferenceTracker(refs, config or ReferenceConfig())
+    first = sched = None
+    episodes, prev, peak = 0, -1, 0.0
+    for step, loss, lr in rows:
+        k = tr.feed(step, loss, lr if use_lr else math.nan)
+        if k == BEHIND and prev != BEHIND:
+            episodes += 1
+            first = step if first is None else first
+        if k == SCHEDULE and sched is None:
+            sched = step
+        if k in (0, BEHIND):
+            peak = max(peak, tr.verdict().units)
+        prev = k
+    return {"first": first, "sched": sched, "episodes": episodes, "peak": peak,
+            "last": tr.verdict().state, "steps": rows[-1][0]}
+
+
+def own_cases(use_lr: bool = True):
+    """``(source, label, name, rows, refs, onset)`` for the own pairs."""
+    for change, live, ref in pairs():
+        rows = load(*live)
+        yield ("own", "equal" if change == "seed" else "hurt", f"{live[0]}_s{live[1]}", rows,
+               [curve(f"{ref[0]}_s{ref[1]}", load(*ref), use_lr)], ONSET.get(change, 1))
+
+
+def shared_cases():
+    for source, label, live, refs in SHARED_PAIRS:
+        rows = shared_rows(live)
+        yield (source, label, live, rows, [curve(r, shared_rows(r)) for r in refs], rows[0][0])
+
+
+def table(cases, config=None, use_lr: bool = True) -> list[str]:
+    out = []
+    for source, label, name, rows, refs, onset in cases:
+        j = judge(rows, refs, config, use_lr)
+        delay = "" if j["first"] is None else f" delay {j['first'] - onset} ({(j['first'] - onset) / j['steps']:.1%})"
+        out.append(f"{source:9s} {label:6s} {name[:44]:44s} vs {','.join(r.name for r in refs)[:44]:44s} "
+                   f"behind {j['first']} x{j['episodes']}{delay} sched {j['sched']} "
+                   f"peak {j['peak']:.3f} last {j['last']}")
+    return out
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Per source and label (own hurt pairs per change): pairs, paged, delays after the
+    onset as a share of the run, schedule_differs."""
+    groups: dict = {}
+    for r in rows:
+        key = (r["source"], r["label"], r["name"].rsplit("_s", 1)[0] if r["source"] == "own" else "")
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (source, label, change), rs in sorted(groups.items()):
+        paged = [r for r in rs if r["first"] is not None]
+        d = sorted((r["first"] - r["onset"]) / r["steps"] for r in paged)
+        delays = f", delays {d[0]:.1%}..{d[-1]:.1%} of the run" if d else ""
+        sched = sum(r["sched"] is not None for r in rs)
+        out.append(f"{source:9s} {label:6s} {change:13s} lag {rs[0]['lag']}: {len(paged)} of {len(rs)} paged"
+                   f"{delays}{f', {sched} schedule_differs' if sched else ''}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--no-lr", action="store_true", help="withhold the lr columns")
+    ap.add_argument("--shared", action="store_true", help="the shared real pairs instead")
+    ap.add_argument("--loso", action="store_true",
+                    help="leave-one-source-out: own and shared pairs, the gate calibrated on the others")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a ReferenceConfig field (repeatable)")
+    a = ap.parse_args(argv)
+    from wtwin.detect.reference import ReferenceConfig
+
+    config = ReferenceConfig(**{k: type(getattr(ReferenceConfig(), k))(v)
+                                for k, v in (x.split("=", 1) for x in a.set)})
+    if a.loso:
+        rows = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
+        for r in rows:
+            print(" ".join(f"{k}={r[k]}" for k in ("source", "label", "name", "lag", "critical",
+                                                    "first", "onset", "steps", "episodes", "sched", "last")),
+                  flush=True)
+        print("\n".join(summary(rows)))
+        return 0
+    cases = shared_cases() if a.shared else own_cases(not a.no_lr)
+    for line in table(cases, config, use_lr=not a.no_lr):
+        print(line, flush=True)
+    return 0
+
+
+
+LAGS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+
+
+def critical(case, config) -> float:
+    """The largest lag of `LAGS` at which the pair pages (0.0: silent at every one)."""
+    _, _, _, rows, refs, _ = case
+    paged = [g for g in LAGS if judge(rows, refs, dataclasses.replace(config, lag=g))["first"] is not None]
+    return max(paged, default=0.0)
+
+
+def calibrate(criticals) -> float:
+    """The smallest of `LAGS` above every critical lag (the largest when none is)."""
+    top = max(criticals, default=0.0)
+    return next((g for g in LAGS if g > top), LAGS[-1])
+
+
+def leave_one_source_out(cases: list, config) -> list[dict]:
+    """For each source: ``lag`` calibrated on the equal pairs of the other sources (the
+    smallest of `LAGS` above every one's critical lag: the first at which all are
+    silent), then the held-out source's pairs judged with it (the rest: ``config``)."""
+    crit = {id(c): critical(c, config) for c in cases if c[1] == "equal"}
+    out = []
+    for source in sorted({c[0] for c in cases}):
+        train = [crit[id(c)] for c in cases if c[1] == "equal" and c[0] != source]
+        lag = calibrate(train)
+        cfg = dataclasses.replace(config, lag=lag)
+        for c in (c for c in cases if c[0] == source):
+            j = judge(c[3], c[4], cfg)
+            out.append({"source": source, "label": c[1], "name": c[2], "lag": lag,
+                        "critical": crit.get(id(c)), "onset": c[5], **j})
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

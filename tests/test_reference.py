@@ -1,0 +1,263 @@
+"""The reference detector (`wtwin.detect.reference`), pure: synthetic pairs whose truth is
+known by construction, then a few real pairs (own load_digits runs, shared logs)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wtwin.detect.errors import ConfigError
+from wtwin.detect.policy import AlertPolicy
+from wtwin.detect.reference import (STATES, ReferenceConfig, ReferenceCurve, ReferenceTracker,
+                                    ReferenceVerdict)
+
+STEPS = range(1, 3001)
+
+
+def law(s: float) -> float:
+    return 2.0 + 3.0 * s ** -0.5
+
+
+def curve(seed: int, f=law, steps=STEPS, sd: float = 0.02, name: str = "run-a", **kw) -> ReferenceCurve:
+    rng = random.Random(seed)
+    return ReferenceCurve(name, list(steps), [f(s) + rng.gauss(0, sd) for s in steps], **kw)
+
+
+def run(refs, seed: int, f=law, steps=STEPS, sd: float = 0.02, config=ReferenceConfig(),
+        lr=None, tokens=None) -> list[ReferenceVerdict]:
+    rng, tr = random.Random(seed), ReferenceTracker(refs, config)
+    return [tr.update(s, f(s) + rng.gauss(0, sd), lr(s) if lr else math.nan,
+                      tokens(s) if tokens else math.nan) for s in steps]
+
+
+def first(vs, state: str = "behind"):
+    return next((v.step for v in vs if v.state == state), None)
+
+
+class TestSeedPairs:
+    def test_seed_only_pairs_stay_silent(self):
+        """Twenty pairs of the same law with different noise seeds never page."""
+        for seed in range(20):
+            assert first(run([curve(seed)], 100 + seed)) is None
+
+    def test_a_seeds_time_shift_in_the_descent_is_not_a_page(self):
+        """A live run 10% of its steps behind (a warm-up offset, a later drop) is silent."""
+        assert first(run([curve(0)], 1, f=lambda s: law(0.9 * s))) is None
+
+    def test_ahead_never_pages(self):
+        vs = run([curve(0)], 1, f=lambda s: law(s) - 0.5)
+        assert first(vs) is None and vs[-1].gap < -0.4 and vs[-1].state == "ok"
+
+
+class TestCaught:
+    def test_an_offset_after_a_change_is_caught(self):
+        """0.3 above the reference from step 1,000 on: behind within 50 steps, with the
+        message that names the reference."""
+        vs = run([curve(0)], 1, f=lambda s: law(s) + (0.3 if s > 1000 else 0.0))
+        assert 1000 < first(vs) <= 1050
+        assert vs[-1].message.startswith("0.30 above run-a at step 3,000 (")
+
+    def test_a_run_at_half_speed_is_caught(self):
+        """law(step / 2): twice the steps for the same loss. Its gap, 1.24 / sqrt(step),
+        passes 2% of the reference's progress until step ~480: caught before."""
+        vs = run([curve(0)], 1, f=lambda s: law(s / 2))
+        assert first(vs) is not None and first(vs) <= 500
+
+    def test_finding_fires_then_resolves_through_the_policy(self):
+        """A gap that closes again: the policy fires ``behind`` once and resolves it."""
+        vs = run([curve(0)], 1, f=lambda s: law(s) + (0.3 if 1000 < s <= 1600 else 0.0))
+        policy, out = AlertPolicy("r", cooldown_s=0.0), []
+        for i, v in enumerate(vs):
+            f = v.finding()
+            a = policy.apply(f, float(i)) if f else None
+            out += ([a] if a else []) + (policy.advance(v.step, float(i)) if not policy.idle else [])
+        assert [(a.kind, a.severity, a.status) for a in out] == [
+            ("behind", "warning", "firing"), ("behind", "warning", "resolved")]
+        assert 1600 < out[1].step < 1900
+        assert sum(v.resolved for v in vs) == 1
+
+
+class TestInvariance:
+    @pytest.mark.parametrize("scale,offset", [(1.0, 5.0), (10.0, 0.0), (0.01, -1.0)])
+    def test_units_do_not_change_with_scale_and_offset(self, scale, offset):
+        """The same pair with both losses mapped to scale * L + offset: the same units
+        (to 1e-9) and the same verdicts."""
+        g = lambda s: law(s) + (0.2 if s > 1500 else 0.0)   # noqa: E731
+        base = run([curve(0)], 1, f=g)
+        mapped = run([curve(0, f=lambda s: scale * law(s) + offset, sd=0.02 * scale)], 1,
+                     f=lambda s: scale * g(s) + offset, sd=0.02 * scale)
+        assert [v.state for v in base] == [v.state for v in mapped]
+        for a, b in zip(base[::50], mapped[::50]):
+            assert (math.isnan(a.units) and math.isnan(b.units)) or abs(a.units - b.units) < 1e-9
+        assert base[-1].units > 0.05
+
+
+class TestSchedule:
+    def test_a_different_lr_schedule_says_so_instead_of_paging(self):
+        lr_ref = lambda s: 1e-3 * (1 - s / 4000)   # noqa: E731
+        ref = curve(0, lrs=[lr_ref(s) for s in STEPS])
+        vs = run([ref], 1, f=lambda s: law(s / 2), lr=lambda s: 2 * lr_ref(s))
+        assert first(vs) is None and first(vs, "schedule_differs") == 3
+        assert vs[-1].finding() is None
+
+    def test_the_same_schedule_is_compared(self):
+        lr_ref = lambda s: 1e-3 * (1 - s / 4000)   # noqa: E731
+        ref = curve(0, lrs=[lr_ref(s) for s in STEPS])
+        vs = run([ref], 1, f=lambda s: law(s / 2), lr=lambda s: lr_ref(s) * 1.05)
+        assert first(vs, "schedule_differs") is None and first(vs) is not None
+
+
+class TestOverlap:
+    def test_a_shorter_reference_is_not_extrapolated(self):
+        vs = run([curve(0, steps=range(1, 1001))], 1)
+        assert {v.state for v in vs[1000:]} == {"no_overlap"}
+        assert math.isnan(vs[-1].gap)
+
+    def test_a_behind_stays_past_the_references_end(self):
+        """No news past the end: a ``behind`` is neither repeated as new nor resolved."""
+        vs = run([curve(0, steps=range(1, 1501))], 1, f=lambda s: law(s) + (0.3 if s > 1000 else 0.0))
+        assert first(vs) < 1100 and vs[-1].state == "behind" and not any(v.resolved for v in vs)
+        assert vs[-1].message.endswith("at step 1,500 (10% of run-a's progress by then); "
+                                       "not compared since (step 3,000)")
+
+    def test_logging_at_different_steps(self):
+        """A reference logged every 25 steps against a live run logged every step."""
+        sparse = range(1, 3001, 25)
+        assert first(run([curve(0, steps=sparse)], 1)) is None
+        assert first(run([curve(0, steps=sparse)], 1, f=lambda s: law(s) + 0.3)) is not None
+
+    def test_tokens_when_both_send_them(self):
+        """Half the tokens per step (a smaller batch), the same loss per token: behind by
+        steps, level by tokens."""
+        ref = curve(0, tokens=[1000.0 * s for s in STEPS])
+        by_tokens = run([ref], 1, f=lambda s: law(s / 2), tokens=lambda s: 500.0 * s)
+        by_steps = run([curve(0)], 1, f=lambda s: law(s / 2))
+        assert first(by_tokens) is None and first(by_steps) is not None
+        assert by_tokens[-1].state == "ok" and abs(by_tokens[-1].units) < 0.01
+
+
+class TestSeveral:
+    def test_behind_every_sibling_pages_and_names_the_worst(self):
+        refs = [curve(i, f=lambda s, d=d: law(s) + d, name=f"sib-{i}") for i, d in enumerate((0.0, 0.05, -0.05))]
+        vs = run(refs, 9, f=lambda s: law(s) + 0.4)
+        assert first(vs) is not None and vs[-1].reference == "sib-2"
+
+    def test_between_siblings_is_not_behind(self):
+        refs = [curve(1, f=lambda s: law(s) - 0.3, name="fast"), curve(2, f=lambda s: law(s) + 0.3, name="slow")]
+        assert first(run(refs, 9)) is None
+
+
+class TestInputs:
+    def test_nan_losses_are_skipped(self):
+        tr = ReferenceTracker([curve(0)])
+        v = tr.update(5, math.nan)
+        assert v.state == "warming" and math.isnan(v.gap) and v.finding() is None
+        assert v.message == "no finite loss yet: not compared"
+        assert tr.update(6, 4.0).message == "step 6 is in the first 5% of the reference's steps: not compared"
+
+    @pytest.mark.parametrize("kw,word", [({"gate": 0}, "gate"), ({"lag": 1.5}, "lag"),
+                                         ({"min_points": 0}, "min_points"), ({"warm": -1}, "warm")])
+    def test_bad_config_is_a_plain_error(self, kw, word):
+        with pytest.raises(ConfigError, match=word):
+            ReferenceConfig(**kw)
+
+    def test_a_reference_needs_two_finite_points(self):
+        with pytest.raises(ConfigError, match="2"):
+            ReferenceCurve("r", [1, 2], [1.0, math.nan])
+        with pytest.raises(ConfigError, match="losses has 1 values"):
+            ReferenceCurve("r", [1, 2], [1.0])
+
+    def test_a_rewound_reference_keeps_its_later_history(self):
+        r = ReferenceCurve("r", [1, 2, 3, 2, 3, 4], [5, 4, 3, 9, 8, 7])
+        assert r.steps == (1, 2, 3, 4) and r.losses == (5, 9, 8, 7)
+
+    def test_states_are_the_documented_ones(self):
+        assert STATES == ("ok", "behind", "schedule_differs", "no_overlap", "warming")
+
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "real-logs"
+_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import reference_runs as R
+out = []
+for name, ref in (("mlperf10__bert_supermicro_as2124gq_result1_aborted_stuck",
+                   "mlperf10__bert_supermicro_as4124go_result1_success"),
+                  ("llmc__SiddanthEmani_gpt2_124M_main", "llmc__HectorFCardenas_gpt2_124M_job11685414")):
+    out.append(R.judge(R.shared_rows(name), [R.curve(ref, R.shared_rows(ref))]))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared/data beside the checkout")
+class TestSharedPairs:
+    def _judge(self, env=None):
+        r = subprocess.run([sys.executable, "-c", _SCRIPT, str(Path(__file__).parent)],
+                           capture_output=True, text=True, env=env, check=True)
+        return json.loads(r.stdout)
+
+    def test_stuck_bert_pages_and_equal_llmc_does_not(self):
+        stuck, llmc = self._judge()
+        assert stuck["first"] == 2344 and stuck["last"] == "behind"
+        assert llmc["first"] is None
+
+    @pytest.mark.parametrize("core", ["Haswell", "Sandybridge"])
+    def test_same_verdicts_under_openblas_coretype(self, core):
+        assert self._judge(dict(os.environ, OPENBLAS_CORETYPE=core)) == self._judge()
+
+
+class TestOwnRuns:
+    """Real torch runs on load_digits (tests/reference_runs.py; trained once, ~5 s each,
+    then read from its cache)."""
+
+    def test_a_seed_pair_is_silent_and_label_noise_is_caught_within_10_percent(self):
+        pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
+        sys.path.insert(0, str(Path(__file__).parent))
+        import reference_runs as R
+
+        base = R.curve("base_s0", R.load("base", 0))
+        assert R.judge(R.load("base", 1), [base])["first"] is None
+        noisy = R.judge(R.load("label_noise", 100), [base])
+        assert noisy["first"] is not None and noisy["first"] <= 0.1 * noisy["steps"]
+        assert noisy["last"] == "behind"
+
+
+class TestSteps:
+    def test_step_zero_and_a_rewound_live_run(self):
+        """Steps from 0 with no warm-up, and a live run that rewinds (a resume): no error,
+        and the same law stays silent."""
+        ref = curve(0, f=lambda s: law(max(s, 1)), steps=range(0, 3000))
+        tr = ReferenceTracker([ref], ReferenceConfig(warm=0.0))
+        rng = random.Random(1)
+        steps = [*range(0, 1500), *range(1200, 3000)]
+        vs = [tr.update(s, law(max(s, 1)) + rng.gauss(0, 0.02)) for s in steps]
+        assert first(vs) is None and vs[-1].state == "ok"
+
+
+class TestSnapshot:
+    def test_restore_continues_exactly(self):
+        """Snapshot halfway (through JSON), restore into a fresh tracker: the same
+        verdicts as the tracker that ran through."""
+        ref, rng = curve(0), random.Random(1)
+        pts = [(s, law(s) + (0.3 if s > 1500 else 0.0) + rng.gauss(0, 0.02)) for s in STEPS]
+        whole = ReferenceTracker([ref])
+        a = [whole.update(s, x) for s, x in pts]
+        half = ReferenceTracker([ref])
+        for s, x in pts[:1400]:
+            half.update(s, x)
+        again = ReferenceTracker([ref])
+        again.restore(json.loads(json.dumps(half.snapshot())))
+        assert [again.update(s, x) for s, x in pts[1400:]] == a[1400:]
+
+    def test_restore_refuses_other_references(self):
+        snap = ReferenceTracker([curve(0)]).snapshot()
+        with pytest.raises(ConfigError, match="run-b"):
+            ReferenceTracker([curve(0, name="run-b")]).restore(snap)

@@ -1,0 +1,212 @@
+"""Reference runs through a real wtwind (docs/REFERENCES.md): real emitters over ZeroMQ, a
+real webhook server, /metrics, the trainer's on_alert, a restart."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from helpers import Daemon, http_get, raw_dealer, sample, wait_for
+from wtwin.emitters import connect, wire
+from wtwin.sinks.testing import ThreadedRecorder
+
+STEPS = 3000
+
+
+def curve(seed: int, power: float = 0.5) -> list[float]:
+    """A power-law loss with its own noise; ``power`` < 0.5 learns more slowly."""
+    rng = random.Random(seed)
+    return [2 + 3 * s ** -power + rng.gauss(0, 0.02) for s in range(1, STEPS + 1)]
+
+
+def send_run(endpoint: str, run: str, losses, **kw):
+    got: list[dict] = []
+    emit = connect(endpoint, run=run, on_alert=got.append, **kw)
+    for step, loss in enumerate(losses, 1):
+        emit.loss(step, loss)
+    return emit, got
+
+
+def at_step(daemon: Daemon, run: str, step: int) -> None:
+    wait_for(lambda: sample(daemon, "wtwind_run_step", run=run) == step, 30, 0.1,
+             f"{run} at step {step}")
+
+
+@pytest.fixture
+def hooked(tmp_path):
+    recv = ThreadedRecorder()
+    cfg = tmp_path / "wtwind.toml"
+    cfg.write_text(f'[[sinks]]\ntype = "webhook"\nname = "hook"\nurl = "{recv.base}/hook"\n\n'
+                   '[[routes]]\nsinks = ["hook"]\n')
+    with Daemon(args=("--config", str(cfg)), tmpdir=str(tmp_path)) as d:
+        yield d, recv
+    recv.close()
+
+
+def behind_alerts(recv) -> list[dict]:
+    return [a for r in recv.requests("/hook") for a in r.json()["alerts"]
+            if a["labels"].get("kind") == "behind"]
+
+
+class TestBehind:
+    def test_slower_run_pages_to_webhook_and_metrics(self, hooked):
+        """B names A and learns more slowly: a behind alert reaches the webhook, the trainer
+        and /metrics; C, equal to A but for its seed, stays silent."""
+        daemon, recv = hooked
+        a, _ = send_run(daemon.ipc, "run-a", curve(1))
+        at_step(daemon, "run-a", STEPS)
+        a.close()
+        b, b_got = send_run(daemon.ipc, "run-b", curve(2, power=0.35), reference="run-a")
+        c, c_got = send_run(daemon.ipc, "run-c", curve(3), reference="run-a")
+        at_step(daemon, "run-b", STEPS)
+        at_step(daemon, "run-c", STEPS)
+        (alert, *_) = wait_for(lambda: behind_alerts(recv), 30, 0.1, "a behind alert at the webhook")
+        assert alert["labels"]["run"] == "run-b"
+        assert "above run-a at step" in alert["annotations"]["description"] + alert["annotations"].get(
+            "summary", ""), alert
+        wait_for(lambda: b.poll() or [x for x in b_got if x["kind"] == "behind"], 10, 0.05,
+                 "the behind alert at the trainer")
+        gap = sample(daemon, "wtwind_run_behind_reference", run="run-b", reference="run-a")
+        assert gap is not None and gap > 0.02, gap
+        assert sample(daemon, "wtwind_run_behind_reference", run="run-c", reference="run-a") < 0.02
+        c.poll()
+        assert not [x for x in c_got if x["kind"] == "behind"]
+        assert {al["labels"]["run"] for al in behind_alerts(recv)} == {"run-b"}
+        assert '"event": "reference_attached"' in daemon.log()
+        b.close(), c.close()
+
+    def test_group_siblings_are_references(self, daemon):
+        """No name, a group: the group's finished sibling is the reference; behind pages."""
+        a, _ = send_run(daemon.ipc, "sweep-a", curve(1), group="sweep-7")
+        at_step(daemon, "sweep-a", STEPS)
+        a.close()
+        b, got = send_run(daemon.ipc, "sweep-b", curve(2, power=0.35), group="sweep-7")
+        at_step(daemon, "sweep-b", STEPS)
+        wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05,
+                 "the behind alert at the trainer")
+        assert "above sweep-a" in next(x for x in got if x["kind"] == "behind")["message"]
+        assert not [x for x in got if x["kind"] == "reference_missing"]
+        b.close()
+
+    def test_a_sweep_started_together_compares_once_a_member_ends(self, daemon):
+        """Two siblings start together (no history to compare with); when the fast one
+        ends, the slow one takes it as its reference and falls behind."""
+        fast, slow = curve(1), curve(2, power=0.35)
+        a, _ = send_run(daemon.ipc, "sw-a", fast, group="sweep-8")
+        b, got = send_run(daemon.ipc, "sw-b", slow[:100], group="sweep-8")
+        at_step(daemon, "sw-a", STEPS)
+        at_step(daemon, "sw-b", 100)
+        a.close()
+        wait_for(lambda: '"references": ["sw-a"]' in daemon.log(), 15, 0.05, "sw-a attached to sw-b")
+        for step, loss in enumerate(slow[100:], 101):
+            b.loss(step, loss)
+        at_step(daemon, "sw-b", STEPS)
+        wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05, "behind sw-a")
+        b.close()
+
+    def test_missing_reference_warns_the_trainer_not_refused(self, daemon):
+        """A reference that does not exist: an info alert at the trainer, a log line; the run goes on."""
+        emit, got = send_run(daemon.ipc, "run-x", curve(4)[:50], reference="no-such-run")
+        wait_for(lambda: emit.poll() or [x for x in got if x["kind"] == "reference_missing"], 15, 0.05,
+                 "the reference_missing warning at the trainer")
+        warn = next(x for x in got if x["kind"] == "reference_missing")
+        assert "no-such-run" in warn["message"] and "not compared" in warn["message"]
+        at_step(daemon, "run-x", 50)   # not refused: its losses are taken
+        assert not emit.errors
+        assert '"event": "reference_missing"' in daemon.log()
+        assert sample(daemon, "wtwind_references_missing_total") == 1
+        emit.close()
+
+
+class TestRestart:
+    def test_reference_survives_restart(self, tmp_path):
+        """After a restart the run's references are resolved again (from the store)."""
+        d = Daemon(tmpdir=str(tmp_path)).start()
+        try:
+            a, _ = send_run(d.ipc, "run-a", curve(1))
+            at_step(d, "run-a", STEPS)
+            a.close()
+            b, _ = send_run(d.ipc, "run-b", curve(2)[:600], reference="run-a")
+            at_step(d, "run-b", 600)
+            wait_for(lambda: sample(d, "wtwind_run_behind_reference", run="run-b",
+                                    reference="run-a") is not None, 15, 0.1, "compared before the restart")
+            b.close()
+        finally:
+            d.stop()
+        d2 = Daemon(tmpdir=str(tmp_path)).start()
+        try:
+            wait_for(lambda: d2.log().count('"event": "reference_attached"') >= 2, 15, 0.1,
+                     "run-b's reference attached again after the restart")
+            status, body = http_get(f"{d2.url}/api/runs/run-b")
+            refs = json.loads(body)["references"]
+            assert status == 200 and refs["names"] == ["run-a"]
+            assert refs["verdict"]["state"] in ("ok", "behind") and "run-a" in refs["curves"]  # rebuilt, state restored
+        finally:
+            d2.stop()
+        gone = {"WTWIND_RUNS__ENDED_TTL_S": "0", "WTWIND_RUNS__ENDED_SERIES_S": "0"}
+        with Daemon(tmpdir=str(tmp_path), extra_env=gone) as d3:   # past its TTL: from the store only
+            doc = json.loads(http_get(f"{d3.url}/api/runs/run-b")[1])
+            assert doc["stored"] and doc["references"]["names"] == ["run-a"], doc.get("references")
+
+
+class TestMalformed:
+    @pytest.mark.parametrize("reference", [["x"] * 9, [""], [7], "r" * 201, {"a": 1}])
+    def test_bad_reference_rejected_and_counted(self, daemon, reference):
+        """A run_start with a bad reference field is rejected as bad_value/bad_type and counted."""
+        before = sample(daemon, "wtwind_events_rejected_total", reason="bad_value") or 0
+        before += sample(daemon, "wtwind_events_rejected_total", reason="bad_type") or 0
+        with raw_dealer(daemon.ipc) as sock:
+            sock.send(msgpack.packb({"v": 1, "type": "run_start", "run": "bad", "seq": 1,
+                                     "reference": reference}))
+
+            def counted():
+                return ((sample(daemon, "wtwind_events_rejected_total", reason="bad_value") or 0)
+                        + (sample(daemon, "wtwind_events_rejected_total", reason="bad_type") or 0)) > before
+            wait_for(counted, 10, 0.05, "the reject counted")
+
+    def test_emitter_refuses_bad_names_in_plain_words(self):
+        with pytest.raises(ValueError, match="at most 8"):
+            wire.reference_fields(["x"] * 9, None)
+        with pytest.raises(ValueError, match="group must be"):
+            wire.reference_fields(None, "")
+
+
+class TestPages:
+    def test_run_page_overlays_the_reference_and_compare_marks_it(self, daemon, page):
+        """A real browser: run-b's page draws run-a dashed with the gap shaded and says
+        behind; /compare labels run-a as run-b's reference."""
+        a, _ = send_run(daemon.ipc, "run-a", curve(1))
+        at_step(daemon, "run-a", STEPS)
+        b, _ = send_run(daemon.ipc, "run-b", curve(2, power=0.35), reference="run-a")
+        at_step(daemon, "run-b", STEPS)
+        doc = json.loads(http_get(f"{daemon.url}/api/runs/run-b")[1])["references"]
+        assert doc["names"] == ["run-a"] and doc["verdict"]["state"] == "behind"
+        assert len(doc["curves"]["run-a"]["step"]) <= 512
+        page.goto(f"{daemon.url}/runs/run-b")
+        page.wait_for_function("() => document.querySelector('#reference').textContent.includes('behind')")
+        assert "run-a" in page.locator("#reference").inner_text()
+        px = page.evaluate(PIXELS, [".chart-loss canvas", [GAP_SHADE]])
+        assert px["colors"][0] > 500, px          # the shaded gap
+        page.screenshot(path=str(SHOT), full_page=True)
+        page.goto(f"{daemon.url}/compare?runs=run-b&runs=run-a")
+        page.wait_for_selector("#members .run-row")
+        assert "reference of run-b" in page.locator("#members").inner_text()
+        a.close(), b.close()
+
+
+SHOT = Path("/tmp/refsd-run-b.png")
+GAP_SHADE = "#d62728"   # rgba(214,39,40,0.14): the canvas is transparent, PIXELS reads RGB
+from test_web import PIXELS, browser, page  # noqa: E402,F401  (the real-browser fixtures)
+
+
+def test_every_alert_kind_has_a_webhook_alertname():
+    """A kind without one made the webhook sink raise KeyError and dead-letter the page
+    (found with `behind`)."""
+    from wtwin.detect.alert import KINDS
+    from wtwin.sinks.webhook import ALERTNAMES
+
+    assert set(KINDS) <= set(ALERTNAMES), set(KINDS) - set(ALERTNAMES)
