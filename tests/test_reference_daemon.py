@@ -200,7 +200,7 @@ class TestPages:
 
 SHOT = Path("/tmp/refsd-run-b.png")
 GAP_SHADE = "#d62728"   # rgba(214,39,40,0.14): the canvas is transparent, PIXELS reads RGB
-from test_web import PIXELS, browser, page  # noqa: E402,F401  (the real-browser fixtures)
+from test_web_browser import PIXELS, browser, page  # noqa: E402,F401  (the real-browser fixtures)
 
 
 def test_every_alert_kind_has_a_webhook_alertname():
