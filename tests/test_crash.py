@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, Daemon, wait_for
-from wtwin.sinks.testing import Reply, ThreadedRecorder
+from http_recorder import Reply, ThreadedRecorder
 
 EMITTERS = 8
 PER_RUN = 25_000  # 8 x 25k = 200k events

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import Daemon, wait_for
 from wtwin.emitters import connect
-from wtwin.sinks.testing import ThreadedRecorder
+from http_recorder import ThreadedRecorder
 
 
 @pytest.fixture

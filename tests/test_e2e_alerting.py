@@ -23,7 +23,7 @@ from standardwebhooks.webhooks import Webhook
 
 from helpers import REPO, Daemon, free_port, http_get, need_binary, wait_for
 from wtwin.emitters import connect
-from wtwin.sinks.testing import ThreadedRecorder
+from http_recorder import ThreadedRecorder
 
 SECRET = "whsec_" + base64.b64encode(b"e2e-secret-for-the-wtwind-sink!!").decode()
 

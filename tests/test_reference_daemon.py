@@ -12,7 +12,7 @@ import pytest
 
 from helpers import Daemon, http_get, raw_dealer, sample, wait_for
 from wtwin.emitters import connect, wire
-from wtwin.sinks.testing import ThreadedRecorder
+from http_recorder import ThreadedRecorder
 
 STEPS = 3000
 

@@ -18,7 +18,7 @@ from wtwin.sinks.alertmanager import AlertmanagerConfig, AlertmanagerSink, posta
 from wtwin.sinks.errors import ConfigError, SinkError
 from wtwin.daemon.config import DaemonConfig
 from wtwin.daemon.config.load import build
-from wtwin.sinks.testing import Recorder, Reply, ThreadedRecorder
+from http_recorder import Recorder, Reply, ThreadedRecorder
 
 T0 = 1_700_000_000.0
 

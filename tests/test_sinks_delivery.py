@@ -18,7 +18,7 @@ from wtwin.sinks.delivery_queue import MemoryOutbox
 from wtwin.sinks.registry import DeliveryConfig
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.routing import RouteConfig
-from wtwin.sinks.testing import Recorder, Reply
+from http_recorder import Recorder, Reply
 from wtwin.sinks.webhook import WebhookConfig, WebhookSink
 
 FAST = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.02)

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import Daemon, http_get, sample, wait_for
 from wtwin.emitters import connect
-from wtwin.sinks.testing import Reply, ThreadedRecorder
+from http_recorder import Reply, ThreadedRecorder
 
 
 def wtwind(daemon, *args) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.delivery_queue import MemoryOutbox
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.slack import SlackConfig, SlackSink, render
-from wtwin.sinks.testing import SLACK, Recorder, Reply
+from http_recorder import SLACK, Recorder, Reply
 
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, cap_s=0.05)
 

@@ -15,7 +15,7 @@ from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.delivery_queue import MemoryOutbox
 from wtwin.sinks.retry import RetryPolicy
-from wtwin.sinks.testing import Recorder, Reply
+from http_recorder import Recorder, Reply
 from wtwin.sinks.webhook import WebhookConfig, WebhookSink
 
 SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()

@@ -36,9 +36,11 @@ from pathlib import Path
 
 import zmq
 
-from sinks_down import _producer  # the background load: same frames as the sinks-down benchmark
-from wtwin.emitters import wire
-from wtwin.sinks.testing import Recorder
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/: http_recorder
+
+from sinks_down import _producer  # noqa: E402  the background load: same frames as the sinks-down benchmark
+from wtwin.emitters import wire  # noqa: E402
+from http_recorder import Recorder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "whsec_" + base64.b64encode(b"bench-secret-for-the-webhook!!!!").decode()

@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from helpers import Daemon, http_get, rss_mb, wait_for  # noqa: E402
 from wtwin.emitters import connect, wire  # noqa: E402
-from wtwin.sinks.testing import ThreadedRecorder  # noqa: E402
+from http_recorder import ThreadedRecorder  # noqa: E402
 
 
 class Sampler(threading.Thread):

@@ -1,4 +1,4 @@
-"""Test helpers shipped with the package: a real local HTTP server that records requests.
+"""A real local HTTP server that records requests, standing in for Slack and webhook endpoints.
 
 ``Recorder`` listens on 127.0.0.1 (a free port), records every request (method,
 path, headers, body) and answers from a script of ``Reply`` values, then with the
