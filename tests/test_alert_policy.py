@@ -10,6 +10,14 @@ def F(kind, active, step, severity="warning"):
     return Finding(kind, severity, active, step, f"{kind} at {step}")
 
 
+def _in_cooldown(kind):
+    """A policy (cooldown 60 s) whose ``kind`` fired at 0.0 and resolved at 1.0."""
+    p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
+    p.apply(F(kind, True, 1), 0.0)
+    p.apply(F(kind, False, 2), 1.0)
+    return p
+
+
 class TestAlertPolicy:
     def test_fires_once_while_active(self):
         p = AlertPolicy("r", resolve_after_steps=0)
@@ -56,9 +64,7 @@ class TestAlertPolicy:
         assert p.apply(F("stalled", False, 7), 1.0).status == "resolved"
 
     def test_cooldown_delays_refiring(self):
-        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
-        p.apply(F("spike", True, 1), 0.0)
-        p.apply(F("spike", False, 2), 1.0)
+        p = _in_cooldown("spike")
         assert p.apply(F("spike", True, 3), 30.0) is None
         assert p.delayed == 1
         assert p.apply(F("spike", True, 4), 62.0).status == "firing"
@@ -66,9 +72,7 @@ class TestAlertPolicy:
     def test_cooldown_never_swallows_an_episode(self):
         """Detectors report a kind only when it changes: a firing held by the cooldown fires
         once it has passed, at the next loss event (``advance``), with no new finding."""
-        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
-        p.apply(F("drift", True, 1), 0.0)
-        p.apply(F("drift", False, 2), 1.0)
+        p = _in_cooldown("drift")
         assert p.apply(F("drift", True, 800), 20.0) is None
         assert p.advance(810, 40.0) == []
         (late,) = p.advance(820, 61.5)
@@ -77,9 +81,7 @@ class TestAlertPolicy:
     def test_a_held_firing_fires_when_the_run_ends_and_stays_firing(self):
         """The run ends inside the cooldown while the condition holds: the held firing is
         sent, and not resolved in the same breath (the run did not recover)."""
-        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
-        p.apply(F("drift", True, 1), 0.0)
-        p.apply(F("drift", False, 2), 1.0)
+        p = _in_cooldown("drift")
         assert p.apply(F("drift", True, 3), 5.0) is None
         out = p.resolve_all(4, 6.0, "run ended")
         assert [(a.kind, a.status, a.step, a.started_at) for a in out] == [("drift", "firing", 3, 6.0)]
@@ -88,18 +90,14 @@ class TestAlertPolicy:
     def test_a_held_firing_whose_condition_ended_is_withdrawn(self):
         """An episode that begins and recovers inside the cooldown is not sent, at the
         cooldown's end or at the run's: it is counted in ``withdrawn``."""
-        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
-        p.apply(F("drift", True, 1), 0.0)
-        p.apply(F("drift", False, 2), 1.0)
+        p = _in_cooldown("drift")
         assert p.apply(F("drift", True, 3), 5.0) is None
         assert p.apply(F("drift", False, 9), 8.0) is None
         assert p.advance(20, 70.0) == [] and p.resolve_all(21, 71.0, "run ended") == []
         assert (p.delayed, p.withdrawn, p.firing) == (1, 1, {})
 
     def test_a_held_firing_goes_out_when_the_cooldown_ends(self):
-        p = AlertPolicy("r", cooldown_s=60, resolve_after_steps=0)
-        p.apply(F("spike", True, 1), 0.0)
-        p.apply(F("spike", False, 2), 1.0)
+        p = _in_cooldown("spike")
         assert p.apply(F("spike", True, 3), 5.0) is None
         assert p.advance(4, 60.9) == []
         (a,) = p.advance(5, 61.0)
