@@ -107,11 +107,12 @@ class TestPolicyConfig:
 
 
 def test_module_doctests():
-    """The seeded examples in the sinks modules' docstrings hold."""
+    """The seeded examples in the sinks modules' docstrings (and the test recorder's) hold."""
     import doctest
 
-    from wtwin.sinks import retry, routing, testing
+    import http_recorder
+    from wtwin.sinks import retry, routing
 
-    for mod in (retry, routing, testing):
+    for mod in (retry, routing, http_recorder):
         result = doctest.testmod(mod)
         assert result.failed == 0 and result.attempted > 0, mod.__name__
