@@ -68,8 +68,14 @@ def _plateau_msg(pl, fc, rose: bool = False, best: float = 0.0) -> str:
             return (f"loss level {pl.level:.4g} rose above its best {best:.4g} after it stopped "
                     f"falling at step {pl.onset} (its own earlier pace would have taken it "
                     f"{pl.expected:.3g} lower since)")
+        if pl.observed < 0 and -pl.observed > STALL_Z * pl.observed_sd():
+            # a level that climbed since the onset (a ramp under its drift gate) is said to
+            # rise: "stopped improving" alone read as a flat loss (issue 22 part 5)
+            return (f"loss rose {-pl.observed:.3g} to {pl.level:.4g} in the {pl.step - pl.onset} "
+                    f"steps since it stopped improving at step {pl.onset}, where its own earlier "
+                    f"pace would have taken it {pl.expected:.3g} lower")
         fell = (f"it fell {pl.observed:.3g}" if pl.observed >= 0 else
-                f"it did not fall ({-pl.observed:+.2g})")
+                f"it did not fall ({-pl.observed:+.2g}, within its noise)")
         return f"loss stopped improving at {pl.level:.4g}: {fell} {since}"
     return f"loss flat at {pl.level:.4g} while its forecast {fc.l_pred or 0:.4g} keeps falling"
 

@@ -1,0 +1,36 @@
+"""Issue 22 part 5: a page names what the user sees. A slowdown that paged `plateau`
+while its level climbed says the loss rose: main at cd2f8c3 said "loss stopped improving
+at 3.419: it did not fall (+0.0091)", which reads as a flat loss."""
+
+from __future__ import annotations
+
+import random
+
+from test_stall import law, pages
+
+
+def ramp_after_stall(slope: float, seed: int):
+    """The law until step 8000, then frozen with a rise of ``slope`` per step: a ramp
+    too slow for the drift's gate (the harness's ramp3 cases that page `plateau`)."""
+    rng = random.Random(seed)
+    for t in range(1, 20001):
+        yield t, law(min(t, 8000)) + max(0, t - 8000) * slope + rng.gauss(0, 0.02)
+
+
+class TestRisingPlateau:
+    def test_a_plateau_on_a_climbing_loss_says_it_rose(self):
+        for slope, seed in ((2e-6, 1), (5e-6, 0)):
+            got = pages(ramp_after_stall(slope, seed))
+            assert got, (slope, seed)
+            t, kind, sev, msg = got[0]
+            assert (kind, sev) == ("plateau", "warning"), got[0]   # kind and severity unchanged
+            assert msg.startswith("loss rose "), msg
+            assert "since it stopped improving at step" in msg and "did not fall" not in msg
+
+    def test_a_frozen_loss_still_stopped_improving(self):
+        """A level flat within its noise is not said to rise."""
+        from test_stall import slowed
+
+        t, kind, sev, msg = pages(slowed(0.0, 0))[0]
+        assert kind == "plateau" and msg.startswith("loss stopped improving at"), msg
+        assert "rose" not in msg
