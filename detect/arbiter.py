@@ -174,6 +174,8 @@ class Arbiter:
         """The effect a page states, in loss units and against the run's own yardsticks."""
         progress = self._progress()
         share = f", {effect / progress:.1%} of the run's progress" if progress > 0 else ""
+        if progress > 0 and effect > 10 * progress:     # not "26274.5%" (BERT's 7.97 -> 14.4)
+            share = f", {effect / progress:.0f}x the run's progress ({progress:.3g})"
         return f" [{effect:+.3g}{share}]"
 
     def _progress(self) -> float:

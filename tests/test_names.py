@@ -34,3 +34,19 @@ class TestRisingPlateau:
         t, kind, sev, msg = pages(slowed(0.0, 0))[0]
         assert kind == "plateau" and msg.startswith("loss stopped improving at"), msg
         assert "rose" not in msg
+
+
+def test_a_page_many_times_the_runs_progress_says_so_in_plain_times():
+    """MLPerf BERT (diverged): its eval loss fell 0.024 then jumped by 6.41. Main at cd2f8c3
+    said "26274.5% of the run's progress"; a share over 10x reads as "263x"."""
+    import pathlib
+    import subprocess
+    import sys
+
+    from helpers import need_shared_data
+
+    path = need_shared_data() / "real-logs" / "mlperf10__bert_supermicro_as2124gq_result6_aborted_diverged.csv"
+    out = subprocess.run([str(pathlib.Path(sys.executable).parent / "wtwin"), "monitor", str(path)],
+                         capture_output=True, text=True).stdout
+    line = next(ln for ln in out.splitlines() if "divergence" in ln and "critical" in ln)
+    assert "263x the run's progress (0.0244)" in line and "%" not in line, line
