@@ -24,7 +24,11 @@ the statistics that page (levels over about a hundred steps, not single steps):
   is dropped: that is a descent's curvature still shrinking, not a wobble (a wobble's
   consecutive third differences are anti-correlated, -0.75: they seldom share a sign,
   let alone shrink together); a short run otherwise measured its wobble inside its fast
-  early descent, at ~19x ``rho`` x progress. Frozen while a deviation is being judged
+  early descent, at ~19x ``rho`` x progress. In that window the wobble counted is also
+  at most one point's scatter (``noise``, what stands in before the wobble is measured):
+  a third difference larger than that there is a descent's curvature that did not
+  shrink 1.5x a sample (constant-lr Adam, a one-cycle schedule), not yet a wobble; after
+  it, the estimate counts in full. Frozen while a deviation is being judged
   (``judging=True``), so a building failure does not raise its own bar.
 
 A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
