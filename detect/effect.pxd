@@ -19,6 +19,7 @@ cdef class EffectDetector(Detector):
     cdef void _sample(self, double level, bint judging) except *
     cdef double _progress(self) noexcept
     cdef double _unit(self) noexcept
+    cdef double _wobble(self, double wobble, double noise) noexcept
     cpdef double fast_rise(self) except? -1.0
     cpdef double forecast_rise(self, object l_pred, object lr) except? -1.0
     cpdef double score(self, double effect, bint jump=*) except? -1.0

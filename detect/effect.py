@@ -24,7 +24,11 @@ the statistics that page (levels over about a hundred steps, not single steps):
   is dropped: that is a descent's curvature still shrinking, not a wobble (a wobble's
   consecutive third differences are anti-correlated, -0.75: they seldom share a sign,
   let alone shrink together); a short run otherwise measured its wobble inside its fast
-  early descent, at ~19x ``rho`` x progress. Frozen while a deviation is being judged
+  early descent, at ~19x ``rho`` x progress. In that window the wobble counted is also
+  at most one point's scatter (``noise``, what stands in before the wobble is measured):
+  a third difference larger than that there is a descent's curvature that did not
+  shrink 1.5x a sample (constant-lr Adam, a one-cycle schedule), not yet a wobble; after
+  it, the estimate counts in full. Frozen while a deviation is being judged
   (``judging=True``), so a building failure does not raise its own bar.
 
 A deviation of ``effect`` loss units may page when ``effect > gate * unit`` (a level's
@@ -239,7 +243,7 @@ class EffectDetector(Detector):
         wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
         noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
         rho = self.rho
-        unit = max(rho * progress, wobble if self._kw >= 2 else noise)
+        unit = max(rho * progress, self._wobble(wobble, noise))
         return _new(EffectState, (step, self._level, progress, wobble, unit, noise))
 
     @property
@@ -269,7 +273,20 @@ class EffectDetector(Detector):
         wobble is measured (the sds as in `state`)."""
         rho = self.rho
         return max(rho * self._progress(),
-                   self._wob / (0.3186 * 4.4721) if self._kw >= 2 else 0.8862 * self._noise)
+                   self._wobble(self._wob / (0.3186 * 4.4721), 0.8862 * self._noise))
+
+    @cython.locals(window=cython.longlong)
+    def _wobble(self, wobble: float, noise: float) -> float:
+        """The wobble the unit counts (sds of the level): one point's scatter (``noise``)
+        until two third differences are kept; in the run's first window, at most that
+        scatter: a third difference that large there is the descent's curvature that did
+        not shrink 1.5x a sample (a one-cycle or constant-lr descent), not yet a wobble."""
+        if self._kw < 2:
+            return noise
+        window = self.wobble_samples
+        if self._k <= window + 3 and wobble > noise:
+            return noise
+        return wobble
 
     @cython.locals(a=cython.double, sd=cython.double, halflife=cython.double,
                    min_points=cython.longlong)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from wtwin.detect import RunMonitor
 from wtwin.detect.effect import EffectDetector
 
@@ -63,3 +65,49 @@ class TestShortRunWobble:
             assert len(det._devs) == det.wobble_samples
             ratios.append(det.state(8000).wobble / level_sd(0.02))
         assert 0.8 < sum(ratios) / len(ratios) < 1.1
+
+
+def own_run_pages(name: str, ramp: float, at: int = 800, steps: int = 450):
+    """The first page on one of our digit runs (tests/own_runs.py: real torch training)
+    with a linear ramp of ``ramp`` loss units over ``steps`` steps from ``at``."""
+    import own_runs
+
+    mon = RunMonitor("pretraining", effect={"gate": 3.0, "jump_gate": 3.0, "stall_gate": 4.0})
+    for kind, t, v, lr in own_runs.load(name).events():
+        v += ramp * min(max(t - at, 0) / steps, 1.0)
+        for f in mon.update_loss(t, v, lr).findings:
+            if f.active and f.severity != "info":
+                return t, f.kind
+    return None
+
+
+class TestFirstWindowWobbleCap:
+    def test_a_ramp_on_a_descent_that_bends_without_shrinking_pages(self):
+        """Adam at a constant lr and a one-cycle AdamW: their third differences in the first
+        window do not shrink 1.5x a sample, so they were kept as the wobble (2.5x and 15x one
+        point's scatter) and a ramp of 0.15 (4 sigma of a point) stayed `info`. Counted at
+        most one point's scatter there, it pages after its onset; the clean runs stay
+        silent."""
+        pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
+        for name in ("own_mlp_adam_const_s6", "own_mlp_adamw_onecycle_s4"):
+            assert own_run_pages(name, 0.0) is None, name
+            hit = own_run_pages(name, 0.15)
+            assert hit is not None and 800 < hit[0] < 1760, (name, hit)
+
+    def test_in_the_first_window_the_unit_is_at_most_one_points_scatter(self):
+        """While a descent's curvature can still be mistaken for a wobble the unit is never
+        above max(rho x progress, one point's scatter); past the first window a slow wobble
+        larger than one point's scatter counts in full (the cap is not a lower bar
+        everywhere)."""
+        rng, det = random.Random(3), EffectDetector()
+        window_end = None
+        for t in range(1, 12001):
+            st = det.update(t, 1.0 + 0.05 * math.sin(2 * math.pi * t / 1300) + rng.gauss(0, 0.005))
+            cap = max(det.rho * st.progress, st.noise)
+            if det._k <= det.wobble_samples + 3:
+                assert st.unit <= cap * (1 + 1e-12), t
+            elif window_end is None:
+                window_end = t
+        assert window_end is not None and st.wobble > 2 * st.noise
+        assert st.unit == st.wobble
