@@ -237,12 +237,67 @@ def summary(rows: list[dict]) -> list[str]:
     return out
 
 
+def level(rows, halflife: float = 50.0) -> list[float]:
+    """The EWMA level (half-life in steps, one loss a step) the detector compares."""
+    a, out, lev = 0.5 ** (1.0 / halflife), [], rows[0][1]
+    for _, x, _ in rows:
+        lev = a * lev + (1.0 - a) * x
+        out.append(lev)
+    return out
+
+
+def first_over(gap, envelope, start: int = 0, for_good: bool = False):
+    """The first step (1-based) from ``start`` where ``gap`` exceeds ``envelope`` (and,
+    ``for_good``, stays above it to the end); None: never."""
+    idx = None
+    for i in range(start, len(gap)):
+        if gap[i] > envelope[i]:
+            if idx is None:
+                idx = i
+            if not for_good:
+                return idx + 1
+        else:
+            idx = None
+    return None if idx is None else idx + 1
+
+
+def bf16_weights_report() -> list[str]:
+    """When bf16 weights (no fp32 master) becomes visible: per pair, the first step its
+    level gap exceeds every seed-only pair's gap at that step (the envelope of the 20 seed
+    pairs: no threshold on the gap could page earlier without paging one of them, in
+    sample), the step it exceeds it for good, and the ``behind`` page (default config,
+    one reference of another seed; four of them; the base run of the same seed)."""
+    warm = int(0.05 * STEPS)
+    seeds = [(level(load("base", a)), level(load("base", b))) for a, b in zip(BASE_SEEDS, BASE_SEEDS[1:])]
+    env = [max(la[i] - lb[i] for la, lb in seeds) for i in range(STEPS)]
+    same = [[level(load(c, s))[i] - level(load("base", s))[i] for i in range(STEPS)]
+            for c in ("bf16", "fp16") for s in CHANGE_SEEDS]   # a harmless change, same seed
+    env_same = [max(g[i] for g in same) for i in range(STEPS)]
+    out = [f"{'pair':34s} {'over seeds':>10s} {'for good':>9s} {'behind':>7s} {'4 refs':>7s} "
+           f"{'same seed: over':>15s} {'behind':>7s}  (steps; the run has {STEPS})"]
+    for i, s in enumerate(CHANGE_SEEDS):
+        live = load("bf16_weights", s)
+        ref = load("base", BASE_SEEDS[i])
+        gap = [x - y for x, y in zip(level(live), level(ref))]
+        own = load("base", s)
+        gap_same = [x - y for x, y in zip(level(live), level(own))]
+        four = [curve(f"base_s{b}", load("base", b)) for b in BASE_SEEDS[i + 5:i + 9]]
+        cells = (first_over(gap, env, warm), first_over(gap, env, warm, True),
+                 judge(live, [curve(f"base_s{BASE_SEEDS[i]}", ref)])["first"], judge(live, four)["first"],
+                 first_over(gap_same, env_same, warm), judge(live, [curve(f"base_s{s}", own)])["first"])
+        out.append(f"bf16_weights_s{s} vs base_s{BASE_SEEDS[i]:<16d} " + " ".join(
+            f"{'-' if c is None else c:>{w}}" for c, w in zip(cells, (10, 9, 7, 7, 15, 7))))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-lr", action="store_true", help="withhold the lr columns")
     ap.add_argument("--shared", action="store_true", help="the shared real pairs instead")
     ap.add_argument("--loso", action="store_true",
                     help="leave-one-source-out: own and shared pairs, the gate calibrated on the others")
+    ap.add_argument("--bf16", action="store_true",
+                    help="when bf16 weights becomes visible against the seed pairs' spread")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a ReferenceConfig field (repeatable)")
     a = ap.parse_args(argv)
@@ -250,6 +305,9 @@ def main(argv=None) -> int:
 
     config = ReferenceConfig(**{k: type(getattr(ReferenceConfig(), k))(v)
                                 for k, v in (x.split("=", 1) for x in a.set)})
+    if a.bf16:
+        print("\n".join(bf16_weights_report()))
+        return 0
     if a.loso:
         rows = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
         for r in rows:
