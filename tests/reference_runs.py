@@ -261,12 +261,15 @@ def first_over(gap, envelope, start: int = 0, for_good: bool = False):
     return None if idx is None else idx + 1
 
 
-def bf16_weights_report() -> list[str]:
+def bf16_weights_report(config=None) -> list[str]:
     """When bf16 weights (no fp32 master) becomes visible: per pair, the first step its
     level gap exceeds every seed-only pair's gap at that step (the envelope of the 20 seed
     pairs: no threshold on the gap could page earlier without paging one of them, in
     sample), the step it exceeds it for good, and the ``behind`` page (default config,
-    one reference of another seed; four of them; the base run of the same seed)."""
+    one reference of another seed; four of them; the base run of the same seed), and the
+    same-seed CPU autocast pairs (harmless) that page under ``config``. Last, against the
+    same seed: the level gap at step 200 (10% of the run) in nats and in the reference's
+    progress, and the first step from which it is over `ReferenceConfig.gate` (2%)."""
     warm = int(0.05 * STEPS)
     seeds = [(level(load("base", a)), level(load("base", b))) for a, b in zip(BASE_SEEDS, BASE_SEEDS[1:])]
     env = [max(la[i] - lb[i] for la, lb in seeds) for i in range(STEPS)]
@@ -283,10 +286,21 @@ def bf16_weights_report() -> list[str]:
         gap_same = [x - y for x, y in zip(level(live), level(own))]
         four = [curve(f"base_s{b}", load("base", b)) for b in BASE_SEEDS[i + 5:i + 9]]
         cells = (first_over(gap, env, warm), first_over(gap, env, warm, True),
-                 judge(live, [curve(f"base_s{BASE_SEEDS[i]}", ref)])["first"], judge(live, four)["first"],
-                 first_over(gap_same, env_same, warm), judge(live, [curve(f"base_s{s}", own)])["first"])
+                 judge(live, [curve(f"base_s{BASE_SEEDS[i]}", ref)], config)["first"],
+                 judge(live, four, config)["first"],
+                 first_over(gap_same, env_same, warm), judge(live, [curve(f"base_s{s}", own)], config)["first"])
         out.append(f"bf16_weights_s{s} vs base_s{BASE_SEEDS[i]:<16d} " + " ".join(
             f"{'-' if c is None else c:>{w}}" for c, w in zip(cells, (10, 9, 7, 7, 15, 7))))
+    for s in CHANGE_SEEDS:
+        lv, lb = level(load("bf16_weights", s)), level(load("base", s))
+        start = max(x[1] for x in load("base", s)[:10])
+        units = [(a - b) / (start - b) for a, b in zip(lv, lb)]
+        over = next((i + 1 for i in range(warm, STEPS) if units[i] > 0.02), None)
+        out.append(f"bf16_weights_s{s} vs base_s{s}: gap at step 200 {lv[199] - lb[199]:+.3f} "
+                   f"({units[199]:+.1%} of the progress), over 2% of it from step {over}")
+    harmless = [judge(load(c, s), [curve(f"base_s{s}", load("base", s))], config)["first"]
+                for c in ("bf16", "fp16") for s in CHANGE_SEEDS]
+    out.append(f"same-seed CPU autocast bf16/fp16 vs base (10 harmless pairs): behind at {harmless}")
     return out
 
 
@@ -306,7 +320,7 @@ def main(argv=None) -> int:
     config = ReferenceConfig(**{k: type(getattr(ReferenceConfig(), k))(v)
                                 for k, v in (x.split("=", 1) for x in a.set)})
     if a.bf16:
-        print("\n".join(bf16_weights_report()))
+        print("\n".join(bf16_weights_report(config)))
         return 0
     if a.loso:
         rows = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
