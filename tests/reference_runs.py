@@ -249,16 +249,11 @@ def level(rows, halflife: float = 50.0) -> list[float]:
 def first_over(gap, envelope, start: int = 0, for_good: bool = False):
     """The first step (1-based) from ``start`` where ``gap`` exceeds ``envelope`` (and,
     ``for_good``, stays above it to the end); None: never."""
-    idx = None
-    for i in range(start, len(gap)):
-        if gap[i] > envelope[i]:
-            if idx is None:
-                idx = i
-            if not for_good:
-                return idx + 1
-        else:
-            idx = None
-    return None if idx is None else idx + 1
+    over = [i for i in range(start, len(gap)) if gap[i] > envelope[i]]
+    if not for_good or not over:
+        return over[0] + 1 if over else None
+    below = [i for i in range(start, len(gap)) if gap[i] <= envelope[i]]
+    return None if below and below[-1] == len(gap) - 1 else (below[-1] + 2 if below else start + 1)
 
 
 def bf16_weights_report(config=None) -> list[str]:
@@ -323,13 +318,12 @@ def main(argv=None) -> int:
         print("\n".join(bf16_weights_report(config)))
         return 0
     if a.loso:
-        rows = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
+        rows, (lag, lo, hi) = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
         for r in rows:
             print(" ".join(f"{k}={r[k]}" for k in ("source", "label", "name", "lag", "lo", "hi", "critical",
                                                     "first", "onset", "steps", "episodes", "sched", "last")),
                   flush=True)
         print("\n".join(summary(rows)))
-        lag, lo, hi = calibrate([r["critical"] for r in rows if r["label"] == "equal"], ALL_HURT)
         print(f"every source in: lag {lag} (lo {lo}, hi {hi}); ReferenceConfig().lag is {config.lag}")
         return 0
     cases = shared_cases() if a.shared else own_cases(not a.no_lr)
@@ -338,9 +332,7 @@ def main(argv=None) -> int:
     return 0
 
 
-
 LAGS = tuple(round(0.05 * i, 2) for i in range(1, 17))   # 0.05 .. 0.8
-ALL_HURT: list = []   # every hurt pair's (firsts, onset, steps), for the all-sources lag
 GOAL = 0.1      # a hurt pair is caught in time when it pages within this share of its run
 
 
@@ -379,23 +371,26 @@ def calibrate(criticals, hurt=()) -> tuple:
     return next((g for g in LAGS if g > lo), LAGS[-1]), lo, None
 
 
-def leave_one_source_out(cases: list, config) -> list[dict]:
+def leave_one_source_out(cases: list, config) -> tuple[list[dict], tuple]:
     """For each source: ``lag`` calibrated (`calibrate`) on the pairs of the other
-    sources, then the held-out source's pairs judged with it (the rest: ``config``)."""
+    sources, then the held-out source's pairs judged with it (the rest: ``config``).
+    Also `calibrate`'s answer with every source in (the shipped default)."""
     grid = {id(c): firsts(c, config) for c in cases if c[1] in ("equal", "hurt")}
     crit = {id(c): critical(grid[id(c)]) for c in cases if c[1] == "equal"}
+
+    def on(pairs):
+        return calibrate([crit[id(c)] for c in pairs if c[1] == "equal"],
+                         [(grid[id(c)], c[5], c[3][-1][0]) for c in pairs if c[1] == "hurt"])
+
     out = []
-    ALL_HURT[:] = [(grid[id(c)], c[5], c[3][-1][0]) for c in cases if c[1] == "hurt"]
     for source in sorted({c[0] for c in cases}):
-        others = [c for c in cases if c[0] != source]
-        lag, lo, hi = calibrate([crit[id(c)] for c in others if c[1] == "equal"],
-                                [(grid[id(c)], c[5], c[3][-1][0]) for c in others if c[1] == "hurt"])
+        lag, lo, hi = on([c for c in cases if c[0] != source])
         cfg = dataclasses.replace(config, lag=lag)
         for c in (c for c in cases if c[0] == source):
             j = judge(c[3], c[4], cfg)
             out.append({"source": source, "label": c[1], "name": c[2], "lag": lag, "lo": lo, "hi": hi,
                         "critical": crit.get(id(c)), "onset": c[5], **j})
-    return out
+    return out, on(cases)
 
 
 if __name__ == "__main__":
