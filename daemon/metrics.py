@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector as _Base
 
 from wtwin.detect.alert import KINDS, SEVERITIES
 
+from .references import MAX_POINTS as MAX_REFERENCE_POINTS
 from .run_state import RunState, RunTable
 from .stats import Stats
 from .version import __version__
@@ -84,10 +85,12 @@ class DaemonCollector(_Base):
         runs = list(self.table)
         held = {"runs": len(runs), "emitter_ids": sum(len(r.marks.known()) for r in runs),
                 "rewinds": sum(len(r.rewinds) for r in runs),
-                "config_bytes": sum(len(r.config_json) for r in runs)}
+                "config_bytes": sum(len(r.config_json) for r in runs),
+                "reference_points": sum(r.refs.points for r in runs if r.refs is not None)}
         r = cfg.runs
         limit = {"runs": r.max_runs, "emitter_ids": r.max_runs * r.max_emitters_per_run,
-                 "rewinds": r.max_runs * r.max_rewinds_kept}  # configs: JSON of <= max_config_bytes of msgpack
+                 "rewinds": r.max_runs * r.max_rewinds_kept,
+                 "reference_points": r.max_runs * r.max_references * MAX_REFERENCE_POINTS}  # configs: JSON of <= max_config_bytes of msgpack
         fam = GaugeMetricFamily("wtwind_budget_items", "What a bounded part holds (state=held) against its "
                                 "limit (state=limit)", labels=["part", "state"])
         for part in held:

@@ -15,11 +15,18 @@ tracker; a verdict (and a ``behind`` finding for the run's alert policy) is buil
 while behind or on the update it resolves. Its snapshot (the names, the group, the
 tracker's state) is in the run's; after a restart the names are resolved again and the
 tracker's state restored into the new tracker when the references are the same.
+
+References are not fixed once resolved: a run whose references are incomplete (a named
+one missing, or one still running and growing) looks again on a bounded schedule
+(``resolve_s``, doubling to ``MAX_RESOLVE_S``), and at once when a sibling of its group
+ends; a new sibling's ``run_start`` brings the next look forward. When the curves
+changed, a new tracker replaces the old one, warmed on the run's own series.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Callable
 
 import numpy as np
@@ -27,6 +34,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily
 
 from wtwin.detect.alert import Alert
+from wtwin.detect.finding import Finding
 from wtwin.detect.reference import ReferenceConfig, ReferenceCurve, ReferenceTracker
 from wtwin.emitters import wire
 
@@ -35,29 +43,46 @@ NAN = math.nan
 BEHIND = 1                  # detect.reference.STATES.index("behind")
 MAX_REFERENCES = 4          # references a run may name (more: the first ones, and a warning)
 MAX_POINTS = 2048           # points kept of a reference's curve
+RESOLVE_S = 60.0            # an incomplete run's references are looked up again after this ...
+MAX_RESOLVE_S = 960.0       # ... doubling each time up to this
 
 
 class RunReference:
     """What one run holds: the names it asked for, its group, and the tracker once the
-    references are resolved (None until then, or when none resolved)."""
+    references are resolved (None until then, or when none resolved). ``refresh(step)``
+    (set by `References.start`) looks the references up again once ``due`` (a time)."""
 
-    __slots__ = ("names", "group", "tracker", "frozen", "_behind")
+    __slots__ = ("names", "group", "tracker", "frozen", "_behind", "due", "every", "warned", "refresh")
 
     def __init__(self, names: list[str], group: str | None, frozen: dict | None = None) -> None:
         self.names, self.group, self.frozen = names, group, frozen
         self.tracker: ReferenceTracker | None = None
         self._behind = False
+        self.due, self.every, self.warned = math.inf, 0.0, frozenset()
+        self.refresh: Callable[[int], None] | None = None
+
+    @property
+    def points(self) -> int:
+        """The reference points held (the daemon's memory budget: wtwind_budget_items)."""
+        tr = self.tracker
+        return sum(len(r) for r in tr.references) if tr is not None else 0
 
     def update(self, policy, step: int, loss: float, lr, tokens, now: float) -> list[Alert]:
         """One loss of the run: the alert transition its ``behind`` finding causes, if any."""
+        if now >= self.due and self.refresh is not None:
+            self.due = math.inf
+            self.refresh(step)          # may replace the tracker (other curves now)
         tracker = self.tracker
         if tracker is None:
             return []
         k = tracker.feed(step, loss, NAN if lr is None else lr, NAN if tokens is None else tokens)
         if k != BEHIND and not self._behind:
             return []
-        self._behind = k == BEHIND
-        finding = tracker.verdict().finding()
+        was, self._behind = self._behind, k == BEHIND
+        v = tracker.verdict()
+        finding = v.finding()
+        if finding is None and was:     # a tracker rebuilt on other references: not behind them
+            finding = Finding("behind", "warning", False, step, v.message)
         alert = policy.apply(finding, now) if finding is not None else None
         return [alert] if alert else []
 
@@ -97,9 +122,12 @@ class References:
 
     def __init__(self, table, store, send: Callable[[bytes, bytes], bool], *,
                  max_references: int = MAX_REFERENCES, max_points: int = MAX_POINTS,
-                 config: ReferenceConfig = ReferenceConfig()) -> None:
+                 config: ReferenceConfig = ReferenceConfig(), resolve_s: float = RESOLVE_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.table, self.store, self.send = table, store, send
         self.max_references, self.max_points, self.config = max_references, max_points, config
+        self.resolve_s, self.clock = resolve_s, clock
+        self.refreshed = 0        # trackers replaced by a look-up that found other curves
         self.missing = 0          # names that resolved to nothing (wtwind_references_missing_total)
 
     def collect(self):
@@ -107,6 +135,9 @@ class References:
         yield CounterMetricFamily("wtwind_references_missing", "References named on run_start that "
                                   "could not be used (no such run, no history, over max_references)",
                                   value=self.missing)
+        yield CounterMetricFamily("wtwind_references_replaced", "Run trackers rebuilt because a later "
+                                  "look-up found other reference curves (a new sibling, a grown run)",
+                                  value=self.refreshed)
 
     def start(self, run, ev: dict) -> None:
         """A run_start with ``reference`` or ``group`` (validated by the wire): resolve."""
@@ -120,66 +151,90 @@ class References:
             names = names[: self.max_references]
         run.refs = RunReference(names, group)
         self.resolve(run)
+        if group is not None:        # a new sibling: the group's running runs look soon
+            soon = self.clock() + self.resolve_s
+            for r in self._group(run):
+                if r.status == "running":
+                    r.refs.due = min(r.refs.due, soon)
 
     def ended(self, run) -> None:
-        """A run of a group ended: its running siblings that compare with nothing yet (a
-        sweep started together) take it, and the group's other finished runs, now."""
-        group = run.refs.group
-        if group is None:
+        """A run of a group ended: its running siblings look their references up again
+        now (a sweep started together compares with its first member to finish)."""
+        if run.refs.group is None:
             return
-        for r in list(self.table):
-            if (r is not run and r.status == "running" and r.refs is not None and r.refs.group == group
-                    and r.refs.tracker is None):
-                self.resolve(r)
+        for r in self._group(run):
+            if r.status == "running":
+                r.refs.due = math.inf
+                self.resolve(r, quiet=True, upto=(r.step or 0) + 1)
+
+    def _group(self, run) -> list:
+        group = run.refs.group
+        return [r for r in self.table if r is not run and r.refs is not None and r.refs.group == group]
 
     def siblings(self, run) -> list[str]:
-        group = run.refs.group
-        if group is None:
-            return []
-        return [r.run for r in self.table if r is not run and r.refs is not None and r.refs.group == group]
+        return [r.run for r in self._group(run)] if run.refs.group is not None else []
 
-    def resolve(self, run) -> None:
+    def resolve(self, run, quiet: bool = False, upto: int | None = None) -> None:
         """Build the run's tracker from its references: live ones now, stored ones once
-        the store has read them (on the writer thread)."""
+        the store has read them (on the writer thread). ``quiet``: a scheduled look-up
+        (no new warning); ``upto``: a tracker built now is warmed on the run's own series
+        before this step."""
         refs = run.refs
-        curves, stored, missing = [], [], []
+        if refs.refresh is None:     # restored runs too (daemon/restores.py)
+            refs.refresh = lambda step: self.resolve(run, quiet=True, upto=step)
+        curves, stored, missing, incomplete = [], [], [], False
         wanted = [(n, True) for n in refs.names if n != run.run]
         wanted += [(n, False) for n in self.siblings(run) if n not in refs.names]
         for name, named in wanted[: self.max_references]:
             live = self.table.get(name)   # a restored run's plot series start empty: the store has it
             curve = curve_from_columns(name, live.series.train.columns(), self.max_points) if live else None
+            incomplete = incomplete or curve is None or live.status == "running"   # may grow
             if curve is not None:
                 curves.append(curve)
             elif named and self.store.wanted and name in self.store.runs:
                 stored.append(name)
             elif named:
                 missing.append((name, "has fewer than 2 losses yet" if live else "is not a run this daemon knows"))
+        look = (missing, incomplete, quiet, upto)
         if not stored:
-            self._attach(run, curves, missing)
+            self._attach(run, curves, *look)
             return
         self.store.writer.submit(lambda conn: _read_stored(conn, stored), read=True,
-                                 done=lambda res, err: self._stored(run, curves, missing, res, err))
+                                 done=lambda res, err: self._stored(run, curves, look, res, err))
 
-    def _stored(self, run, curves: list, missing: list, res, err) -> None:
+    def _stored(self, run, curves: list, look: tuple, res, err) -> None:
         if err is not None:
             log.warning("reference_read_failed", run=run.run, error=str(err)[:300])
             res = {}
         for name, cols in (res or {}).items():
             curve = curve_from_columns(name, cols, self.max_points) if cols is not None else None
             if curve is None:
-                missing.append((name, "has no stored history"))
+                look[0].append((name, "has no stored history"))
             else:
                 curves.append(curve)
-        if self.table.get(run.run) is run:
-            self._attach(run, curves, missing)
+        if self.table.get(run.run) is run:   # the run went on meanwhile: warm on all of it
+            self._attach(run, curves, look[0], look[1], look[2], None if look[3] is None else (run.step or 0) + 1)
 
-    def _attach(self, run, curves: list, missing: list) -> None:
-        for name, why in missing:
-            self.warn(run, name, why)
+    def _attach(self, run, curves: list, missing: list, incomplete: bool, quiet: bool,
+                upto: int | None) -> None:
         refs = run.refs
-        if refs is None or not curves:
+        if refs is None:
             return
-        refs.tracker = ReferenceTracker(curves, self.config)
+        for name, why in missing:     # a scheduled look-up warns of a name once
+            if not quiet or name not in refs.warned:
+                self.warn(run, name, why)
+        refs.warned = refs.warned.union(n for n, _ in missing)
+        if incomplete or missing:     # look again later, less often each time
+            refs.every = min(max(2 * refs.every, self.resolve_s), MAX_RESOLVE_S)
+            refs.due = self.clock() + refs.every
+        key = tuple((c.name, len(c), c.steps[-1]) for c in curves)
+        if not curves or (refs.tracker is not None and key == tuple(
+                (r.name, len(r), r.steps[-1]) for r in refs.tracker.references)):
+            return
+        old, refs.tracker = refs.tracker, ReferenceTracker(curves, self.config)
+        if upto is not None:
+            self._warm(run, refs.tracker, upto)
+        self.refreshed += old is not None
         if refs.frozen is not None:
             try:
                 refs.tracker.restore(refs.frozen)
@@ -187,7 +242,20 @@ class References:
                 log.info("reference_state_not_restored", run=run.run, why=str(exc)[:200])
             refs.frozen = None
         log.info("reference_attached", run=run.run, references=[c.name for c in curves],
-                 points=[len(c) for c in curves])
+                 points=[len(c) for c in curves], replaced=old is not None)
+
+    @staticmethod
+    def _warm(run, tracker: ReferenceTracker, upto: int) -> None:
+        """Feed a new tracker the run's own series before step ``upto`` (its level and
+        the pair's noise then stand where the old tracker's did)."""
+        cols = run.series.train.columns()
+        n = len(cols["step"])
+        for key in ("lr", "tokens"):
+            if cols.get(key) is None:
+                cols[key] = [None] * n
+        for s, x, lr, tok in zip(cols["step"], cols["loss"], cols["lr"], cols["tokens"]):
+            if s is not None and x is not None and s < upto:
+                tracker.feed(int(s), float(x), NAN if lr is None else lr, NAN if tok is None else tok)
 
     def warn(self, run, name: str, why: str) -> None:
         """A reference that cannot be used: logged, counted, told to the trainer."""

@@ -36,6 +36,9 @@ STEPS, LR, WARMUP, BATCH = 2000, 2e-3, 50, 32
 RESUME, REWIND = 1000, 800
 CHANGES = ("base", "bf16", "fp16", "bf16_weights", "lr_half", "label_noise", "resumed")
 ONSET = {"resumed": RESUME}   # where a change starts (the others: step 1)
+# changes that must stay silent: a seed, and CPU autocast, which does not make this MLP
+# slower (against fp32 of the same seed the last 200 steps average the same loss to 5e-4)
+SAME = ("seed", "bf16", "fp16")
 BASE_SEEDS = tuple(range(21))          # 21 runs: 20 consecutive seed-only pairs
 CHANGE_SEEDS = tuple(range(100, 105))  # 5 runs a change, each against a base of another seed
 
@@ -195,7 +198,7 @@ def own_cases(use_lr: bool = True):
     """``(source, label, name, rows, refs, onset)`` for the own pairs."""
     for change, live, ref in pairs():
         rows = load(*live)
-        yield ("own", "equal" if change == "seed" else "hurt", f"{live[0]}_s{live[1]}", rows,
+        yield ("own", "equal" if change in SAME else "hurt", f"{live[0]}_s{live[1]}", rows,
                [curve(f"{ref[0]}_s{ref[1]}", load(*ref), use_lr)], ONSET.get(change, 1))
 
 
@@ -234,12 +237,76 @@ def summary(rows: list[dict]) -> list[str]:
     return out
 
 
+def level(rows, halflife: float = 50.0) -> list[float]:
+    """The EWMA level (half-life in steps, one loss a step) the detector compares."""
+    a, out, lev = 0.5 ** (1.0 / halflife), [], rows[0][1]
+    for _, x, _ in rows:
+        lev = a * lev + (1.0 - a) * x
+        out.append(lev)
+    return out
+
+
+def first_over(gap, envelope, start: int = 0, for_good: bool = False):
+    """The first step (1-based) from ``start`` where ``gap`` exceeds ``envelope`` (and,
+    ``for_good``, stays above it to the end); None: never."""
+    over = [i for i in range(start, len(gap)) if gap[i] > envelope[i]]
+    if not for_good or not over:
+        return over[0] + 1 if over else None
+    below = [i for i in range(start, len(gap)) if gap[i] <= envelope[i]]
+    return None if below and below[-1] == len(gap) - 1 else (below[-1] + 2 if below else start + 1)
+
+
+def bf16_weights_report(config=None) -> list[str]:
+    """When bf16 weights (no fp32 master) becomes visible: per pair, the first step its
+    level gap exceeds every seed-only pair's gap at that step (the envelope of the 20 seed
+    pairs: no threshold on the gap could page earlier without paging one of them, in
+    sample), the step it exceeds it for good, and the ``behind`` page (default config,
+    one reference of another seed; four of them; the base run of the same seed), and the
+    same-seed CPU autocast pairs (harmless) that page under ``config``. Last, against the
+    same seed: the level gap at step 200 (10% of the run) in nats and in the reference's
+    progress, and the first step from which it is over `ReferenceConfig.gate` (2%)."""
+    warm = int(0.05 * STEPS)
+    seeds = [(level(load("base", a)), level(load("base", b))) for a, b in zip(BASE_SEEDS, BASE_SEEDS[1:])]
+    env = [max(la[i] - lb[i] for la, lb in seeds) for i in range(STEPS)]
+    same = [[level(load(c, s))[i] - level(load("base", s))[i] for i in range(STEPS)]
+            for c in ("bf16", "fp16") for s in CHANGE_SEEDS]   # a harmless change, same seed
+    env_same = [max(g[i] for g in same) for i in range(STEPS)]
+    out = [f"{'pair':34s} {'over seeds':>10s} {'for good':>9s} {'behind':>7s} {'4 refs':>7s} "
+           f"{'same seed: over':>15s} {'behind':>7s}  (steps; the run has {STEPS})"]
+    for i, s in enumerate(CHANGE_SEEDS):
+        live = load("bf16_weights", s)
+        ref = load("base", BASE_SEEDS[i])
+        gap = [x - y for x, y in zip(level(live), level(ref))]
+        own = load("base", s)
+        gap_same = [x - y for x, y in zip(level(live), level(own))]
+        four = [curve(f"base_s{b}", load("base", b)) for b in BASE_SEEDS[i + 5:i + 9]]
+        cells = (first_over(gap, env, warm), first_over(gap, env, warm, True),
+                 judge(live, [curve(f"base_s{BASE_SEEDS[i]}", ref)], config)["first"],
+                 judge(live, four, config)["first"],
+                 first_over(gap_same, env_same, warm), judge(live, [curve(f"base_s{s}", own)], config)["first"])
+        out.append(f"bf16_weights_s{s} vs base_s{BASE_SEEDS[i]:<16d} " + " ".join(
+            f"{'-' if c is None else c:>{w}}" for c, w in zip(cells, (10, 9, 7, 7, 15, 7))))
+    for s in CHANGE_SEEDS:
+        lv, lb = level(load("bf16_weights", s)), level(load("base", s))
+        start = max(x[1] for x in load("base", s)[:10])
+        units = [(a - b) / (start - b) for a, b in zip(lv, lb)]
+        over = next((i + 1 for i in range(warm, STEPS) if units[i] > 0.02), None)
+        out.append(f"bf16_weights_s{s} vs base_s{s}: gap at step 200 {lv[199] - lb[199]:+.3f} "
+                   f"({units[199]:+.1%} of the progress), over 2% of it from step {over}")
+    harmless = [judge(load(c, s), [curve(f"base_s{s}", load("base", s))], config)["first"]
+                for c in ("bf16", "fp16") for s in CHANGE_SEEDS]
+    out.append(f"same-seed CPU autocast bf16/fp16 vs base (10 harmless pairs): behind at {harmless}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-lr", action="store_true", help="withhold the lr columns")
     ap.add_argument("--shared", action="store_true", help="the shared real pairs instead")
     ap.add_argument("--loso", action="store_true",
                     help="leave-one-source-out: own and shared pairs, the gate calibrated on the others")
+    ap.add_argument("--bf16", action="store_true",
+                    help="when bf16 weights becomes visible against the seed pairs' spread")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a ReferenceConfig field (repeatable)")
     a = ap.parse_args(argv)
@@ -247,13 +314,17 @@ def main(argv=None) -> int:
 
     config = ReferenceConfig(**{k: type(getattr(ReferenceConfig(), k))(v)
                                 for k, v in (x.split("=", 1) for x in a.set)})
+    if a.bf16:
+        print("\n".join(bf16_weights_report(config)))
+        return 0
     if a.loso:
-        rows = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
+        rows, (lag, lo, hi) = leave_one_source_out([*own_cases(not a.no_lr), *shared_cases()], config)
         for r in rows:
-            print(" ".join(f"{k}={r[k]}" for k in ("source", "label", "name", "lag", "critical",
+            print(" ".join(f"{k}={r[k]}" for k in ("source", "label", "name", "lag", "lo", "hi", "critical",
                                                     "first", "onset", "steps", "episodes", "sched", "last")),
                   flush=True)
         print("\n".join(summary(rows)))
+        print(f"every source in: lag {lag} (lo {lo}, hi {hi}); ReferenceConfig().lag is {config.lag}")
         return 0
     cases = shared_cases() if a.shared else own_cases(not a.no_lr)
     for line in table(cases, config, use_lr=not a.no_lr):
@@ -261,38 +332,65 @@ def main(argv=None) -> int:
     return 0
 
 
+LAGS = tuple(round(0.05 * i, 2) for i in range(1, 17))   # 0.05 .. 0.8
+GOAL = 0.1      # a hurt pair is caught in time when it pages within this share of its run
 
-LAGS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
-
-def critical(case, config) -> float:
-    """The largest lag of `LAGS` at which the pair pages (0.0: silent at every one)."""
+def firsts(case, config) -> dict:
+    """``lag -> first behind step`` (None: never) for each lag of `LAGS`."""
     _, _, _, rows, refs, _ = case
-    paged = [g for g in LAGS if judge(rows, refs, dataclasses.replace(config, lag=g))["first"] is not None]
-    return max(paged, default=0.0)
+    return {g: judge(rows, refs, dataclasses.replace(config, lag=g))["first"] for g in LAGS}
 
 
-def calibrate(criticals) -> float:
-    """The smallest of `LAGS` above every critical lag (the largest when none is)."""
-    top = max(criticals, default=0.0)
-    return next((g for g in LAGS if g > top), LAGS[-1])
+def critical(first: dict) -> float:
+    """An equal pair: the largest lag at which it pages (0.0: silent at every one)."""
+    return max((g for g, f in first.items() if f is not None), default=0.0)
 
 
-def leave_one_source_out(cases: list, config) -> list[dict]:
-    """For each source: ``lag`` calibrated on the equal pairs of the other sources (the
-    smallest of `LAGS` above every one's critical lag: the first at which all are
-    silent), then the held-out source's pairs judged with it (the rest: ``config``)."""
-    crit = {id(c): critical(c, config) for c in cases if c[1] == "equal"}
+def reach(first: dict, onset: int, steps: int, lo: float):
+    """A hurt pair: the largest lag above ``lo`` (where every equal pair is silent: a
+    catch below it is no evidence) up to which it is still caught within `GOAL` of its
+    run. None when it bounds nothing: not caught in time at the first lag above ``lo``
+    (bf16 weights), or caught in time at every one (a run stuck above its reference's start)."""
+    above = [g for g in LAGS if g > lo]
+    ok = [first[g] is not None and first[g] - onset <= GOAL * steps for g in above]
+    if not ok or not ok[0] or all(ok):
+        return None
+    return above[ok.index(False) - 1]
+
+
+def calibrate(criticals, hurt=()) -> tuple:
+    """``(lag, lo, hi)`` from pairs of other sources: ``lo`` the largest lag at which an
+    equal pair pages, ``hi`` the largest at which every hurt pair (``(firsts, onset,
+    steps)``) that bounds it is still caught in time (`reach`); ``lag`` their midpoint,
+    the widest margin on both sides. With no ``hi``: the smallest of `LAGS` above ``lo``."""
+    lo = max(criticals, default=0.0)
+    his = [r for r in (reach(*h, lo) for h in hurt) if r is not None]
+    if his:
+        return round((lo + min(his)) / 2, 3), lo, min(his)
+    return next((g for g in LAGS if g > lo), LAGS[-1]), lo, None
+
+
+def leave_one_source_out(cases: list, config) -> tuple[list[dict], tuple]:
+    """For each source: ``lag`` calibrated (`calibrate`) on the pairs of the other
+    sources, then the held-out source's pairs judged with it (the rest: ``config``).
+    Also `calibrate`'s answer with every source in (the shipped default)."""
+    grid = {id(c): firsts(c, config) for c in cases if c[1] in ("equal", "hurt")}
+    crit = {id(c): critical(grid[id(c)]) for c in cases if c[1] == "equal"}
+
+    def on(pairs):
+        return calibrate([crit[id(c)] for c in pairs if c[1] == "equal"],
+                         [(grid[id(c)], c[5], c[3][-1][0]) for c in pairs if c[1] == "hurt"])
+
     out = []
     for source in sorted({c[0] for c in cases}):
-        train = [crit[id(c)] for c in cases if c[1] == "equal" and c[0] != source]
-        lag = calibrate(train)
+        lag, lo, hi = on([c for c in cases if c[0] != source])
         cfg = dataclasses.replace(config, lag=lag)
         for c in (c for c in cases if c[0] == source):
             j = judge(c[3], c[4], cfg)
-            out.append({"source": source, "label": c[1], "name": c[2], "lag": lag,
+            out.append({"source": source, "label": c[1], "name": c[2], "lag": lag, "lo": lo, "hi": hi,
                         "critical": crit.get(id(c)), "onset": c[5], **j})
-    return out
+    return out, on(cases)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,8 @@ import reference_runs as R
 out = []
 for name, ref in (("mlperf10__bert_supermicro_as2124gq_result1_aborted_stuck",
                    "mlperf10__bert_supermicro_as4124go_result1_success"),
-                  ("llmc__SiddanthEmani_gpt2_124M_main", "llmc__HectorFCardenas_gpt2_124M_job11685414")):
+                  ("llmc__SiddanthEmani_gpt2_124M_main", "llmc__HectorFCardenas_gpt2_124M_job11685414"),
+                  ("mlperf07__bert_dgx1_result9_aborted", "mlperf07__bert_dgx1_result0_success")):
     out.append(R.judge(R.shared_rows(name), [R.curve(ref, R.shared_rows(ref))]))
 print(json.dumps(out))
 """
@@ -204,9 +205,10 @@ class TestSharedPairs:
         return json.loads(r.stdout)
 
     def test_stuck_bert_pages_and_equal_llmc_does_not(self):
-        stuck, llmc = self._judge()
+        stuck, llmc, bert = self._judge()
         assert stuck["first"] == 2344 and stuck["last"] == "behind"
         assert llmc["first"] is None
+        assert bert["first"] is None     # BERT's sudden drop 25-30% of the steps later: a seed
 
     @pytest.mark.parametrize("core", ["Haswell", "Sandybridge"])
     def test_same_verdicts_under_openblas_coretype(self, core):
@@ -228,6 +230,37 @@ class TestOwnRuns:
         noisy = R.judge(R.load("label_noise", 100), [base])
         assert noisy["first"] is not None and noisy["first"] <= 0.1 * noisy["steps"]
         assert noisy["last"] == "behind"
+
+
+class TestCalibration:
+    """`lag` from the pairs of other sources (tests/reference_runs.py, DETECTION.md)."""
+
+    @staticmethod
+    def _firsts(caught_up_to: float, at: int = 104, late: int = 900) -> dict:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import reference_runs as R
+
+        return {g: (at if g <= caught_up_to else late) for g in R.LAGS}
+
+    def test_midway_between_the_equal_pairs_and_the_catches(self):
+        import reference_runs as R
+
+        hurt = [(self._firsts(0.5), 1, 2000), (self._firsts(0.7), 1, 2000)]
+        assert R.calibrate([0.0, 0.15], hurt) == (0.325, 0.15, 0.5)
+
+    def test_no_upper_bound_falls_back_to_just_above_the_equal_pairs(self):
+        """A hurt pair caught in time at every lag (a run stuck above its reference's
+        start) bounds nothing: the smallest lag above the equal pairs'."""
+        import reference_runs as R
+
+        assert R.calibrate([0.25], [(self._firsts(1.0), 1, 2000)]) == (0.3, 0.25, None)
+
+    def test_a_catch_where_equal_pairs_page_too_is_no_evidence(self):
+        """bf16 weights pages at step 104 only at lags <= 0.15, where seed pairs page too."""
+        import reference_runs as R
+
+        assert R.reach(self._firsts(0.15), 1, 2000, lo=0.15) is None
+        assert R.calibrate([0.15], [(self._firsts(0.15), 1, 2000)]) == (0.2, 0.15, None)
 
 
 class TestSteps:

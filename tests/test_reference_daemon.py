@@ -122,6 +122,70 @@ class TestBehind:
         emit.close()
 
 
+LOOK_SOON = {"WTWIND_RUNS__REFERENCE_RESOLVE_S": "0.001"}   # looked up again at (nearly) the next loss
+
+
+class TestLaterReferences:
+    def test_a_reference_that_appears_later_is_picked_up(self, tmp_path):
+        """run-b names run-a before run-a exists: one warning; once run-a has run, b's next
+        losses look again, compare with it and page; the points count in the budget."""
+        with Daemon(tmpdir=str(tmp_path), extra_env=LOOK_SOON) as d:
+            slow = curve(2, power=0.35)
+            b, got = send_run(d.ipc, "run-b", slow[:100], reference="run-a")
+            at_step(d, "run-b", 100)
+            assert sample(d, "wtwind_budget_items", part="reference_points", state="held") == 0
+            a, _ = send_run(d.ipc, "run-a", curve(1))
+            at_step(d, "run-a", STEPS)
+            a.close()
+            for step, loss in enumerate(slow[100:], 101):
+                b.loss(step, loss)
+            at_step(d, "run-b", STEPS)
+            wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05, "behind run-a")
+            assert len([x for x in got if x["kind"] == "reference_missing"]) == 1   # warned once
+            assert '"references": ["run-a"]' in d.log()
+            held = sample(d, "wtwind_budget_items", part="reference_points", state="held")
+            assert 2 <= held <= 2048
+            assert sample(d, "wtwind_budget_items", part="reference_points", state="limit") == 10_000 * 4 * 2048
+            b.close()
+
+    def test_a_sibling_that_starts_later_is_picked_up(self, tmp_path):
+        """sw-b starts alone in its group; sw-a starts later and is still running: sw-b
+        looks again (sw-a's run_start brought the look forward) and falls behind it."""
+        with Daemon(tmpdir=str(tmp_path), extra_env=LOOK_SOON) as d:
+            slow = curve(2, power=0.35)
+            b, got = send_run(d.ipc, "sw-b", slow[:100], group="sweep-9")
+            at_step(d, "sw-b", 100)
+            a, _ = send_run(d.ipc, "sw-a", curve(1), group="sweep-9")
+            at_step(d, "sw-a", STEPS)
+            for step, loss in enumerate(slow[100:], 101):
+                b.loss(step, loss)
+            at_step(d, "sw-b", STEPS)
+            wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05, "behind sw-a")
+            assert '"run": "sw-b"' in d.log() and '"references": ["sw-a"]' in d.log()
+            a.close(), b.close()
+
+    def test_a_tracker_rebuilt_on_a_grown_reference_resolves_its_page(self, tmp_path):
+        """sw-d falls behind sw-c's first 400 steps (sw-c still running, slow at first);
+        sw-c then catches up: once sw-d looks again at the grown sw-c, it is not behind it
+        any more and the page resolves at the trainer."""
+        with Daemon(tmpdir=str(tmp_path), extra_env=LOOK_SOON) as d:
+            c, _ = send_run(d.ipc, "sw-c", curve(1)[:400], group="sweep-10")
+            at_step(d, "sw-c", 400)
+            dd, got = send_run(d.ipc, "sw-d", [x + 0.5 for x in curve(2)[:400]], group="sweep-10")
+            at_step(d, "sw-d", 400)
+            wait_for(lambda: dd.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05, "behind sw-c")
+            for step, loss in enumerate(curve(3)[400:], 401):   # sw-c goes on, now 0.5 higher
+                c.loss(step, loss + 0.5)
+            at_step(d, "sw-c", STEPS)
+            for step, loss in enumerate(curve(2)[400:], 401):
+                dd.loss(step, loss + 0.5)
+            at_step(d, "sw-d", STEPS)
+            wait_for(lambda: dd.poll() or [x for x in got if x["kind"] == "behind" and x["status"] == "resolved"],
+                     15, 0.05, "the behind page resolved")
+            assert sample(d, "wtwind_references_replaced_total") >= 1
+            c.close(), dd.close()
+
+
 class TestRestart:
     def test_reference_survives_restart(self, tmp_path):
         """After a restart the run's references are resolved again (from the store)."""

@@ -143,12 +143,14 @@ class RunsConfig:
     max_eval_metrics: int = 16        # eval metrics kept as the run's last values
     max_rewinds_kept: int = 32        # rewind audit records kept per run
     max_references: int = 4           # references a run may name (docs/REFERENCES.md)
+    reference_resolve_s: float = 60.0  # incomplete references looked up again after (doubling)
 
     def __post_init__(self) -> None:
         require(1 <= self.max_kind_chars <= 4096, "max_kind_chars: must be in [1, 4096]")
         require(1 <= self.max_eval_metrics <= 64, "max_eval_metrics: must be in [1, 64] (the wire's bound)")
         require(0 <= self.max_rewinds_kept <= 1024, "max_rewinds_kept: must be in [0, 1024]")
         require(0 <= self.max_references <= 8, "max_references: must be in [0, 8] (the wire's bound)")
+        require(self.reference_resolve_s > 0, "reference_resolve_s: must be > 0 seconds")
         require(self.max_runs >= 1, "max_runs: must be >= 1")
         require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
         require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")

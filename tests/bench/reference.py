@@ -7,7 +7,10 @@ One seeded synthetic pair (a reference of ``--steps`` points, a live run 0.3 abo
 halfway, so both the judging and the behind paths are timed), losses precomputed. Each
 window of 10^4 updates is timed with ``perf_counter_ns``; the median window is the steady
 state (preemption on a shared machine moves only the tail). ``feed`` is the daemon's
-per-update call; ``update`` also builds the verdict (a frozen dataclass).
+per-update call; ``update`` also builds the verdict (a frozen dataclass). ``rebuild``: what
+the daemon's look-up that finds other curves costs (daemon/references.py): ``--refs`` curves
+of 2,048 points built, a tracker on them, fed 2,000 points of the run's own series (median
+of 20).
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ def measure(steps: int, nrefs: int) -> dict:
             ns.append((time.perf_counter_ns() - t0) / WINDOW)
         out[name + "_us"] = round(statistics.median(ns) / 1000, 3)
         out[name + "_state"] = tr.verdict().state
+    pts = list(range(1, min(steps, 2048) + 1))
+    ms = []
+    for _ in range(20):
+        t0 = time.perf_counter_ns()
+        tr = ReferenceTracker([ReferenceCurve(f"r{k}", pts, law[:len(pts)]) for k in range(nrefs)])
+        for i in range(min(steps, 2000)):
+            tr.feed(xs[i], live[i])
+        ms.append((time.perf_counter_ns() - t0) / 1e6)
+    out["rebuild_ms"] = round(statistics.median(ms), 2)
     return out
 
 
@@ -70,7 +82,8 @@ def main(argv=None) -> int:
         m = json.loads(r.stdout)
         print(f"reference detector, {m['build']:8s} build, {m['refs']} reference(s), {m['steps']:,} "
               f"updates: feed {m['feed_us']:.3f} us, update (with its verdict) {m['update_us']:.3f} us "
-              f"per update (median of {WINDOW:,}-update windows; ends {m['feed_state']})", flush=True)
+              f"per update (median of {WINDOW:,}-update windows; ends {m['feed_state']}); "
+              f"rebuild {m['rebuild_ms']:.2f} ms", flush=True)
     return 0
 
 
