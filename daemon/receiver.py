@@ -18,6 +18,7 @@ import structlog
 import zmq
 
 from .config import ListenConfig
+from .envelopes import Envelopes
 from .errors import ConfigError
 from .inbound import PeerBuckets, rcvhwm
 
@@ -64,6 +65,7 @@ class Receiver:
         # dropped in silence: every reply lost is counted (wtwind_replies_dropped_total)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
+        self.envelopes = Envelopes(self.sock)
         self.send_dropped = 0
         self.disconnects = 0
         self._monitor: zmq.Socket | None = None
@@ -132,28 +134,23 @@ class Receiver:
         turns (outbox read, the HTTP exchange, the outcome write); docs/BENCHMARKS.md has
         the measurements behind its value.
         """
-        sock, handler, n = self.sock, self.handler, 0
+        handler, n = self.handler, 0
         if handler is None:  # not started: leave the frames queued in the socket
             return 0
         if self.user_ids:
             return self._drain_with_user_ids(handler)
-        # two recv() and one RCVMORE look, cheaper than recv_multipart() (docs/BENCHMARKS.md);
-        # a ZeroMQ message arrives whole, so the frame after the identity is there
-        recv, more, nowait = sock.recv, sock.getsockopt, zmq.NOBLOCK
+        nxt = self.envelopes.next  # (identity, frame): envelopes.py, C calls where compiled
         take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
         dropped = self.buckets.dropped_frames
         deadline = clock() + self.slice_s
         while True:
-            try:
-                identity = recv(nowait)
-                frame = recv(nowait)
-            except zmq.Again:
+            got = nxt()
+            if got is None:
                 self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
-            if more(zmq.RCVMORE):  # more than one frame after the identity: not ours
-                while more(zmq.RCVMORE):
-                    recv(nowait)
+            identity, frame = got
+            if frame is None:  # more than one frame after the identity: not ours
                 self.bad_envelopes += 1
                 continue
             if not take(identity, len(frame), backlogged):  # in debt while others wait
@@ -271,6 +268,7 @@ class Receiver:
             except zmq.ZMQError:
                 pass
             mon.close(linger=0)
+        self.envelopes.close()
         self.sock.close(linger=0)
         for ep in self.cfg.endpoints:
             if ep.startswith("ipc://"):
