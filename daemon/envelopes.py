@@ -32,7 +32,7 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
     from wtwin.detect import _cython_shim as cython
 
 _NAMES = ("zmq_msg_init", "zmq_msg_recv", "zmq_msg_more", "zmq_msg_close", "zmq_msg_data",
-          "zmq_msg_size")
+          "zmq_msg_size", "zmq_msg_gets")
 
 
 def libzmq_functions() -> tuple[int, ...] | None:
@@ -65,7 +65,7 @@ class Envelopes:
         if cython.compiled and native:
             fns = libzmq_functions()
             if fns is not None and all(fns):
-                wt_bind(fns[0], fns[1], fns[2], fns[3], fns[4], fns[5])  # noqa: F821 (envelopes.pxd)
+                wt_bind(fns[0], fns[1], fns[2], fns[3], fns[4], fns[5], fns[6])  # noqa: F821 (envelopes.pxd)
                 self._handle = sock.underlying
                 self.native = True
 
@@ -73,7 +73,7 @@ class Envelopes:
         """``(identity, frame)``, ``(identity, None)`` for a message that is not one
         identity and one frame, or None when nothing waits."""
         if self.native:
-            got = wt_recv2(self._handle)  # noqa: F821 (declared in envelopes.pxd)
+            got = wt_recv(self._handle, 0)  # noqa: F821 (declared in envelopes.pxd)
             if type(got) is tuple:
                 return got
             if got == errno.EAGAIN:
@@ -81,7 +81,20 @@ class Envelopes:
             raise zmq.ZMQError(got)
         return self._next_py()
 
-    def _next_py(self):
+    def next_with_user(self):
+        """``next`` with a third item: the frame's ZAP User-Id (the CURVE client's key;
+        None for a message that is not ours); a frame without one raises ZMQError
+        (EINVAL), as pyzmq's ``Frame.get`` does."""
+        if self.native:
+            got = wt_recv(self._handle, 1)  # noqa: F821 (declared in envelopes.pxd)
+            if type(got) is tuple:
+                return got
+            if got == errno.EAGAIN:
+                return None
+            raise zmq.ZMQError(got)
+        return self._next_py(True)
+
+    def _next_py(self, with_user: bool = False):
         recv, nowait = self.sock.recv, zmq.NOBLOCK
         try:
             identity = recv(nowait)
@@ -89,10 +102,12 @@ class Envelopes:
         except zmq.Again:
             return None
         if not frame.more:
+            if with_user:
+                return identity, frame.bytes, frame.get("User-Id")
             return identity, frame.bytes
         while recv(nowait, copy=False).more:
             pass
-        return identity, None
+        return (identity, None, None) if with_user else (identity, None)
 
     def close(self) -> None:
         """The socket closes next: the C receive stops (the pure one raises from then on)."""

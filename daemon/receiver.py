@@ -171,31 +171,31 @@ class Receiver:
 
     def _drain_with_user_ids(self, handler: Handler) -> int:
         """``drain`` with CURVE on: each frame's ZAP User-Id goes to the handler."""
-        recv, n = self.sock.recv_multipart, 0
-        take, backlogged, dropped = self.buckets.take, self._backlogged, self.buckets.dropped_frames
-        deadline = time.perf_counter() + self.slice_s
+        nxt, n = self.envelopes.next_with_user, 0
+        take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
+        dropped = self.buckets.dropped_frames
+        deadline = clock() + self.slice_s
         while True:
-            try:
-                parts = recv(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            got = nxt()
+            if got is None:
                 self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
-            if len(parts) != 2:
+            identity, frame, user = got
+            if frame is None:
                 self.bad_envelopes += 1
                 continue
-            user = parts[1].get("User-Id")  # the bucket is the key's, however many connections
-            peer = user or parts[0].bytes
-            if not take(peer, len(parts[1]), backlogged):
+            peer = user or identity  # the bucket is the key's, however many connections
+            if not take(peer, len(frame), backlogged):
                 continue
-            start = time.perf_counter()
+            start = clock()
             try:
-                handler(parts[0].bytes, parts[1].bytes, user)
+                handler(identity, frame, user)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            end = time.perf_counter()
-            self.buckets.charge(peer, end - start)
+            end = clock()
+            charge(peer, end - start)
             if end > deadline:
                 break
         self._backlogged = True

@@ -79,3 +79,61 @@ def test_the_receiver_counts_bad_envelopes_and_hands_on_the_rest(tmp_path):
     dealer.close(linger=0)
     rx.close()
     ctx.term()
+
+
+def _curve_pairs(tmp_path, native: bool) -> tuple[list, str]:
+    """The pairs and User-Ids a CURVE ROUTER receives from one client (a real ZAP handler)."""
+    from zmq.auth.thread import ThreadAuthenticator
+
+    ctx = zmq.Context()
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    auth.configure_curve(domain="*", location=zmq.auth.CURVE_ALLOW_ANY)
+    server_public, server_secret = zmq.curve_keypair()
+    client_public, client_secret = zmq.curve_keypair()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    router.curve_secretkey, router.curve_publickey, router.curve_server = server_secret, server_public, True
+    router.bind(f"ipc://{tmp_path}/k-{native}.sock")
+    dealer.curve_secretkey, dealer.curve_publickey, dealer.curve_serverkey = client_secret, client_public, server_public
+    dealer.connect(f"ipc://{tmp_path}/k-{native}.sock")
+    env = Envelopes(router, native=native)
+    for parts in MESSAGES:
+        dealer.send_multipart(parts)
+    got = []
+    wait_for(lambda: (got.append(env.next_with_user()) or len([g for g in got if g is not None]) == len(MESSAGES)),
+             timeout=10)
+    env.close()
+    dealer.close(linger=0)
+    router.close(linger=0)
+    auth.stop()
+    ctx.term()
+    return [g for g in got if g is not None], client_public.decode()
+
+
+def test_with_curve_each_frame_carries_its_clients_key_both_ways(tmp_path):
+    for native in (True, False):
+        got, key = _curve_pairs(tmp_path, native)
+        assert [f for _, f, _ in got] == [b"one", b"", None, b"x" * 70_000, None, b"last"], native
+        assert [u for _, f, u in got] == [key if f is not None else None for _, f, _ in got], native
+
+
+def test_without_a_user_id_both_ways_raise_as_pyzmq(tmp_path):
+    """A frame with no ZAP User-Id (no CURVE) raises EINVAL, as ``Frame.get`` does."""
+    ctx = zmq.Context()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    router.bind(f"ipc://{tmp_path}/u.sock")
+    dealer.connect(f"ipc://{tmp_path}/u.sock")
+    for native in (True, False):
+        env = Envelopes(router, native=native)
+        dealer.send(b"frame")
+        wait_for(lambda: router.poll(0), timeout=10)
+        try:
+            env.next_with_user()
+        except zmq.ZMQError as exc:
+            assert exc.errno == zmq.EINVAL, native
+        else:
+            raise AssertionError("a frame without a User-Id passed")
+        assert env.next() is None   # the frame was taken whole
+    dealer.close(linger=0)
+    router.close(linger=0)
+    ctx.term()
