@@ -31,8 +31,10 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.realpath(__file__))
 BUILD = runpy.run_path(os.path.join(HERE, "detect", "build.py"))
 DAEMON = runpy.run_path(os.path.join(HERE, "daemon", "build.py"))
+EMITTERS = runpy.run_path(os.path.join(HERE, "emitters", "build.py"))  # the fast checks only
 # package -> (its folder here, its build module)
-PACKAGES = {"wtwin.detect": ("detect", BUILD), "wtwin.daemon": ("daemon", DAEMON)}
+PACKAGES = {"wtwin.detect": ("detect", BUILD), "wtwin.daemon": ("daemon", DAEMON),
+            "wtwin.emitters": ("emitters", EMITTERS)}
 
 
 def _say(msg: str) -> None:

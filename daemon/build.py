@@ -16,7 +16,7 @@ import runpy
 
 # The per-event path: the ingest body, the seq marks, the run's state and the series a
 # loss is added to.
-MODULES = ("ingest_marks", "series", "run_state", "ingest")
+MODULES = ("ingest_marks", "series", "run_state", "ingest", "envelopes", "inbound")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "wtwin.daemon"
 

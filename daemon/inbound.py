@@ -36,8 +36,12 @@ bounded (``MAX_PEERS``): rested buckets go first, then the least recently seen.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from typing import Callable
+
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from wtwin.detect import _cython_shim as cython
 
 MAX_PEERS = 4096
 ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take seconds)
@@ -49,6 +53,10 @@ FREE_S = 0.0002
 
 
 class PeerBuckets:
+    """Compiled (``daemon/build.py``, inbound.pxd), the rates and the shared bucket are C
+    doubles; the table is a plain dict in order of last use (a peer's entry is moved to
+    its end at each frame)."""
+
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic,
                  max_peers: int = MAX_PEERS, total_rate: float | None = None) -> None:
         """``rate``: handler seconds a peer earns per second; ``burst``: the most it saves;
@@ -59,19 +67,25 @@ class PeerBuckets:
             raise ValueError("rate and burst must be > 0")
         self.rate, self.burst, self.clock, self.max_peers = rate, burst, clock, max_peers
         self.total_rate = total_rate or 3 * rate
-        self._total = (self.total_rate, clock())  # the shared bucket, one second deep: (tokens, when)
+        # the shared bucket, one second deep: its tokens, and when they were counted
+        self._total_tokens, self._total_when = self.total_rate, clock()
         # peer -> (tokens, light tokens, when), in order of last use
-        self._peers: OrderedDict[bytes | str, tuple[float, float, float]] = OrderedDict()
+        self._peers: dict[bytes | str, tuple[float, float, float]] = {}
         self.dropped_frames = 0
         self.dropped_bytes = 0
 
-    def take(self, peer: bytes | str, size: int, backlogged: bool = True) -> bool:
+    @cython.locals(now=cython.double, total=cython.double, tokens=cython.double, light=cython.double,
+                   when=cython.double, dt=cython.double)
+    def take(self, peer, size: int, backlogged: bool = True) -> bool:
         """True when ``peer``'s next frame (``size`` bytes) may be handled, else False
         (counted). A peer is refused only while peers contend: ``backlogged`` (the
         handlers are behind) and another peer sent within ``ACTIVE_S``."""
         now = self.clock()
         total = self._refill_total(now)
-        tokens, light, when = self._peers.pop(peer, None) or self._new(total, now)
+        old = self._peers.pop(peer, None)
+        if old is None:
+            old = self._new(total, now)
+        tokens, light, when = old
         dt = now - when
         tokens = min(self.burst, tokens + dt * self.rate)
         light = min(self.burst * LIGHT, light + dt * self.rate * LIGHT)
@@ -89,7 +103,9 @@ class PeerBuckets:
         flooder gets nothing by reconnecting during its flood)."""
         return (self.burst / 2, self.burst * LIGHT, now) if total > 0 else (0.0, 0.0, now)
 
-    def charge(self, peer: bytes | str, seconds: float) -> None:
+    @cython.locals(seconds=cython.double, tokens=cython.double, light=cython.double, when=cython.double,
+                   total=cython.double)
+    def charge(self, peer, seconds: float) -> None:
         """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``). A lone
         producer owes at most ``burst`` and leaves the shared bucket alone; a contending
         peer owes up to ``MAX_DEBT_S`` (one 10k-event frame is paid for)."""
@@ -101,13 +117,15 @@ class PeerBuckets:
             return
         self._peers[peer] = (max(tokens - seconds, -MAX_DEBT_S), max(light - seconds, -MAX_DEBT_S * LIGHT), when)
         total = self._refill_total(when)
-        self._total = (max(total - seconds, -MAX_DEBT_S), max(when, self._total[1]))
+        self._total_tokens = max(total - seconds, -MAX_DEBT_S)
+        self._total_when = max(when, self._total_when)
 
+    @cython.locals(now=cython.double, tokens=cython.double)
     def _refill_total(self, now: float) -> float:
-        tokens, when = self._total
-        if now > when:
-            tokens = min(self.total_rate, tokens + (now - when) * self.total_rate)
-            self._total = (tokens, now)
+        tokens = self._total_tokens
+        if now > self._total_when:
+            tokens = min(self.total_rate, tokens + (now - self._total_when) * self.total_rate)
+            self._total_tokens, self._total_when = tokens, now
         return tokens
 
     def _others_active(self, peer, now: float) -> bool:
@@ -122,7 +140,7 @@ class PeerBuckets:
         for p in rested[: max(1, len(self._peers) - self.max_peers)]:
             del self._peers[p]
         while len(self._peers) > self.max_peers:
-            self._peers.popitem(last=False)
+            del self._peers[next(iter(self._peers))]   # the least recently seen
 
     def __len__(self) -> int:
         return len(self._peers)

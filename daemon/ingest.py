@@ -54,6 +54,14 @@ class Ingest:
         if not events:
             return
         now, name = time.time(), events[0]["run"]
+        if batch is None:  # one event: a plain loss of a live run goes straight to the body
+            ev = events[0]
+            live = self.table.get(name)
+            if live is not None and ev["type"] == "loss":
+                self.stats.received["loss"] += 1
+                secret = ev.pop("auth", None)  # the secret leaves the event here
+                self._body(live, name, ev.get("emitter"), secret, None, (_item(ev),), 1, identity, now, user)
+                return
         if batch is None or (batch.columns["run"].count(name) == len(events) if batch.columns is not None
                              else all(ev["run"] == name for ev in events)):
             self._run(identity, name, events, batch, now, user)  # one run: nearly every frame
@@ -140,6 +148,7 @@ class Ingest:
         marks, answer, publish, changed = run.marks, self.link.answer, self.publish, self.changed
         if em is not None:
             marks.sent(em, identity, now)
+        losses = 0  # loss events observed since the run was last marked
         for seq, ev, step, loss, lr, grad_norm, tokens in items:
             if em is not None:
                 verdict = marks.admit_seq(em, seq, base)
@@ -156,9 +165,14 @@ class Ingest:
                 alerts = ()
             for alert in alerts:
                 publish(alert)
-            changed(run)  # after the alerts: a snapshot never holds one unjournaled
-            if ev is not None:
-                self._after(run, ev)
+            if ev is None:
+                losses += 1
+                continue
+            changed(run, losses + 1)  # after the alerts: a snapshot never holds one unjournaled
+            losses = 0
+            self._after(run, ev)
+        if losses:
+            changed(run, losses)  # a group's losses: marked once, after their alerts
 
     def _after(self, run, ev: dict) -> None:
         kind = ev["type"]

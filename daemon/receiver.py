@@ -18,6 +18,7 @@ import structlog
 import zmq
 
 from .config import ListenConfig
+from .envelopes import Envelopes
 from .errors import ConfigError
 from .inbound import PeerBuckets, rcvhwm
 
@@ -64,6 +65,7 @@ class Receiver:
         # dropped in silence: every reply lost is counted (wtwind_replies_dropped_total)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
+        self.envelopes = Envelopes(self.sock)
         self.send_dropped = 0
         self.disconnects = 0
         self._monitor: zmq.Socket | None = None
@@ -132,28 +134,23 @@ class Receiver:
         turns (outbox read, the HTTP exchange, the outcome write); docs/BENCHMARKS.md has
         the measurements behind its value.
         """
-        sock, handler, n = self.sock, self.handler, 0
+        handler, n = self.handler, 0
         if handler is None:  # not started: leave the frames queued in the socket
             return 0
         if self.user_ids:
             return self._drain_with_user_ids(handler)
-        # two recv() and one RCVMORE look, cheaper than recv_multipart() (docs/BENCHMARKS.md);
-        # a ZeroMQ message arrives whole, so the frame after the identity is there
-        recv, more, nowait = sock.recv, sock.getsockopt, zmq.NOBLOCK
+        nxt = self.envelopes.next  # (identity, frame): envelopes.py, C calls where compiled
         take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
         dropped = self.buckets.dropped_frames
         deadline = clock() + self.slice_s
         while True:
-            try:
-                identity = recv(nowait)
-                frame = recv(nowait)
-            except zmq.Again:
+            got = nxt()
+            if got is None:
                 self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
-            if more(zmq.RCVMORE):  # more than one frame after the identity: not ours
-                while more(zmq.RCVMORE):
-                    recv(nowait)
+            identity, frame = got
+            if frame is None:  # more than one frame after the identity: not ours
                 self.bad_envelopes += 1
                 continue
             if not take(identity, len(frame), backlogged):  # in debt while others wait
@@ -174,31 +171,31 @@ class Receiver:
 
     def _drain_with_user_ids(self, handler: Handler) -> int:
         """``drain`` with CURVE on: each frame's ZAP User-Id goes to the handler."""
-        recv, n = self.sock.recv_multipart, 0
-        take, backlogged, dropped = self.buckets.take, self._backlogged, self.buckets.dropped_frames
-        deadline = time.perf_counter() + self.slice_s
+        nxt, n = self.envelopes.next_with_user, 0
+        take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
+        dropped = self.buckets.dropped_frames
+        deadline = clock() + self.slice_s
         while True:
-            try:
-                parts = recv(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            got = nxt()
+            if got is None:
                 self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
-            if len(parts) != 2:
+            identity, frame, user = got
+            if frame is None:
                 self.bad_envelopes += 1
                 continue
-            user = parts[1].get("User-Id")  # the bucket is the key's, however many connections
-            peer = user or parts[0].bytes
-            if not take(peer, len(parts[1]), backlogged):
+            peer = user or identity  # the bucket is the key's, however many connections
+            if not take(peer, len(frame), backlogged):
                 continue
-            start = time.perf_counter()
+            start = clock()
             try:
-                handler(parts[0].bytes, parts[1].bytes, user)
+                handler(identity, frame, user)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
-            end = time.perf_counter()
-            self.buckets.charge(peer, end - start)
+            end = clock()
+            charge(peer, end - start)
             if end > deadline:
                 break
         self._backlogged = True
@@ -271,6 +268,7 @@ class Receiver:
             except zmq.ZMQError:
                 pass
             mon.close(linger=0)
+        self.envelopes.close()
         self.sock.close(linger=0)
         for ep in self.cfg.endpoints:
             if ep.startswith("ipc://"):

@@ -75,14 +75,16 @@ class Snapshots:
             pass
 
     # ---- hot path ----------------------------------------------------------------------------
-    def changed(self, run) -> None:
-        """An event changed the run (its effects and alerts are done): mark it; flush if due."""
-        if run.run not in self._quarantined:  # mark(), inlined: once per event
+    def changed(self, run, n: int = 1) -> None:
+        """``n`` events changed the run (their effects and alerts are done): mark it; flush
+        if due. A batch's events of one run are marked at once (``Ingest``)."""
+        if run.run not in self._quarantined:  # mark(), inlined: once per event or group
             self.dirty[run.run] = run
-        self._dirty_events += 1
+        before = self._dirty_events
+        self._dirty_events = before + n
         if self._dirty_events >= self.cfg.flush_max_events:
             self.flush()
-        elif not self._dirty_events & 255:  # a busy loop may starve the timer: check here too
+        elif before >> 8 != self._dirty_events >> 8:  # a busy loop may starve the timer: check here too
             self.tick()
 
     def mark(self, run) -> None:

@@ -13,9 +13,16 @@ import os
 import sys
 from typing import Sequence
 
-from .emitter import Emitter
-from .endpoints import DEFAULT_ENDPOINT, default_endpoint
-from .null import NullEmitter
+from . import build as _build
+
+# the daemon's compiled build compiles the fast checks (build.py); a trainer's is pure
+COMPILED, BUILD = _build.choose()
+if not COMPILED:
+    _build.load_pure()
+
+from .emitter import Emitter  # noqa: E402
+from .endpoints import DEFAULT_ENDPOINT, default_endpoint  # noqa: E402
+from .null import NullEmitter  # noqa: E402
 
 __all__ = ["connect", "Emitter", "NullEmitter", "DEFAULT_ENDPOINT", "default_endpoint"]
 

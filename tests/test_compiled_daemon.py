@@ -202,5 +202,5 @@ def test_the_daemon_chooses_its_build_by_detects_rules(tmp_path):
     from wtwin.detect import build as detect_build
     (tmp_path / f"ingest{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
     why = build.choose(str(tmp_path))
-    assert why == (False, "pure Python (compiled build incomplete, missing ingest_marks, run_state, series)")
+    assert why == (False, "pure Python (compiled build incomplete, missing envelopes, inbound, ingest_marks, run_state, series)")
     assert detect_build.choose(str(tmp_path), build.MODULES) == why

@@ -19,9 +19,11 @@ run, side by side:
 
 ``WTWIN_BENCH_CPU=1`` also prints the daemon process's CPU time per event in each socket run.
 
-Then where the time goes, per stage, the same frames fed in this process without
-sockets (CPU microseconds per event, best of 3; each stage its real code, alone):
-``decode`` (msgpack), ``validate`` (``wire.decode_frame`` less the msgpack decode),
+Then where the time goes, per stage, the same frames fed in this process (CPU
+microseconds per event, best of 3; each stage its real code, alone): ``raw receive``
+(two ``recv`` a message, as the raw loop) and ``receive`` (``Receiver.drain`` with a
+do-nothing handler: the daemon's receive and inbound limiter), the frames queued on a
+real socket before the clock starts; then without sockets ``decode`` (msgpack), ``validate`` (``wire.decode_frame`` less the msgpack decode),
 ``lookup`` (the run-table lookup, once per run per frame), ``admission`` (owner and
 quotas once per frame, the emitter's mark, the seq check), ``monitor``
 (``RunMonitor.update_loss``, fresh monitors fed the same events) and ``rest``
@@ -243,6 +245,52 @@ def _admit(adm, link, table, decoded) -> None:
             hwm[em] = seq
 
 
+def _receive_us(frames: list[bytes], batch: int, daemon: bool, repeat: int = 3) -> float:
+    """CPU us per event of receiving ``frames`` from 4 DEALERs in this process, queued
+    before the clock starts: the daemon's `Receiver.drain` with a do-nothing handler
+    (identity and frame, the limiter's take and charge), or the raw loop's two ``recv``
+    (no decode in either); the best of ``repeat`` passes."""
+    from wtwin.daemon.receiver import Receiver
+
+    tmp = tempfile.mkdtemp(prefix="wtwin-bench-recv-")
+    endpoint = f"ipc://{tmp}/r.sock"
+    rx = Receiver(_config(endpoint, f"{tmp}/s.db").listen, slice_s=3600.0, ctx=zmq.Context())
+    rx.sock.setsockopt(zmq.RCVHWM, 0)
+    rx.bind()
+    dealers = [rx.ctx.socket(zmq.DEALER) for _ in range(PRODUCERS)]
+    for d in dealers:
+        d.setsockopt(zmq.SNDHWM, 0)
+        d.connect(endpoint)
+    seen = [0]
+
+    def handler(identity, frame):
+        seen[0] += 1
+
+    rx.handler = handler
+    recv, best = rx.sock.recv, math.inf
+    for _ in range(repeat):
+        for i, f in enumerate(frames):
+            dealers[i % PRODUCERS].send(f)
+        while rx.sock.poll(0) == 0:   # the first frame is in
+            time.sleep(0.001)
+        time.sleep(0.2)               # and the rest (ipc: the peers' pipes fill at once)
+        seen[0] = 0
+        t0 = time.process_time()
+        if daemon:
+            while seen[0] < len(frames):
+                rx.drain()
+        else:
+            for _ in frames:
+                recv()
+                recv()
+        best = min(best, time.process_time() - t0)
+    for d in dealers:
+        d.close(linger=0)
+    rx.close()
+    rx.ctx.term()
+    return best / (len(frames) * batch) * 1e6
+
+
 def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
     """CPU us per event of each stage, the frames of 4 interleaved runs fed in process;
     each figure the best of ``repeat`` passes (a fresh daemon for each pass)."""
@@ -250,7 +298,9 @@ def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
 
     per_run = [_frames(f"bench-{i}", n, batch) for i in range(PRODUCERS)]
     frames = [f for group in zip(*per_run) for f in group]
-    out = {"decode": _cpu_us(msgpack.unpackb, frames, batch, repeat),
+    out = {"raw receive (two recv)": _receive_us(frames, batch, daemon=False),
+           "receive (Receiver.drain)": _receive_us(frames, batch, daemon=True),
+           "decode": _cpu_us(msgpack.unpackb, frames, batch, repeat),
            "validate": _cpu_us(lambda f: wire.decode_frame(f, 1 << 20), frames, batch, repeat)}
     out["validate"] -= out["decode"]
     bare = [_handle_all(frames, batch, monitor=False, stages=True) for _ in range(repeat)]
