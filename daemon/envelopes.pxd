@@ -124,3 +124,4 @@ cdef class Envelopes:
     cdef public object sock
     cdef public bint native
     cdef size_t _handle
+    cdef object _native(self, int with_user)

@@ -72,27 +72,21 @@ class Envelopes:
     def next(self):
         """``(identity, frame)``, ``(identity, None)`` for a message that is not one
         identity and one frame, or None when nothing waits."""
-        if self.native:
-            got = wt_recv(self._handle, 0)  # noqa: F821 (declared in envelopes.pxd)
-            if type(got) is tuple:
-                return got
-            if got == errno.EAGAIN:
-                return None
-            raise zmq.ZMQError(got)
-        return self._next_py()
+        return self._native(0) if self.native else self._next_py()
 
     def next_with_user(self):
         """``next`` with a third item: the frame's ZAP User-Id (the CURVE client's key;
         None for a message that is not ours); a frame without one raises ZMQError
         (EINVAL), as pyzmq's ``Frame.get`` does."""
-        if self.native:
-            got = wt_recv(self._handle, 1)  # noqa: F821 (declared in envelopes.pxd)
-            if type(got) is tuple:
-                return got
-            if got == errno.EAGAIN:
-                return None
-            raise zmq.ZMQError(got)
-        return self._next_py(True)
+        return self._native(1) if self.native else self._next_py(True)
+
+    def _native(self, with_user: int):
+        got = wt_recv(self._handle, with_user)  # noqa: F821 (declared in envelopes.pxd)
+        if type(got) is tuple:
+            return got
+        if got == errno.EAGAIN:
+            return None
+        raise zmq.ZMQError(got)
 
     def _next_py(self, with_user: bool = False):
         recv, nowait = self.sock.recv, zmq.NOBLOCK

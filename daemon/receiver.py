@@ -137,9 +137,10 @@ class Receiver:
         handler, n = self.handler, 0
         if handler is None:  # not started: leave the frames queued in the socket
             return 0
-        if self.user_ids:
-            return self._drain_with_user_ids(handler)
-        nxt = self.envelopes.next  # (identity, frame): envelopes.py, C calls where compiled
+        # (identity, frame), with CURVE on (identity, frame, User-Id): envelopes.py, C
+        # calls where compiled; the User-Id goes to the handler and names the bucket
+        with_user = self.user_ids
+        nxt = self.envelopes.next_with_user if with_user else self.envelopes.next
         take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
         dropped = self.buckets.dropped_frames
         deadline = clock() + self.slice_s
@@ -149,54 +150,26 @@ class Receiver:
                 self._backlogged = dropped != self.buckets.dropped_frames
                 return n
             n += 1
-            identity, frame = got
+            identity, frame = got[0], got[1]
             if frame is None:  # more than one frame after the identity: not ours
                 self.bad_envelopes += 1
                 continue
-            if not take(identity, len(frame), backlogged):  # in debt while others wait
+            user = got[2] if with_user else None
+            peer = user or identity  # with CURVE the bucket is the key's, however many connections
+            if not take(peer, len(frame), backlogged):  # in debt while others wait
                 continue
             start = clock()
             try:
-                handler(identity, frame)
+                if with_user:
+                    handler(identity, frame, user)
+                else:
+                    handler(identity, frame)
             except Exception:  # task boundary: count, log the traceback, keep serving
                 self.handler_errors += 1
                 log.exception("frame_handler_failed")
             end = clock()
-            charge(identity, end - start)  # what the frame cost the loop: its peer's bucket
+            charge(peer, end - start)  # what the frame cost the loop: its peer's bucket
             if end > deadline:  # per message: one frame may hold 10,000 events
-                break
-        self._backlogged = True
-        self._schedule()
-        return n
-
-    def _drain_with_user_ids(self, handler: Handler) -> int:
-        """``drain`` with CURVE on: each frame's ZAP User-Id goes to the handler."""
-        nxt, n = self.envelopes.next_with_user, 0
-        take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
-        dropped = self.buckets.dropped_frames
-        deadline = clock() + self.slice_s
-        while True:
-            got = nxt()
-            if got is None:
-                self._backlogged = dropped != self.buckets.dropped_frames
-                return n
-            n += 1
-            identity, frame, user = got
-            if frame is None:
-                self.bad_envelopes += 1
-                continue
-            peer = user or identity  # the bucket is the key's, however many connections
-            if not take(peer, len(frame), backlogged):
-                continue
-            start = clock()
-            try:
-                handler(identity, frame, user)
-            except Exception:  # task boundary: count, log the traceback, keep serving
-                self.handler_errors += 1
-                log.exception("frame_handler_failed")
-            end = clock()
-            charge(peer, end - start)
-            if end > deadline:
                 break
         self._backlogged = True
         self._schedule()
