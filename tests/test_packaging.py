@@ -159,7 +159,7 @@ DETECT = textwrap.dedent("""
                       "alerts": [[a.kind, a.severity, a.status, a.step] for a in alerts(events)]}))
 """)
 # replay.py's doctest: the same run, the same alerts in either build
-ALERTS = [["drift", "info", "firing", 5113], ["drift", "warning", "firing", 5135],
+ALERTS = [["drift", "info", "firing", 5113], ["drift", "warning", "firing", 5120],
           ["drift", "critical", "firing", 5879], ["divergence", "critical", "firing", 6377]]
 
 
