@@ -49,6 +49,8 @@ cdef class Arbiter:
     cdef bint _incident(self, str but=*) except -1
     cdef str _size(self, double effect)
     cdef double _rise(self, object l_pred) except? -1.0
+    cdef double _drift_effect(self, ForecastDetector fc, PlateauDetector pl, bint fc_alert, bint rising,
+                              bint pl_up) except? -1.0
     cdef double _progress(self) except? -1.0
     cdef void _arbitrate(self, object step, object loss, ForecastDetector fc, PlateauDetector pl,
                          bint fc_alert, bint pl_active, bint rising, bint explained) except *

@@ -170,6 +170,14 @@ class Arbiter:
                 return True
         return False
 
+    def _drift_effect(self, fc, pl, fc_alert: bool, rising: bool, pl_up: bool) -> float:
+        """A drift's deviation in loss units: above its forecast (while that alarms) or its
+        best; a risen slowdown's shortfall when neither says it."""
+        effect = self._rise(fc.l_pred if fc_alert else None)
+        if pl_up and not (fc_alert or rising):
+            effect = max(effect, pl.shortfall)
+        return effect
+
     def _size(self, effect: float) -> str:
         """The effect a page states, in loss units and against the run's own yardsticks."""
         progress = self._progress()
@@ -198,7 +206,7 @@ class Arbiter:
     @cython.locals(dv_active=cython.bint, sp_active=cython.bint, up=cython.double,
                    dv_page=cython.bint, stagnation=cython.bint, drift=cython.bint,
                    shift=cython.bint, slowdown=cython.bint, pl_up=cython.bint,
-                   plateau=cython.bint, effect=cython.double)
+                   plateau=cython.bint, effect=cython.double, handover=cython.bint)
     def _arbitrate(self, step, loss, fc, pl, fc_alert: bool, pl_active: bool, rising: bool,
                    explained: bool) -> None:
         """Which kinds are active, at which severity. A detector's verdict pages only when
@@ -267,7 +275,13 @@ class Arbiter:
         pl_up = slowdown and self._pl_mode == 2
         drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active
                                                         or self._incident("drift"))
-        plateau = pl_active and not (slowdown and (drift or dv_page))
+        handover = drift
+        if drift and slowdown and self._kinds & _PL and emitted["plateau"][0] \
+                and emitted["plateau"][1] != "info":
+            # a plateau page hands the slowdown over to a drift only once the drift pages:
+            # a drift at `info` would resolve the page while the loss climbs on
+            handover = self._big("drift", self._drift_effect(fc, pl, fc_alert, rising, pl_up))
+        plateau = pl_active and not (slowdown and (handover or dv_page))
         if plateau and (slowdown or stagnation) and self._incident():
             plateau = False     # one incident, one page: the loss-level page carries it
         if plateau or self._kinds & _PL:
@@ -293,9 +307,7 @@ class Arbiter:
             if co.active or emitted["drift"][0]:
                 return
         if drift or self._kinds & _DR:
-            effect = self._rise(fc.l_pred if fc_alert else None)
-            if pl_up and not (fc_alert or rising):
-                effect = max(effect, pl.shortfall)
+            effect = self._drift_effect(fc, pl, fc_alert, rising, pl_up)
             sev = "warning" if not drift or self._big("drift", effect) else "info"
             if self._due("drift", drift, sev):
                 self._push("drift", drift, sev, step, (

@@ -69,6 +69,27 @@ class TestStall:
             assert any(k == "drift" and t < 12500 for t, k, _, _ in got), got[:3]
 
 
+class TestPlateauPageHolds:
+    def test_a_plateau_page_holds_while_the_loss_climbs(self):
+        """A stall's plateau page on a loss that then climbs slowly stays firing until a
+        drift page takes the incident over: a drift still at `info` does not resolve it
+        (main at 57874f3 resolved it at 17280 and flapped 3 times by 17711, seed 1)."""
+        from test_names import ramp_after_stall
+
+        from wtwin.detect.replay import alerts
+
+        for slope, seed in ((2e-6, 0), (2e-6, 1), (5e-6, 0)):
+            out = [(a.kind, a.severity, a.status, a.step) for a in
+                   alerts([("loss", t, v, None) for t, v in ramp_after_stall(slope, seed)])]
+            fired = [a for a in out if a[:3] == ("plateau", "warning", "firing")]
+            assert len(fired) == 1, out            # paged once, no flapping
+            drift_paged = min((a[3] for a in out if a[0] == "drift" and a[1] != "info"
+                               and a[2] == "firing"), default=None)
+            for kind, sev, status, step in out:
+                if (kind, sev, status) == ("plateau", "warning", "resolved"):
+                    assert drift_paged is not None and step > drift_paged, out
+
+
 def evals(seed: int, slope: float, n: int = 40, sd: float = 0.01):
     """A fine-tune's eval loss every 100 steps: falls 0.04 over 10 evals, then flat
     (``slope`` 0) or rising by ``slope`` per eval from the 20th; noise ``sd``."""
