@@ -19,7 +19,8 @@ cdef class EffectDetector(Detector):
     cdef void _sample(self, double level, bint judging) except *
     cdef double _progress(self) noexcept
     cdef double _unit(self) noexcept
-    cdef double _wobble(self, double wobble, double noise) noexcept
+    cdef double _wobble(self, double wobble, double noise) except? -1.0
+    cdef bint _first_window(self) except -1
     cpdef double fast_rise(self) except? -1.0
     cpdef double forecast_rise(self, object l_pred, object lr) except? -1.0
     cpdef double score(self, double effect, bint jump=*) except? -1.0

@@ -221,7 +221,7 @@ class EffectDetector(Detector):
             return
         d = level - 3.0 * l1 + 3.0 * l2 - l3
         devs = self._devs
-        if self._k <= self.wobble_samples + 3:     # the run's first window: its descent
+        if self._first_window():
             while devs and devs[-1] * d > 0.0 and abs(devs[-1]) > SHRINK * abs(d):
                 del devs[-1]     # the descent's curvature, still shrinking: not a wobble
         devs.append(d)
@@ -275,7 +275,6 @@ class EffectDetector(Detector):
         return max(rho * self._progress(),
                    self._wobble(self._wob / (0.3186 * 4.4721), 0.8862 * self._noise))
 
-    @cython.locals(window=cython.longlong)
     def _wobble(self, wobble: float, noise: float) -> float:
         """The wobble the unit counts (sds of the level): one point's scatter (``noise``)
         until two third differences are kept; in the run's first window, at most that
@@ -283,10 +282,11 @@ class EffectDetector(Detector):
         not shrink 1.5x a sample (a one-cycle or constant-lr descent), not yet a wobble."""
         if self._kw < 2:
             return noise
-        window = self.wobble_samples
-        if self._k <= window + 3 and wobble > noise:
-            return noise
-        return wobble
+        return min(wobble, noise) if self._first_window() else wobble
+
+    def _first_window(self) -> bool:
+        """The run's first ``wobble_samples`` + 3 samples: its descent."""
+        return self._k <= self.wobble_samples + 3
 
     @cython.locals(a=cython.double, sd=cython.double, halflife=cython.double,
                    min_points=cython.longlong)
