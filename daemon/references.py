@@ -47,6 +47,12 @@ RESOLVE_S = 60.0            # an incomplete run's references are looked up again
 MAX_RESOLVE_S = 960.0       # ... doubling each time up to this
 
 
+def _same_curves(a: list, b: list) -> bool:
+    """The same reference curves: names, lengths and last steps (a grown run is other)."""
+    return len(a) == len(b) and all((x.name, len(x), x.steps[-1]) == (y.name, len(y), y.steps[-1])
+                                    for x, y in zip(a, b))
+
+
 class RunReference:
     """What one run holds: the names it asked for, its group, and the tracker once the
     references are resolved (None until then, or when none resolved). ``refresh(step)``
@@ -227,9 +233,8 @@ class References:
         if incomplete or missing:     # look again later, less often each time
             refs.every = min(max(2 * refs.every, self.resolve_s), MAX_RESOLVE_S)
             refs.due = self.clock() + refs.every
-        key = tuple((c.name, len(c), c.steps[-1]) for c in curves)
-        if not curves or (refs.tracker is not None and key == tuple(
-                (r.name, len(r), r.steps[-1]) for r in refs.tracker.references)):
+        if not curves or (refs.tracker is not None
+                          and _same_curves(curves, refs.tracker.references)):
             return
         old, refs.tracker = refs.tracker, ReferenceTracker(curves, self.config)
         if upto is not None:
