@@ -15,7 +15,10 @@ run, side by side:
 - ``wtwind``: the real `Server` (store on): receive, decode, validate, admission, seq,
   run state, detectors, series, snapshots;
 - ``wtwind, no monitor``: the same with `RunMonitor` replaced by a stand-in that
-  returns an empty state (``_NoMonitor``): the daemon's path without the detectors.
+  returns an empty state (``_NoMonitor``): the daemon's path without the detectors;
+- ``raw+detectors``: the raw loop with each event fed to its run's `RunMonitor` and
+  nothing else: the ceiling of any daemon that runs the detectors on every point (its
+  ratio to ``raw`` bounds wtwind's).
 
 ``WTWIN_BENCH_CPU=1`` also prints the daemon process's CPU time per event in each socket run.
 
@@ -46,7 +49,7 @@ import msgpack
 import zmq
 
 from _producers import send_when_released
-from wtwin.detect import MonitorState
+from wtwin.detect import MonitorState, RunMonitor
 from wtwin.emitters import wire
 
 PRODUCERS = 4
@@ -77,10 +80,13 @@ def _start_producers(endpoint: str, n: int, batch: int, tag: str):
     return go, procs
 
 
-def raw_loop(endpoint: str, n: int, batch: int, multipart: bool = False) -> float:
+def raw_loop(endpoint: str, n: int, batch: int, multipart: bool = False, detect: bool = False) -> float:
     """The raw ROUTER loop: the daemon's receive (``recv`` of the identity, then of the
     frame: Receiver.drain) or, with ``multipart``, ``recv_multipart`` (issue 18's first
-    figures), and ``msgpack.unpackb``, counting events."""
+    figures), and ``msgpack.unpackb``, counting events. With ``detect``, each event also
+    goes through its run's `RunMonitor.update_loss` and nothing else (no validation, no
+    run state, no series, no alert policy, no snapshots): the most a daemon that runs
+    the detectors on every point can do on this transport."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.RCVHWM, 100_000)
@@ -90,6 +96,7 @@ def raw_loop(endpoint: str, n: int, batch: int, multipart: bool = False) -> floa
     recv, recv_multipart = sock.recv, sock.recv_multipart
     t0 = time.perf_counter()
     go.set()
+    monitors: dict = {}
     while count < total:
         if multipart:
             _, frame = recv_multipart()
@@ -97,6 +104,12 @@ def raw_loop(endpoint: str, n: int, batch: int, multipart: bool = False) -> floa
             recv()
             frame = recv()
         obj = msgpack.unpackb(frame, raw=False)
+        if detect:
+            for ev in obj["events"] if obj.get("type") == "batch" else (obj,):
+                mon = monitors.get(ev["run"])
+                if mon is None:
+                    mon = monitors[ev["run"]] = RunMonitor("pretraining")
+                mon.update_loss(ev["step"], ev["loss"], ev.get("lr"), ev.get("grad_norm"))
         count += len(obj["events"]) if obj.get("type") == "batch" else 1
     elapsed = time.perf_counter() - t0
     for p in procs:
@@ -294,8 +307,6 @@ def _receive_us(frames: list[bytes], batch: int, daemon: bool, repeat: int = 3) 
 def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
     """CPU us per event of each stage, the frames of 4 interleaved runs fed in process;
     each figure the best of ``repeat`` passes (a fresh daemon for each pass)."""
-    from wtwin.detect import RunMonitor
-
     per_run = [_frames(f"bench-{i}", n, batch) for i in range(PRODUCERS)]
     frames = [f for group in zip(*per_run) for f in group]
     out = {"raw receive (two recv)": _receive_us(frames, batch, daemon=False),
@@ -339,7 +350,8 @@ def main() -> None:
     print(f"ingest: {PRODUCERS} producer processes x {args.events} loss events; this process "
           f"and the producers on cpus {cpus} (of {os.cpu_count()})")
     print(f"{'frames':<14}{'raw multipart':>14}{'raw':>10}{'wtwind':>9}{'ratio':>13}"
-          f"{'no monitor':>12}{'ratio':>13}   (ev/s; ratios vs raw multipart / raw)")
+          f"{'no monitor':>12}{'ratio':>13}{'raw+detectors':>15}{'ratio':>7}"
+          "   (ev/s; ratios vs raw multipart / raw; raw+detectors vs raw)")
     single_raw = None
     for label, batch in KINDS:
         for r in range(args.repeat):
@@ -349,9 +361,11 @@ def main() -> None:
             ours = daemon_loop(f"ipc://{tmp}/d-{tag}.sock", args.events, batch, f"{tmp}/s-{tag}.db")
             bare = daemon_loop(f"ipc://{tmp}/n-{tag}.sock", args.events, batch, f"{tmp}/n-{tag}.db",
                                monitor=False)
+            ceiling = raw_loop(f"ipc://{tmp}/rawd-{tag}.sock", args.events, batch, detect=True)
             print(f"{label:<14}{multi:>14,.0f}{raw:>10,.0f}{ours:>9,.0f}"
                   f"{f'{ours / multi:.2f} / {ours / raw:.2f}':>13}{bare:>12,.0f}"
-                  f"{f'{bare / multi:.2f} / {bare / raw:.2f}':>13}", flush=True)
+                  f"{f'{bare / multi:.2f} / {bare / raw:.2f}':>13}{ceiling:>15,.0f}"
+                  f"{ceiling / raw:>7.2f}", flush=True)
             if batch == 1 and single_raw is None:
                 single_raw = raw
     print(f"\nwhere the time goes (frames fed in process, CPU us per event; the raw "
