@@ -209,7 +209,7 @@ OTHER = [None, True, False, b"bin", "str", [], {}, msgpack.ExtType(1, b"x"), Raw
 BAD_UTF8 = [Raw(b"\xa3\xed\xa0\x80"), Raw(b"\xa2\xc3\x28"), Raw(b"\xa1\xff")]  # surrogate, cut, 0xff
 
 
-def strings(bound: int, shortest: int = 0) -> list:
+def strings(bound: int) -> list:
     """Strings at and around a bound of code points, ASCII and not."""
     out = ["", "e", "x" * bound, "x" * (bound + 1), "é" * bound, "é" * (bound + 1),
            "\U0001d11e" * bound, "\U0001d11e" * (bound + 1), "naïve-ünïcode", "\x00"]
