@@ -31,7 +31,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.realpath(__file__))
 BUILD = runpy.run_path(os.path.join(HERE, "detect", "build.py"))
 DAEMON = runpy.run_path(os.path.join(HERE, "daemon", "build.py"))
-EMITTERS = runpy.run_path(os.path.join(HERE, "emitters", "build.py"))  # the fast checks only
+EMITTERS = runpy.run_path(os.path.join(HERE, "emitters", "build.py"))  # the fast checks and decoder
 # package -> (its folder here, its build module)
 PACKAGES = {"wtwin.detect": ("detect", BUILD), "wtwin.daemon": ("daemon", DAEMON),
             "wtwin.emitters": ("emitters", EMITTERS)}

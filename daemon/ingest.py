@@ -14,6 +14,12 @@ the run's detectors (``RunState.observe``/``observe_loss``), its alerts publishe
 A batch of plain loss events with one emitter and one secret (``wire.Batch.columns``) is
 fed to the same body by an iterator over its columns: no event dict is read.
 
+Where the decoder of plain loss frames is compiled (``emitters/fast_decode.py``), a frame
+is first read by it: a frame of plain loss events of a live run with one emitter and one
+secret goes from its bytes to the same body, with the same arguments, without a dict or
+``wire.decode_frame``; every other frame (the decoder declines it, or its run is not
+live) takes the path above.
+
 Every item the body takes is ``(seq, event, step, loss, lr, grad_norm, tokens)``: for a
 loss the event is None and the values are its fields; for any other kind the event dict.
 """
@@ -25,7 +31,8 @@ from itertools import repeat
 
 import structlog
 
-from wtwin.emitters import wire
+from wtwin import emitters
+from wtwin.emitters import fast_decode, wire
 
 from .logsetup import RateLimited
 from .run_state import NO_LR
@@ -43,10 +50,24 @@ class Ingest:
         self.restores, self.publish, self.changed, self.submit = restores, publish, changed, submit
         self.max_frame_bytes, self.references = max_frame_bytes, references  # references.py
         self._rejects_log = RateLimited(log)
+        # ``fast(frame, no_lr)``: the frame's run, emitter, secret, base and body items, or
+        # None (emitters/fast_decode.py); pure, msgpack is faster than it: not used
+        self.fast = fast_decode.loss_frame if emitters.COMPILED else None
 
     def frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
         """A frame from ``identity`` (``user``: its CURVE key, if any)."""
         self.stats.frames += 1
+        fast = self.fast
+        if fast is not None and len(frame) <= self.max_frame_bytes:
+            got = fast(frame, NO_LR)
+            if got is not None:  # plain loss events: of a live run, straight to the body
+                name, em, secret, base, items = got
+                live = self.table.get(name)
+                if live is not None:
+                    n = len(items)
+                    self.stats.received["loss"] += n
+                    self._body(live, name, em, secret, base, items, n, identity, time.time(), user)
+                    return
         events, rejects, batch = wire.decode_frame(frame, self.max_frame_bytes)
         for reason in rejects:
             self.stats.rejected[reason] += 1

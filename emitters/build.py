@@ -3,7 +3,9 @@
 ``wtwin.emitters`` makes at import (``COMPILED``, ``BUILD``).
 
 Only the daemon's side of the protocol pays for a compile: the fast checks of loss
-events (``fast_checks``), which every frame the daemon receives goes through. A trainer's
+events (``fast_checks``), which every frame the daemon receives goes through, and the
+decoder of plain loss frames (``fast_decode``), which the daemon tries first when
+compiled. A trainer's
 install is pure (nothing compiled, no ``.so`` here): the choice then costs one look at
 this folder. Otherwise the rules are `wtwin.detect`'s (detect/build.py, docs/COMPILED.md):
 a stamp of the sources compiled, the pure build where a source changed since or where
@@ -16,7 +18,7 @@ import importlib.machinery
 import os
 import runpy
 
-MODULES = ("fast_checks",)
+MODULES = ("fast_checks", "fast_decode")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "wtwin.emitters"
 _RULES: dict = {}

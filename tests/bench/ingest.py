@@ -26,11 +26,15 @@ Then where the time goes, per stage, the same frames fed in this process (CPU
 microseconds per event, best of 3; each stage its real code, alone): ``raw receive``
 (two ``recv`` a message, as the raw loop) and ``receive`` (``Receiver.drain`` with a
 do-nothing handler: the daemon's receive and inbound limiter), the frames queued on a
-real socket before the clock starts; then without sockets ``decode`` (msgpack), ``validate`` (``wire.decode_frame`` less the msgpack decode),
-``lookup`` (the run-table lookup, once per run per frame), ``admission`` (owner and
+real socket before the clock starts; then without sockets ``decode`` (msgpack),
+``validate`` (``wire.decode_frame`` less the msgpack decode), ``fast decode``
+(``fast_decode.loss_frame``: decode and validate in one, straight to the body's items;
+where it is compiled, the daemon's reading of these frames in place of ``decode`` and
+``validate``), ``lookup`` (the run-table lookup, once per run per frame), ``admission`` (owner and
 quotas once per frame, the emitter's mark, the seq check), ``monitor``
 (``RunMonitor.update_loss``, fresh monitors fed the same events) and ``rest``
-(``Server.handle_frame`` with the monitor's stand-in, less the stages before it: run
+(``Server.handle_frame`` with the monitor's stand-in, less the stages before it, the
+frames read by ``fast decode`` where it is compiled: run
 state, series, alert policy, snapshots). Last, ``handle_frame`` without the monitor (its
 stand-in) and with it. Each the best of 3 passes, a fresh daemon for each.
 """
@@ -50,7 +54,8 @@ import zmq
 
 from _producers import send_when_released
 from wtwin.detect import MonitorState, RunMonitor
-from wtwin.emitters import wire
+from wtwin.emitters import COMPILED, wire
+from wtwin.emitters.fast_decode import loss_frame
 
 PRODUCERS = 4
 CPUS = {0, 1}
@@ -314,6 +319,8 @@ def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
            "decode": _cpu_us(msgpack.unpackb, frames, batch, repeat),
            "validate": _cpu_us(lambda f: wire.decode_frame(f, 1 << 20), frames, batch, repeat)}
     out["validate"] -= out["decode"]
+    out["fast decode (decode + validate)"] = _cpu_us(lambda f: loss_frame(f, None), frames, batch, repeat)
+    read = out["fast decode (decode + validate)"] if COMPILED else out["decode"] + out["validate"]
     bare = [_handle_all(frames, batch, monitor=False, stages=True) for _ in range(repeat)]
     out["lookup"] = min(r["lookup"] for r in bare)
     out["admission"] = min(r["admission"] for r in bare)
@@ -331,7 +338,7 @@ def breakdown(n: int, batch: int, repeat: int = 3) -> dict[str, float]:
         best = min(best, _cpu_us(monitor_only, events, 1, repeat=1))
     out["monitor"] = best
     without = min(r["handle_frame"] for r in bare)
-    out["rest"] = without - out["decode"] - out["validate"] - out["lookup"] - out["admission"]
+    out["rest"] = without - read - out["lookup"] - out["admission"]
     out["handle_frame without the monitor"] = without
     out["handle_frame, all of it"] = min(_handle_all(frames, batch, monitor=True)["handle_frame"]
                                          for _ in range(max(1, repeat - 1)))
