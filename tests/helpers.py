@@ -218,3 +218,43 @@ def admit_seq(link, run, ev: dict, identity: bytes, now: float) -> bool:
     run.marks.sent(em, identity, now)
     verdict = run.marks.admit_seq(em, ev["seq"], ev.get("base"))
     return not verdict or link.answer(run, em, verdict)
+
+
+DAEMON_DEFAULT = object()  # ``fed_state(fast=...)``: the decoder the daemon chose
+
+
+async def fed_state(tmp_path, name: str, frames: list[bytes], run: str,
+                    fast=DAEMON_DEFAULT) -> dict:
+    """A real `Server` (its SQLite store open, no socket traffic) fed ``frames`` through
+    ``handle_frame``, then closed: run ``run``'s state, the daemon's counters and every
+    alert transition. ``fast``: the ingest's reader of plain loss frames
+    (``emitters/fast_decode.py``; None: every frame takes ``wire.decode_frame``)."""
+    import asyncio
+
+    import msgpack
+
+    from wtwin.daemon.config import DaemonConfig, ListenConfig
+    from wtwin.daemon.store.config import StateConfig
+    from wtwin.daemon.server import Server
+
+    cfg = DaemonConfig(listen=ListenConfig(endpoints=(f"ipc://{tmp_path}/{name}.sock",)),
+                       state=StateConfig(path=str(tmp_path / f"{name}.db"), flush_interval_s=60))
+    server = Server(cfg)
+    if fast is not DAEMON_DEFAULT:
+        server.parts.ingest.fast = fast
+    server.store.open(asyncio.get_running_loop())
+    alerts: list = []
+    server.alert_listeners.append(alerts.append)
+    for frame in frames:
+        server.handle_frame(b"trainer", frame)
+    r = server.table.get(run)
+    stats = server.stats
+    state = {"events": r.events, "hwm": dict(r.marks.hwm), "step": r.step, "loss": r.loss,
+             "lr": r.lr, "spark": r.spark.points(), "series": r.series.train.rows().tolist(),
+             "monitor": msgpack.packb(r.monitor.snapshot()), "frames": stats.frames,
+             "received": dict(stats.received), "dropped": dict(stats.dropped),
+             "rejected": dict(stats.rejected),
+             "alerts": [(a.kind, a.severity, a.status, a.step) for a in alerts]}
+    server.snapshots.close()
+    await server.store.close()
+    return state

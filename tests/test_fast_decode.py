@@ -28,11 +28,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from wtwin.daemon.config import DaemonConfig, ListenConfig
+from helpers import fed_state
 from wtwin.daemon.ingest import _item
 from wtwin.daemon.run_state import NO_LR
-from wtwin.daemon.server import Server
-from wtwin.daemon.store.config import StateConfig
 from wtwin.emitters import fast_decode, wire
 from wtwin.emitters.events import BUILDERS
 from wtwin.emitters.fast_checks import plain_loss
@@ -440,30 +438,6 @@ def _traffic() -> tuple[list[bytes], int]:
     return frames, 3
 
 
-def _feed(tmp_path, name: str, frames: list[bytes], fast) -> dict:
-    async def run():
-        cfg = DaemonConfig(listen=ListenConfig(endpoints=(f"ipc://{tmp_path}/{name}.sock",)),
-                           state=StateConfig(path=str(tmp_path / f"{name}.db"), flush_interval_s=60))
-        server = Server(cfg)
-        server.parts.ingest.fast = fast
-        server.store.open(asyncio.get_running_loop())
-        alerts: list = []
-        server.alert_listeners.append(alerts.append)
-        for frame in frames:
-            server.handle_frame(b"trainer", frame)
-        run = server.table.get("gpt")
-        state = {"events": run.events, "hwm": dict(run.marks.hwm), "step": run.step, "loss": run.loss,
-                 "lr": run.lr, "spark": run.spark.points(), "series": run.series.train.rows().tolist(),
-                 "monitor": msgpack.packb(run.monitor.snapshot()), "frames": server.stats.frames,
-                 "received": dict(server.stats.received), "dropped": dict(server.stats.dropped),
-                 "rejected": dict(server.stats.rejected),
-                 "alerts": [(a.kind, a.severity, a.status, a.step) for a in alerts]}
-        server.snapshots.close()
-        await server.store.close()
-        return state
-    return asyncio.run(run())
-
-
 def test_a_daemon_with_the_decoder_ends_as_one_without(decode, tmp_path, monkeypatch):
     frames, general = _traffic()
     calls = [0]
@@ -474,10 +448,10 @@ def test_a_daemon_with_the_decoder_ends_as_one_without(decode, tmp_path, monkeyp
         return decode_frame(*args, **kw)
 
     monkeypatch.setattr(wire, "decode_frame", counted)
-    without = _feed(tmp_path, "general", frames, None)
+    without = asyncio.run(fed_state(tmp_path, "general", frames, "gpt", fast=None))
     assert calls[0] == len(frames)
     calls[0] = 0
-    with_it = _feed(tmp_path, "fast", frames, decode)
+    with_it = asyncio.run(fed_state(tmp_path, "fast", frames, "gpt", fast=decode))
     assert calls[0] == general                     # every other frame went from its bytes to the body
     assert with_it["alerts"] and with_it["dropped"]
     for key in without:

@@ -17,6 +17,7 @@ import random
 
 import msgpack
 
+from helpers import fed_state
 from wtwin.daemon.config import DaemonConfig, ListenConfig
 from wtwin.daemon.server import Server
 from wtwin.daemon.store.config import StateConfig
@@ -126,25 +127,6 @@ def _curve(n: int) -> list[dict]:
     return evs
 
 
-async def _feed(tmp_path, name: str, frames: list[bytes]):
-    cfg = DaemonConfig(listen=ListenConfig(endpoints=(f"ipc://{tmp_path}/{name}.sock",)),
-                       state=StateConfig(path=str(tmp_path / f"{name}.db"), flush_interval_s=60))
-    server = Server(cfg)
-    server.store.open(asyncio.get_running_loop())
-    alerts: list = []
-    server.alert_listeners.append(alerts.append)
-    for frame in frames:
-        server.handle_frame(b"trainer", frame)
-    run = server.table.get("r")
-    state = {"events": run.events, "hwm": dict(run.marks.hwm), "step": run.step, "loss": run.loss,
-             "lr": run.lr, "spark": run.spark.points(), "series": run.series.train.rows().tolist(),
-             "monitor": msgpack.packb(run.monitor.snapshot()),
-             "received": dict(server.stats.received), "dropped": dict(server.stats.dropped)}
-    server.snapshots.close()
-    await server.store.close()
-    return state, [(a.kind, a.severity, a.status, a.step) for a in alerts]
-
-
 def test_batches_end_in_the_state_single_events_do(tmp_path):
     evs = _curve(4000)
     singles = [wire.encode(ev) for ev in evs]
@@ -154,19 +136,21 @@ def test_batches_end_in_the_state_single_events_do(tmp_path):
     # a re-send of frames already handled (a lost ack): every event a duplicate
     resent = batches[3:5]
     batch_frame = wire.decode_frame(batches[2])[2]
-    assert batch_frame.columns is not None  # the columns path is what is compared
+    assert batch_frame.columns is not None  # without the decoder: the columns path
 
-    async def both():
-        one = await _feed(tmp_path, "single", singles + [wire.encode(ev) for ev in evs[300:500]])
-        many = await _feed(tmp_path, "batched", batches + resent)
-        return one, many
+    async def all_three():
+        one = await fed_state(tmp_path, "single", singles + [wire.encode(ev) for ev in evs[300:500]], "r")
+        many = await fed_state(tmp_path, "batched", batches + resent, "r")  # the daemon's reader
+        columns = await fed_state(tmp_path, "columns", batches + resent, "r", fast=None)
+        return one, many, columns
 
-    (one, one_alerts), (many, many_alerts) = asyncio.run(both())
-    assert one_alerts and one_alerts == many_alerts
-    assert one["dropped"] == many["dropped"] == {"duplicate": 200}
-    for key in ("events", "hwm", "step", "loss", "lr", "spark", "monitor", "received"):
-        assert one[key] == many[key], key
-    assert msgpack.packb(one["series"]) == msgpack.packb(many["series"])
+    one, *others = asyncio.run(all_three())
+    assert one["alerts"] and one["dropped"] == {"duplicate": 200}
+    for many in others:
+        for key in ("events", "hwm", "step", "loss", "lr", "spark", "monitor", "received", "alerts",
+                    "dropped"):
+            assert one[key] == many[key], key
+        assert msgpack.packb(one["series"]) == msgpack.packb(many["series"])
     assert one["events"] == 4000 and one["hwm"] == {"e": 4000}
 
 
