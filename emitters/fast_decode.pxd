@@ -27,9 +27,10 @@ cdef class _Frame:
     cdef unsigned long long be(self, Py_ssize_t p, Py_ssize_t n) noexcept
     @cython.locals(p=Py_ssize_t, b=cython.uint, w=Py_ssize_t)
     cdef Py_ssize_t header(self, unsigned int fix, unsigned int fix_mask, unsigned int first) noexcept
-    @cython.locals(p=Py_ssize_t, end=Py_ssize_t, b=cython.int, w=Py_ssize_t, n=Py_ssize_t,
-                   bits=cython.ulonglong, bits32=cython.uint, d=cython.double, f=cython.float)
+    @cython.locals(p=Py_ssize_t, end=Py_ssize_t, b=cython.int, w=Py_ssize_t, n=Py_ssize_t)
     cdef int scalar(self) except -1
+    @cython.locals(bits=cython.ulonglong, bits32=cython.uint, d=cython.double, f=cython.float)
+    cdef double real(self, Py_ssize_t p, bint wide) noexcept
     @cython.locals(n=Py_ssize_t, p=Py_ssize_t, w=cython.ulonglong)
     cdef unsigned int key(self) except? 0
     @cython.locals(kind=cython.int, num=object)

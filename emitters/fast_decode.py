@@ -170,29 +170,29 @@ class _Frame:
                 return NEG
             self.u = self.be(p, w)
             return INT
-        if b == 0xcb:                   # float 64
-            if end - p < 8:
+        if b == 0xcb or b == 0xca:      # float 64, float 32
+            w = 8 if b == 0xcb else 4
+            if end - p < w:
                 return 0
-            if cython.compiled:
-                bits = self.be(p, 8)
-                memcpy(cython.address(d), cython.address(bits), 8)   # noqa: F821
-                self.d = d                                            # noqa: F821
-            else:
-                self.d = struct.unpack_from(">d", self.frame, p)[0]
-            self.pos = p + 8
-            return FLOAT
-        if b == 0xca:                   # float 32, widened as C (and msgpack) widens it
-            if end - p < 4:
-                return 0
-            if cython.compiled:
-                bits32 = self.be(p, 4)
-                memcpy(cython.address(f), cython.address(bits32), 4)  # noqa: F821
-                self.d = f                                            # noqa: F821
-            else:
-                self.d = _widened(self.be(p, 4), struct.unpack_from(">f", self.frame, p)[0])
-            self.pos = p + 4
+            self.d = self.real(p, w == 8)
+            self.pos = p + w
             return FLOAT
         return 0
+
+    def real(self, p: int, wide: bool) -> float:
+        """The float64 (``wide``) or float32 at ``p`` (bounds checked by the caller), a
+        float32 widened as C (and msgpack) widens it."""
+        if cython.compiled:
+            if wide:
+                bits = self.be(p, 8)
+                memcpy(cython.address(d), cython.address(bits), 8)   # noqa: F821
+                return d                                              # noqa: F821
+            bits32 = self.be(p, 4)
+            memcpy(cython.address(f), cython.address(bits32), 4)      # noqa: F821
+            return f                                                  # noqa: F821
+        if wide:
+            return struct.unpack_from(">d", self.frame, p)[0]
+        return _widened(self.be(p, 4), struct.unpack_from(">f", self.frame, p)[0])
 
     def key(self) -> int:
         """The bit of the next key when it is a str naming a field of a loss event or of a
