@@ -1,37 +1,29 @@
 """From msgpack bytes straight to the values of plain loss events: the daemon's reading of
 the frames that make up nearly all traffic, without building a dict per event.
 
-``loss_frame(frame, no_lr)`` reads a frame that is either
+``loss_frame(frame, no_lr)`` reads a frame that is one plain loss event, or a batch
+(``{"v": 1, "type": "batch", "events": [...], "emitter"?, "auth"?, "base"?}``) of
+1..``wire.MAX_BATCH_EVENTS`` plain loss events with the same fields, of one run, emitter
+and secret (the batch's inherited). It returns ``(run, emitter, auth, base, items)``
+(None where there is none; ``base`` None for a single event), ``items`` the tuple the
+ingest body takes per loss: ``(seq, None, step, loss, lr, grad_norm, tokens)``, with
+``no_lr`` for a missing ``lr``.
 
-- one plain loss event (a map of the loss fields only), or
-- a batch (``{"v": 1, "type": "batch", "events": [...], "emitter"?, "auth"?, "base"?}``)
-  of 1..``wire.MAX_BATCH_EVENTS`` plain loss events with the same fields each, of one
-  run, and with one emitter and one secret once the batch's are inherited,
+For anything it is not sure of (a key twice or not a loss event's, ``v`` not the integer
+1, bin, ext or nil values, a ``base`` not in 0..INT64_MAX, a batch's own emitter or auth
+out of bounds, bytes after the frame, invalid UTF-8, events of several shapes, runs,
+emitters or secrets) it returns None, and the caller takes ``wire.decode_frame``, which
+judges the frame. Where it accepts, ``wire.decode_frame`` accepts every event and gives
+these values, of the same Python types (a float32 widened as C widens it, strict UTF-8,
+lengths in code points), within the bounds of ``fast_checks``/``bounds``
+(``tests/test_fast_decode.py`` holds it to that).
 
-and returns ``(run, emitter, auth, base, items)``: ``emitter`` and ``auth`` None where
-there is none, ``base`` the batch's (None for a single event or a batch without one), and
-``items`` one tuple per event, the one the ingest body takes for a loss: ``(seq, None,
-step, loss, lr, grad_norm, tokens)``, with ``no_lr`` where the event has no ``lr`` and
-None where it has no ``grad_norm`` or ``tokens``.
-
-For anything else, or anything it is not sure of (a key twice, a key that is not a loss
-event's, ``v`` that is not the integer 1, bin or ext values, nil, a ``base`` that is not
-an integer in 0..INT64_MAX, a batch's own emitter or auth out of bounds, bytes after the
-frame, invalid UTF-8, events of several shapes, runs, emitters or secrets) it returns
-None, and the caller decodes the frame with ``wire.decode_frame``, which judges it.
-Where it accepts, ``wire.decode_frame`` accepts every event of the frame and its values
-are these, of the same Python types (msgpack's ints, its floats, a float32 widened as C
-widens it, strings decoded as strict UTF-8 and bounded in code points), within the
-bounds of ``fast_checks``/``bounds`` (``tests/test_fast_decode.py`` holds it to that).
-
-Every byte is hostile: each length read from the frame is checked against the bytes
-left before it is used, nothing is allocated by a length the frame gives (a batch's
-items grow one event read at a time), and the frame is read in one flat pass (a map of
-scalars, or a map holding one array of maps of scalars): no recursion.
-
-One source for both builds (Cython's pure-Python mode, fast_decode.pxd): compiled, the
-frame is read through a C pointer and the numbers in C; pure, by indexing the bytes,
-which is slower than msgpack (the daemon uses it compiled only).
+Every byte is hostile: each length read is checked against the bytes left before use,
+nothing is allocated by a length the frame gives (a batch's items grow one event at a
+time), and the frame is read in one flat pass: no recursion. One source for both builds
+(Cython's pure-Python mode, fast_decode.pxd): compiled, the frame is read through a C
+pointer and the numbers in C; pure, by indexing the bytes, slower than msgpack (the
+daemon uses it compiled only).
 """
 
 from __future__ import annotations
@@ -47,42 +39,22 @@ from .bounds import INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, VERSI
 from .wire import MAX_BATCH_EVENTS
 
 # the bounds, as C values in the compiled build (fast_decode.pxd)
-I64_MAX = INT64_MAX
-RUN_MAX = MAX_RUN_LEN
-EMITTER_MAX = MAX_EMITTER_LEN
-AUTH_MAX = MAX_AUTH_LEN
-BATCH_MAX = MAX_BATCH_EVENTS
-V1 = VERSION
+I64_MAX, RUN_MAX, EMITTER_MAX, AUTH_MAX = INT64_MAX, MAX_RUN_LEN, MAX_EMITTER_LEN, MAX_AUTH_LEN
+BATCH_MAX, V1 = MAX_BATCH_EVENTS, VERSION
 
 # the keys, one bit each
-V = 1
-TYPE = 2
-RUN = 4
-SEQ = 8
-STEP = 16
-LOSS = 32
-LR = 64
-GRAD_NORM = 128
-TOKENS = 256
-RANK = 512
-TS = 1024
-EMITTER = 2048
-AUTH = 4096
-EVENTS = 8192
-BASE = 16384
+V, TYPE, RUN, SEQ, STEP, LOSS, LR, GRAD_NORM = 1, 2, 4, 8, 16, 32, 64, 128
+TOKENS, RANK, TS, EMITTER, AUTH, EVENTS, BASE = 256, 512, 1024, 2048, 4096, 8192, 16384
 REQUIRED = V | TYPE | RUN | SEQ | STEP | LOSS          # a loss event's
 EVENT_KEYS = REQUIRED | LR | GRAD_NORM | TOKENS | RANK | TS | EMITTER | AUTH
 BATCH_REQUIRED = V | TYPE | EVENTS
 BATCH_KEYS = BATCH_REQUIRED | EMITTER | AUTH | BASE
 
-# what a scalar read is (``_Frame.scalar``); 0: anything else, or cut short
-INT = 1      # an integer in 0..2**64-1: ``u``
-NEG = 2      # a negative integer: ``neg``
-FLOAT = 3    # ``d``
-STR = 4      # ``size`` bytes at ``at``
-# ``type``'s value
-KIND_LOSS = 1
-KIND_BATCH = 2
+# what a scalar read is (``_Frame.scalar``; 0: anything else, or cut short): an integer
+# in 0..2**64-1 (``u``), a negative integer (``neg``), a float (``d``), a str (``size``
+# bytes at ``at``)
+INT, NEG, FLOAT, STR = 1, 2, 3, 4
+KIND_LOSS, KIND_BATCH = 1, 2   # ``type``'s value
 
 
 class _Frame:
@@ -203,20 +175,10 @@ class _Frame:
         if n == 0 or n > 9:
             return 0
         w = self.be(p, n if n < 8 else 8)
-        if n == 4:
-            if w == 0x73746570:
-                return STEP
-            if w == 0x6c6f7373:
-                return LOSS
-            if w == 0x74797065:
-                return TYPE
-            if w == 0x72616e6b:
-                return RANK
-            if w == 0x61757468:
-                return AUTH
-            if w == 0x62617365:
-                return BASE
-            return 0
+        if n == 4:      # step, loss, type, rank, auth, base
+            return (STEP if w == 0x73746570 else LOSS if w == 0x6c6f7373 else TYPE if w == 0x74797065
+                    else RANK if w == 0x72616e6b else AUTH if w == 0x61757468
+                    else BASE if w == 0x62617365 else 0)
         if n == 3:
             return SEQ if w == 0x736571 else RUN if w == 0x72756e else 0
         if n == 2:
