@@ -17,7 +17,7 @@ cdef class _Frame:
     cdef Py_ssize_t pos, end, at, size
     cdef unsigned long long u, seq, step, base
     cdef double d
-    cdef object neg, loss, lr, grad_norm, tokens
+    cdef object neg, loss, lr, grad_norm, tokens, em, auth
     cdef int kind
     cdef unsigned int mask
     cdef Py_ssize_t run_at, run_size, em_at, em_size, auth_at, auth_size
@@ -39,6 +39,8 @@ cdef class _Frame:
     cdef bint event(self) except -1
     @cython.locals(same=bint)
     cdef bint same(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t n) noexcept
+    cdef bint named(self, unsigned int mask, Py_ssize_t em_at, Py_ssize_t em_size, Py_ssize_t auth_at,
+                    Py_ssize_t auth_size) except -1
     @cython.locals(s=unicode, n=Py_ssize_t)
     cdef object text(self, Py_ssize_t at, Py_ssize_t size, Py_ssize_t shortest, Py_ssize_t longest)
 

@@ -69,7 +69,7 @@ class _Frame:
         self.at = self.size = 0
         self.u = self.seq = self.step = self.base = 0
         self.d = 0.0
-        self.neg = self.loss = self.lr = self.grad_norm = self.tokens = None
+        self.neg = self.loss = self.lr = self.grad_norm = self.tokens = self.em = self.auth = None
         self.kind = 0
         self.mask = 0
         self.run_at = self.run_size = self.em_at = self.em_size = self.auth_at = self.auth_size = 0
@@ -273,6 +273,19 @@ class _Frame:
             same = self.frame[a:a + n] == self.frame[b:b + n]
         return same
 
+    def named(self, mask: int, em_at: int, em_size: int, auth_at: int, auth_size: int) -> bool:
+        """The emitter and the secret at those places, where ``mask`` has them, decoded into
+        ``em`` and ``auth``; False where one is not text within its bounds."""
+        if mask & EMITTER:
+            self.em = self.text(em_at, em_size, 0, EMITTER_MAX)
+            if self.em is None:
+                return False
+        if mask & AUTH:
+            self.auth = self.text(auth_at, auth_size, 0, AUTH_MAX)
+            if self.auth is None:
+                return False
+        return True
+
     def text(self, at: int, size: int, shortest: int, longest: int):
         """The str of ``size`` bytes at ``at`` (strict UTF-8, as msgpack decodes it) when
         it has ``shortest``..``longest`` code points; else None."""
@@ -332,15 +345,8 @@ def loss_frame(frame, no_lr):
             auth_at, auth_size = r.auth_at, r.auth_size
     if r.pos != r.end:                      # bytes after the frame: msgpack refuses it
         return None
-    em = auth = None
-    if mask & EMITTER:
-        em = r.text(em_at, em_size, 0, EMITTER_MAX)
-        if em is None:
-            return None
-    if mask & AUTH:
-        auth = r.text(auth_at, auth_size, 0, AUTH_MAX)
-        if auth is None:
-            return None
+    if not r.named(mask, em_at, em_size, auth_at, auth_size):
+        return None
     if kind == KIND_LOSS:
         if mask & ~EVENT_KEYS or mask & REQUIRED != REQUIRED:
             return None
@@ -349,21 +355,16 @@ def loss_frame(frame, no_lr):
             return None
         item = (r.seq, None, r.step, r.loss, r.lr if mask & LR else no_lr,
                 r.grad_norm if mask & GRAD_NORM else None, r.tokens if mask & TOKENS else None)
-        return (run, em, auth, None, (item,))
+        return (run, r.em, r.auth, None, (item,))
     if kind != KIND_BATCH or mask & ~BATCH_KEYS or mask & BATCH_REQUIRED != BATCH_REQUIRED:
         return None
     run = r.text(run_at, run_size, 1, RUN_MAX)
     if run is None:
         return None
-    if ev_mask & EMITTER:                   # the events' own emitter: the batch's is not inherited
-        em = r.text(ev_em_at, ev_em_size, 0, EMITTER_MAX)
-        if em is None:
-            return None
-    if ev_mask & AUTH:
-        auth = r.text(ev_auth_at, ev_auth_size, 0, AUTH_MAX)
-        if auth is None:
-            return None
-    return (run, em, auth, r.base if mask & BASE else None, items)
+    # the events' own emitter and secret, where they have them: the batch's are not inherited
+    if not r.named(ev_mask, ev_em_at, ev_em_size, ev_auth_at, ev_auth_size):
+        return None
+    return (run, r.em, r.auth, r.base if mask & BASE else None, items)
 
 
 def _events(r: _Frame, no_lr):
