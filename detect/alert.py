@@ -20,6 +20,7 @@ KINDS = (
     "overfit",
     "stalled",
     "resume_jump",
+    "frozen_loader",
     "spectral",
     "behind",
 )

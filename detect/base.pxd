@@ -6,5 +6,11 @@ cdef double _GAP
 cpdef double decay(double dt, double halflife)
 cpdef double gap_decay(double dt, double usual, double halflife)
 
+cdef class Point:
+    cdef public object step, loss, lr, grad, l_pred
+    cdef public long long s, from_step
+    cdef public double x
+    cdef public bint fc_alert, judging
+
 cdef class Detector:
-    pass
+    cpdef void see(self, Point p) except *

@@ -64,12 +64,44 @@ def gap_decay(dt: float, usual: float, halflife: float) -> float:
 
 
 @cython.cclass
+class Point:
+    """One loss event as the monitor feeds it to its detectors (`Detector.see`): one
+    record per monitor, refilled per update (no allocation). ``from_step`` is the step a
+    resume went back from (`NO_STEP` when the step did not go back); ``l_pred`` and
+    ``fc_alert`` are the forecast's, filled once the ``level`` stage has seen the point;
+    ``judging`` whether a detector of the loss level is active (the ``last`` stage)."""
+
+    def __init__(self) -> None:
+        self.step, self.loss, self.lr, self.grad, self.l_pred = 0, 0.0, None, None, None
+        self.s, self.from_step, self.x = 0, NO_STEP, 0.0
+        self.fc_alert = self.judging = False
+
+
+# The stages of an update, in order (`Detector.FEED`): ``first`` before the non-finite
+# check (a non-finite loss stops the update there), ``level`` the loss alone, ``trend``
+# with the forecast's prediction, ``last`` with the arbitration's inputs.
+STAGES = ("first", "level", "trend", "last")
+
+
+@cython.cclass
 class Detector:
     """Base class: subclasses set ``name``, ``ARGS`` (the constructor's arguments),
-    ``STATE`` (the learned state), ``OPTIONAL`` (the state that may be None) and
-    implement ``update``."""
+    ``STATE`` (the learned state), ``OPTIONAL`` (the state that may be None), ``FEED``
+    (the stage of an update that feeds it a `Point`: `STAGES`, "" for a detector the
+    monitor does not feed) and implement ``update`` and ``see``; a detector that pages
+    also sets ``KIND`` (the alert kind) and implements ``verdict``."""
 
     name = ""
+    FEED = ""
+    KIND = ""
+
+    def see(self, p: Point) -> None:
+        """Take one loss event (`Point`): the monitor's one call per update."""
+        raise NotImplementedError(f"{type(self).__name__} is not fed by the monitor")
+
+    def verdict(self):
+        """This detector's verdict at its last point (`finding.Verdict`)."""
+        raise NotImplementedError(f"{type(self).__name__} gives no verdict")
 
     def _params(self) -> dict[str, Any]:
         return {p: getattr(self, p) for p in _args(type(self))}

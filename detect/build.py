@@ -28,8 +28,8 @@ import sys
 # "RunMonitor per update: back under 8969fc8"). Left as Python: ``finding``
 # (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
 # an lr).
-MODULES = ("base", "arbiter", "monitor", "spike", "divergence", "rise", "nonfinite",
-           "gradnorm", "collapse", "resume", "forecast_fit", "forecast",
+MODULES = ("base", "arbiter", "rules", "monitor", "spike", "divergence", "rise", "nonfinite",
+           "gradnorm", "frozen_loader", "resume", "forecast_fit", "forecast",
            "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit",
            "reference")
 

@@ -1,6 +1,6 @@
 from libc.math cimport isfinite
 
-from .base cimport Detector, gap_decay
+from .base cimport Detector, gap_decay, Point
 
 cdef long long NO_STEP
 cdef long long MIN_POINTS
@@ -15,3 +15,4 @@ cdef class DivergenceDetector(Detector):
     cdef readonly bint active
     cdef readonly double level, best, excess
     cpdef observe(self, long long step, double loss)
+    cpdef void see(self, Point p) except *

@@ -29,6 +29,7 @@ if not cython.compiled:        # compiled: libc's (divergence.pxd)
     from math import isfinite
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive, register
+from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 MIN_POINTS = 10   # the scale's half-life and the warm-up span at least this many points
@@ -50,6 +51,15 @@ class DivergenceDetector(Detector):
     ``level``, ``best``, ``excess``."""
 
     name = "divergence"
+    FEED, KIND = "level", "divergence"
+
+    def see(self, p) -> None:
+        self.observe(p.s, p.x)
+
+    def verdict(self) -> Verdict:
+        """A level that ran away from its best (critical, before the gate)."""
+        return Verdict("divergence", self.active, "critical", self.level - self.best,
+                       self.halflife, None, {"level": self.level, "best": self.best})
     ARGS = ("ratio", "z", "patience", "halflife", "scale_halflife", "warmup")
     STATE = ("_level", "_scale", "_best", "_first", "_last", "_since", "_points", "_dt", "_start",
              "_excess", "_n")

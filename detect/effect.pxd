@@ -1,7 +1,7 @@
 # The C side of effect.py (docs/COMPILED.md).
 from libc.math cimport isfinite, sqrt
 
-from .base cimport Detector, gap_decay
+from .base cimport Detector, gap_decay, Point
 
 
 cdef class EffectDetector(Detector):
@@ -24,3 +24,4 @@ cdef class EffectDetector(Detector):
     cpdef double fast_rise(self) except? -1.0
     cpdef double forecast_rise(self, object l_pred, object lr) except? -1.0
     cpdef double score(self, double effect, bint jump=*) except? -1.0
+    cpdef void see(self, Point p) except *

@@ -70,6 +70,7 @@ if not cython.compiled:       # compiled: libc's, cimported in effect.pxd
 
 from . import base
 from .base import Detector, check, gap_decay, positive, register
+from .finding import Verdict
 
 INF = cython.declare(cython.double, math.inf)
 SHRINK = cython.declare(cython.double, 1.5)   # a third difference this many times the next one
@@ -94,6 +95,10 @@ class EffectDetector(Detector):
     ``forecast_rise`` read what it needs without building a state."""
 
     name = "effect"
+    FEED = "last"      # the gate's yardsticks: it judges the others' verdicts, asks for none
+
+    def see(self, p) -> None:
+        self.feed(p.s, p.x, p.judging, p.l_pred, p.lr)
     ARGS = ("gate", "jump_gate", "stall_gate", "rho", "halflife", "min_points",
             "wobble_samples", "start_points", "clip")
     STATE = ("_n", "_first", "_last", "_dt", "_noise", "_prev", "_level", "_fast", "_start",
@@ -253,6 +258,21 @@ class EffectDetector(Detector):
     @property
     def best(self) -> float:
         return self._best
+
+    @property
+    def start(self) -> float:
+        """The level the run started from (its first window's)."""
+        return self._start
+
+    @property
+    def lr_peak(self) -> float:
+        """The largest lr seen (0.0 while none was sent)."""
+        return self._lr_peak
+
+    @property
+    def spacing(self) -> float:
+        """The usual gap between the points, in steps (an EWMA)."""
+        return self._dt
 
     @property
     def progress(self) -> float:

@@ -34,3 +34,23 @@ class MonitorState(NamedTuple):
     W: float | None = None
     alert: bool = False
     findings: tuple[Finding, ...] = ()
+
+
+class Verdict(NamedTuple):
+    """What a detector says at its last point (`Detector.verdict`): the contract between
+    the detectors and the arbitration.
+
+    ``active``: its condition holds; ``severity``: what it asks for (``info``,
+    ``warning``, ``critical``; the arbitration and the `effect` gate may lower it);
+    ``effect``: the deviation in loss units (NaN where it measures none); ``scale``: its
+    time scale in steps (how long it takes to say it); ``onset``: the step its condition
+    began (None before one); ``facts``: the values its message needs, by name.
+    """
+
+    kind: str
+    active: bool
+    severity: str
+    effect: float = float("nan")
+    scale: float = float("nan")
+    onset: int | None = None
+    facts: dict = {}

@@ -58,6 +58,7 @@ if not cython.compiled:        # compiled: libc's (forecast.pxd)
     from math import isfinite, sqrt
 
 from .base import Detector, check, fraction, gap_decay, positive, register
+from .finding import Verdict
 from .forecast_fit import ForecastFit
 
 
@@ -84,6 +85,15 @@ _REACH = cython.declare(cython.double, REACH)
 @cython.cclass
 class ForecastDetector(ForecastFit):
     name = "forecast"
+    FEED, KIND = "level", "drift"
+
+    def see(self, p) -> None:
+        self.observe(p.step, p.loss, p.lr)
+
+    def verdict(self) -> Verdict:
+        """The loss above its forecast's band for long enough (a drift, warning)."""
+        return Verdict("drift", bool(self.alert), "warning", facts={
+            "l_pred": self.l_pred, "band_lo": self.band_lo, "band_hi": self.band_hi, "W": self.W})
     default_law = "power"
     lr_law = "schedule"        # what ``law="auto"`` fits when lr is sent
     ARGS = ("warmup", "holdout", "holdout_min", "fit_from", "bin_ratio", "refit_ratio",

@@ -68,7 +68,7 @@ if not cython.compiled:               # pure build: Python's own, no extra call
                c22=cython.double, c03=cython.double, c13=cython.double, c23=cython.double,
                c33=cython.double)
 def _quad(g0: float, g1: float, g2: float, g3: float, c: list) -> float:
-    """`laws._quad`, typed: ``g C g`` for a symmetric 4x4 ``C`` (3x3 when ``g3`` is 0)."""
+    """`laws.quad`, typed: ``g C g`` for a symmetric 4x4 ``C`` (3x3 when ``g3`` is 0)."""
     r0, r1, r2 = c[0], c[1], c[2]
     c00, c01, c02, c11, c12, c22 = r0[0], r0[1], r0[2], r1[1], r1[2], r2[2]
     v = (g0 * g0 * c00 + g1 * g1 * c11 + g2 * g2 * c22
@@ -81,7 +81,7 @@ def _quad(g0: float, g1: float, g2: float, g3: float, c: list) -> float:
 
 
 if not cython.compiled:               # pure build: the original (no second copy runs)
-    _quad = laws._quad                # noqa: F811
+    _quad = laws.quad                 # noqa: F811
 
 
 # bin layout: [index, count, sum of x0, sum of x1, sum of y, last step]

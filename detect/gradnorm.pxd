@@ -1,6 +1,6 @@
 from libc.math cimport exp, isfinite, log
 
-from .base cimport Detector
+from .base cimport Detector, Point
 
 cdef class GradNormDetector(Detector):
     cdef readonly object ratio, z, level_halflife, scale_halflife, warmup
@@ -14,3 +14,4 @@ cdef class GradNormDetector(Detector):
     cdef readonly double last_ratio
     cdef readonly bint surge
     cpdef observe(self, long long step, double g)
+    cpdef void see(self, Point p) except *

@@ -34,6 +34,7 @@ if not cython.compiled:        # compiled: libc's (gradnorm.pxd)
     from math import exp, isfinite, log
 
 from .base import NAN, Detector, check, positive, register
+from .finding import Verdict
 
 _new = tuple.__new__     # a GradNormState without the NamedTuple's Python-level __new__
 
@@ -49,6 +50,11 @@ class GradNormDetector(Detector):
     """``observe`` leaves the fields of `GradNormState` as attributes: ``ratio``, ``surge``."""
 
     name = "gradnorm"
+    FEED = "first"     # context for the pages of the loss (`context`), never a page itself
+
+    def see(self, p) -> None:
+        if p.grad is not None:
+            self.observe(p.s, p.grad)
     ARGS = ("ratio", "z", "level_halflife", "scale_halflife", "warmup")
     STATE = ("_level", "_scale", "_n", "_last", "_in", "_bad", "_bad_count")
     OPTIONAL = ("_level",)

@@ -66,7 +66,7 @@ def value(law: str, x: tuple, p: list) -> float:
     return p[0] + math.exp(p[1] - p[2] * math.log(x[0])) - p[3] * x[1]
 
 
-def _quad(g0: float, g1: float, g2: float, g3: float, c: list) -> float:
+def quad(g0: float, g1: float, g2: float, g3: float, c: list) -> float:
     """``g C g`` for a symmetric 4x4 ``C`` (3x3 when ``g3`` is unused: pass 0.0)."""
     r0, r1, r2 = c[0], c[1], c[2]
     v = (g0 * g0 * r0[0] + g1 * g1 * r1[1] + g2 * g2 * r2[2]
@@ -87,15 +87,15 @@ def predict(law: str, x: tuple, p: list, cov: list) -> tuple[float, float]:
         xt = x[0] + t0
         lx = math.log(xt)
         e = math.exp(p[1] - p[2] * lx)
-        var = _quad(1.0, e, -e * lx, -p[2] * e * t0 / xt, cov)
+        var = quad(1.0, e, -e * lx, -p[2] * e * t0 / xt, cov)
     elif law == "exp":
         k = math.exp(p[2])
         e = math.exp(p[1] - k * x[0])
-        var = _quad(1.0, e, -e * x[0] * k, 0.0, cov)
+        var = quad(1.0, e, -e * x[0] * k, 0.0, cov)
     else:
         ls1 = math.log(x[0])
         e = math.exp(p[1] - p[2] * ls1)
-        var = _quad(1.0, e, -e * ls1, -x[1], cov)
+        var = quad(1.0, e, -e * ls1, -x[1], cov)
         return p[0] + e - p[3] * x[1], max(var, 0.0)
     return p[0] + e, max(var, 0.0)
 

@@ -7,27 +7,19 @@ The daemon's run state only uses this contract:
 - ``update_eval(step, metrics) -> MonitorState | None``
 - ``snapshot() -> dict`` (msgpack/JSON-safe) and ``restore(snapshot)``
 
-Arbitration (so that one problem gives one page and clean runs stay silent): a sustained
-spike or a divergence takes precedence over the forecast's drift; a drift whose loss is
-flat where the forecast falls is reported as ``plateau``; a ``plateau`` slowdown (the
-decline collapsing) gives way to a drift or a divergence while one is active (a loss that
-rises is a drift); benign recovered spikes are ``info``. A warning or critical verdict
-then passes the `effect` gate (its deviation in loss units against the run's progress
-and wobble: docs/DETECTION.md, "What it takes to page"); below it, it is ``info``.
-Findings are emitted when a kind's (active, severity) changes.
+It builds the detectors of its preset from the registry (`presets`, `base.REGISTRY`) and
+feeds each one a `base.Point` per update, at the stage its class names (``FEED``:
+``first``, ``level``, ``trend``, ``last``, `base.STAGES`); a detector added to a preset is
+fed without a line here. What each update emits is decided by the named rules (`rules`)
+over the detectors' verdicts, with the bookkeeping of the `arbiter.Arbiter` the monitor
+owns. Findings are emitted when a kind's (active, severity) changes.
 
 Resumes: when the step goes back, the detectors are rewound to their state at the newest
 rewind point before it (`rewind`), or started over when there is none, and a
 ``resume_jump`` finding says which.
 
-The arbitration, the gate and the findings' bookkeeping are the base class's
-(`arbiter.Arbiter`); this module builds the detectors, runs them per update, rewinds them
-on a resume and snapshots them.
-
-Per update it calls each detector's ``observe()`` and reads the attributes it needs: no
-state object per detector; the one `MonitorState` it returns is built as a plain tuple.
-Compiled (docs/COMPILED.md), its references to the detectors are typed (``arbiter.pxd``)
-and those calls and reads are C.
+Compiled (docs/COMPILED.md), its references to the arbiter, the point and the detectors
+are typed (``monitor.pxd``), and the feeding and the rules are C calls.
 
 Pure: no I/O, no clock, no logging.
 """
@@ -42,21 +34,21 @@ try:
 except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
     from . import _cython_shim as cython
 
-from .arbiter import _BIT, _NO_LEARNING, Arbiter
-from .base import NO_STEP as _NO_STEP, REGISTRY
+from .arbiter import Arbiter
+from .base import NO_STEP as _NO_STEP, REGISTRY, STAGES, Detector, Point
 from .errors import ConfigError
 from .finding import MonitorState
-from .presets import PRESET_PARAMS, PRESETS
-from .recovery import Recovery
+from .presets import EVERY_RUN, PRESET_PARAMS, PRESETS
 from .rewind import RewindPoints
 
-if not cython.compiled:        # compiled: C ints, cimported in monitor.pxd
-    from .arbiter import _NF, _RJ
+if not cython.compiled:        # compiled: C functions, cimported in monitor.pxd
+    from .rules import evaluation, judge, judging, obvious, resume, schedule
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
-            "nonfinite": "critical", "overfit": "warning"}
+            "nonfinite": "critical", "overfit": "warning", "frozen_loader": "critical"}
+LEGACY = {"collapse": "frozen_loader"}    # snapshot keys of detectors since renamed
 
 _new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
 
@@ -79,6 +71,7 @@ if not cython.compiled:     # pure build: tuple.__new__, called from C
 
 
 def _build(preset: str, overrides: dict) -> dict:
+    """The detectors of ``preset`` (and `presets.EVERY_RUN`'s), by name, from the registry."""
     if preset not in PRESETS:
         raise ConfigError(f"preset must be one of {PRESETS}, got {preset!r}")
     spec = {k: dict(v) for k, v in PRESET_PARAMS[preset].items()}
@@ -90,152 +83,107 @@ def _build(preset: str, overrides: dict) -> dict:
             spec[key].update(val)
         else:
             spec[main][key] = val
-    dets = {name: REGISTRY[name](**kw) for name, kw in spec.items()}
-    dets["nonfinite"] = REGISTRY["nonfinite"]()
-    dets["gradnorm"] = REGISTRY["gradnorm"]()
-    dets["collapse"] = REGISTRY["collapse"]()
-    return dets
+    spec.update({k: dict(v) for k, v in EVERY_RUN.items() if k not in spec})
+    return {name: REGISTRY[name](**kw) for name, kw in spec.items()}
 
 
-def _obvious_msg(nf, step, loss) -> str:
-    """The page of a `nonfinite` verdict (``nf.reason``), or the info of one bad grad norm."""
-    r = nf.reason
-    if r == "loss":
-        return f"loss is {loss} at step {step} (first non-finite at step {nf.first_step})"
-    since = nf.grad_since
-    if r == "stuck":
-        what = "exactly 0.0" if loss == 0.0 else f"frozen at {loss!r}"
-        return (f"loss is {what} at step {step} while the grad norm is not finite (since step "
-                f"{since}): the weights are probably NaN and the logger hides it")
-    if r == "grad":
-        return (f"grad norm not finite on {nf.grad_count} logged steps in a row since step "
-                f"{since}: the optimizer is not updating (or the weights are NaN)")
-    return (f"grad norm not finite at step {step} (one step: an fp16 loss scaler skipping an "
-            "overflow does this; it pages if it repeats)")
+def stages(d: dict) -> list:
+    """The detectors of ``d``, one list per stage of `base.STAGES`, in ``d``'s order."""
+    for name, det in d.items():
+        if type(det).FEED not in STAGES:
+            raise ConfigError(f"detector {name!r} names no stage an update feeds "
+                              f"(FEED {type(det).FEED!r}, not one of {STAGES})")
+    return [[det for det in d.values() if type(det).FEED == stage] for stage in STAGES]
+
+
+@cython.locals(det=Detector)
+def _feed(dets: list, p) -> None:
+    for det in dets:
+        det.see(p)
 
 
 @cython.cclass
-class RunMonitor(Arbiter):
+class RunMonitor:
     def __init__(self, preset: str = "pretraining", **overrides) -> None:
         self.preset = preset
         self.overrides = overrides
+        self.arbiter = Arbiter()
+        self._p = Point()
         self._setup(_build(preset, overrides))
-        self._emitted = {}
-        self._kinds = 0            # _BIT of each kind in _emitted
-        self._alert = False        # any warning/critical kind active (follows _emitted)
-        self._out = []             # the findings of the update in progress (`_push`)
-        self._rec = Recovery()     # the band each page of the loss level left (`recovery`)
-        self._held = self._rec.held
         self._points = RewindPoints()   # recent detector states, for resumes (not persisted)
         self._next_at = self._points.next_at
-        self.peak_scores = {}      # diagnostics, not state: see ``_big``
-        self._dv_at = math.nan     # divergence's excursion when a shift explained it (not state)
-        self._pl_mode = 0          # the slowdown episode paged as: 1 plateau, 2 drift (not state)
 
     def _setup(self, d: dict) -> None:
-        """Hold the detectors, and a typed reference to each one the per-event path calls."""
+        """Hold the detectors, their stages, and point the arbiter at them."""
         self._d = d
-        self._main = "finetuning" if "finetuning" in d else "forecast"
-        self._rj, self._nf, self._gn = d["resume_jump"], d["nonfinite"], d["gradnorm"]
-        self._co = d["collapse"]
-        self._sp, self._dv, self._ri = d["spike"], d["divergence"], d["rise"]
-        self._fc, self._pl, self._ef, self._ov = (
-            d[self._main], d["plateau"], d["effect"], d["overfit"])
+        self._first, self._level, self._trend, self._last = stages(d)
+        self.arbiter.attach(d)
+        self._rj, self._fc = self.arbiter.rj, self.arbiter.fc
 
     @property
     def detectors(self) -> dict:
         return dict(self._d)
 
-    @cython.locals(x=cython.double, s=cython.longlong, last=cython.longlong,
-                   fc_alert=cython.bint, rising=cython.bint, explained=cython.bint,
-                   pl_active=cython.bint, judging=cython.bint, on=cython.bint)
+    @property
+    def fed(self) -> dict:
+        """The names of the detectors each stage of an update feeds (`base.STAGES`)."""
+        names = {id(det): name for name, det in self._d.items()}
+        return {stage: [names[id(det)] for det in dets] for stage, dets in
+                zip(STAGES, (self._first, self._level, self._trend, self._last))}
+
+    @property
+    def peak_scores(self) -> dict:
+        """The largest gate score per kind while its detector was active (`Arbiter.big`)."""
+        return self.arbiter.peak_scores
+
+    @cython.locals(s=cython.longlong, last=cython.longlong)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
                     grad_norm: float | None = None) -> MonitorState:
-        out = self._out         # this update's findings (`_push`): one list, emptied here
+        a = self.arbiter
+        out = a.out             # this update's findings (`push`): one list, emptied here
         if out:
             del out[:]
-        loss = float(loss)
-        if lr is not None and lr < 0:
-            lr = None       # no schedule has one (the laws take its log): read as unknown
-        x = loss
-        s = step
-        last = self._rj._last_step
-        where = ""
-        at = None
-        if last != NO_STEP and s < last:
-            at = self._rewind(s)
-            self._rj.observe_resumed(s, x, last)
-        else:
-            self._rj.observe(s, x)
-        nf = self._nf
-        if grad_norm is not None:
-            grad_norm = float(grad_norm)
-            self._gn.observe(s, grad_norm)
-        nf.observe(s, x, grad_norm)
-        rj = self._rj
-        sev: str
-        if rj.active:
-            sev = rj.severity
-            if not (sev == "info" or self._big("resume_jump", abs(rj.jump))):
-                sev = "info"
-            if self._due("resume_jump", True, sev):
-                where = (f"detectors rewound to step {at}" if at is not None
-                         else "detectors started over")
-                self._push("resume_jump", True, sev, step,
-                           f"step went back from {rj.from_step} to {step}; loss moved by "
-                           f"{rj.jump:+.4g} ({where})")
-        elif self._kinds & _RJ and self._due("resume_jump", False, "info"):
-            self._push("resume_jump", False, "info", step, "")
-        on = nf.active or nf.grad_bad
-        if on or self._kinds & _NF:
-            sev = "critical" if nf.active else "info"
-            if self._due("nonfinite", on, sev):
-                self._push("nonfinite", on, sev, step, _obvious_msg(nf, step, loss) if on else "")
-        if nf.blown and self._due("divergence", True, "critical"):    # resolved by `_arbitrate`
-            self._push("divergence", True, "critical", step,
-                       f"loss {loss:.4g} is {abs(loss) / nf._ref:.3g} times the largest loss of the "
-                       f"run's first {nf._n_ref} points ({nf._ref:.4g}): it blew up")
-        if nf.active or nf.blown:
-            return _state((step, loss, None, None, None, None, None, None, None, True, tuple(out)))
+        p = self._point(step, loss, lr, grad_norm)
+        s = p.s
+        last = self._rj.went_back(s)
+        a.rewound_to = self._rewind(s) if last != NO_STEP else None
+        p.from_step = last
+        _feed(self._first, p)
+        resume(a, p)
+        if obvious(a, p):
+            return _state((step, p.loss, None, None, None, None, None, None, None, True,
+                           tuple(out)))
+        return self._judge(a, p)
+
+    def _point(self, step, loss, lr, grad_norm):
+        """The update's `Point` (the monitor's one, refilled)."""
+        p = self._p
+        p.step, p.loss, p.s = step, float(loss), step
+        p.x = p.loss
+        p.lr = None if lr is not None and lr < 0 else lr   # no schedule has one: unknown
+        p.grad = float(grad_norm) if grad_norm is not None else None
+        return p
+
+    def _judge(self, a, p):
+        """The detectors of the loss level, the rules, and the update's `MonitorState`."""
         fc = self._fc
-        fc.observe(step, loss, lr)
-        sp = self._sp
-        dv = self._dv
-        ri = self._ri
-        sp.observe(s, x)
-        dv.observe(s, x)
-        ri.observe(s, x)
-        self._co.observe(s, x)
-        l_pred = fc.l_pred
-        alert = fc.alert
-        fc_alert = alert
-        pl = self._pl
-        pl.observe(s, x, l_pred, fc_alert)
-        self._ov.update_train(s, x)
-        rising = ri.active     # False once the schedule explained the rise
-        explained = False
-        if rising and lr is not None:
-            band_hi = fc.band_hi
-            # lr known: a rise the schedule explains (the forecast rose by a quarter of
-            # it, and the level is within the band) is no drift; a wide band alone is not
-            # an explanation (it silenced every rise of a young forecast)
-            if (band_hi is not None and ri.level <= band_hi
-                    and self._ef.forecast_rise(l_pred, lr) >= 0.25 * (ri.level - ri.best)):
-                ri.rebase()    # the schedule moved the loss: a new best from here
-                rising, explained = False, True
-        pl_active = pl.active
-        judging = (fc_alert or dv.active or sp.active or rising
-                   or (pl_active and pl.rule not in _NO_LEARNING))
-        self._ef.feed(step, loss, judging, l_pred, lr)
-        self._arbitrate(step, loss, fc, pl, fc_alert, pl_active, rising, explained)
-        if self._held:          # a page of the loss level waits for it to come back
-            self._rec.observe(x)
-            self._escalate(step)
-        if s >= self._next_at:
-            self._points.take(step, self._d)
+        _feed(self._level, p)
+        p.l_pred = fc.l_pred
+        p.fc_alert = fc.alert
+        _feed(self._trend, p)
+        schedule(a, p)
+        p.judging = judging(a, p)
+        _feed(self._last, p)
+        judge(a, p)
+        if a.held:              # a page of the loss level waits for it to come back
+            a.rec.observe(p.x)
+            a.escalate(p.step)
+        if p.s >= self._next_at:
+            self._points.take(p.step, self._d)
             self._next_at = self._points.next_at
-        return _state((step, loss, l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
-                       self._alert, tuple(out) if out else ()))
+        out = a.out
+        return _state((p.step, p.loss, p.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
+                       a.alert, tuple(out) if out else ()))
 
     def _rewind(self, step: int):
         """Detectors as they stood at the newest rewind point before ``step`` (fresh ones
@@ -254,42 +202,29 @@ class RunMonitor(Arbiter):
         val = next((metrics[k] for k in ("val_loss", "eval_loss", "loss") if k in metrics), None)
         if val is None:
             return None
-        val, out = float(val), []
-        self._out = out
-        if not math.isfinite(val):
-            if self._due("nonfinite", True, "critical"):
-                self._push("nonfinite", True, "critical", step,
-                           f"validation loss is {val} at step {step}")
-            return MonitorState(step=step, l_obs=val, alert=True, findings=tuple(out))
-        ov = self._ov
-        ov.observe(step, val)
-        if self._due("overfit", ov.active, "warning"):
-            self._push("overfit", ov.active, "warning", step,
-                       f"validation loss {ov.val_mean:.4g} (mean of its last {ov.span} evals) "
-                       f"has stood above its best {ov.best_val:.4g} by more than {ov.margin:.3g} "
-                       f"for {ov.above} evals in a row while the training loss still falls"
-                       if ov.active else "")
-        return MonitorState(step=step, l_obs=val, alert=self._alert, findings=tuple(out))
+        a = self.arbiter
+        val = float(val)
+        a.out = []
+        evaluation(a, step, val)
+        alert = a.alert if math.isfinite(val) else True
+        return MonitorState(step=step, l_obs=val, alert=alert, findings=tuple(a.out))
 
     def snapshot(self, copy: bool = True) -> dict:
         """Plain values; ``copy=False`` shares the detectors' live state with a caller that
         serializes it at once (see `Detector.snapshot`)."""
+        a = self.arbiter
         return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
-                "emitted": {k: list(v) for k, v in self._emitted.items()},
-                "recovery": self._rec.snapshot(),
+                "emitted": {k: list(v) for k, v in a.emitted.items()},
+                "recovery": a.rec.snapshot(),
                 "detectors": {k: det.snapshot(copy) for k, det in self._d.items()}}
 
     def restore(self, snap: dict) -> None:
         if snap.get("v") != 1 or "detectors" not in snap:
             raise ConfigError("monitor snapshot is not version 1")
         self.__init__(snap["preset"], **snap.get("overrides", {}))
-        self._emitted = {k: list(v) for k, v in snap["emitted"].items()}
-        for k in self._emitted:
-            self._kinds |= _BIT.get(k, 0)
-        self._alert = any(v[0] and v[1] != "info" for v in self._emitted.values())
-        self._rec.restore(snap.get("recovery", {}))
+        self.arbiter.restore(snap["emitted"], snap.get("recovery", {}))
         for k, s in snap["detectors"].items():
-            self._d[k].restore(s)
+            self._d[LEGACY.get(k, k)].restore(s)
 
 
 class WTwinMonitor(RunMonitor):

@@ -1,6 +1,6 @@
 from libc.math cimport isfinite
 
-from .base cimport Detector
+from .base cimport Detector, Point
 
 cdef long long NO_STEP
 
@@ -14,3 +14,4 @@ cdef class NonfiniteDetector(Detector):
     cdef readonly bint active, blown, grad_bad
     cdef readonly str reason
     cpdef observe(self, long long step, double loss, object grad=*)
+    cpdef void see(self, Point p) except *

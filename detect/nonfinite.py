@@ -43,6 +43,7 @@ if not cython.compiled:        # compiled: libc's (nonfinite.pxd)
     from math import isfinite
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, register
+from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
@@ -64,6 +65,38 @@ class NonfiniteDetector(Detector):
     norms in a row) and ``grad_since`` (the first step of that run)."""
 
     name = "nonfinite"
+    FEED, KIND = "first", "nonfinite"
+
+    def see(self, p) -> None:
+        self.observe(p.s, p.x, p.grad)
+
+    def verdict(self) -> Verdict:
+        """A non-finite loss, a loss frozen under non-finite grad norms (critical), a
+        grad norm not finite (info), or a loss that blew up (``facts["blown"]``)."""
+        return Verdict("nonfinite", self.active or self.grad_bad,
+                       "critical" if self.active else "info", facts={
+                           "reason": self.reason, "blown": self.blown})
+
+    def blown_message(self, step: int, loss: float) -> str:
+        """The page of a loss that blew up (``blown``): against the run's first points."""
+        return (f"loss {loss:.4g} is {abs(loss) / self._ref:.3g} times the largest loss of the "
+                f"run's first {self._n_ref} points ({self._ref:.4g}): it blew up")
+
+    def message(self, step: int, loss: float) -> str:
+        """The page of a `nonfinite` verdict (``reason``), or the info of one bad grad norm."""
+        r = self.reason
+        if r == "loss":
+            return f"loss is {loss} at step {step} (first non-finite at step {self.first_step})"
+        since = self.grad_since
+        if r == "stuck":
+            what = "exactly 0.0" if loss == 0.0 else f"frozen at {loss!r}"
+            return (f"loss is {what} at step {step} while the grad norm is not finite (since step "
+                    f"{since}): the weights are probably NaN and the logger hides it")
+        if r == "grad":
+            return (f"grad norm not finite on {self.grad_count} logged steps in a row since step "
+                    f"{since}: the optimizer is not updating (or the weights are NaN)")
+        return (f"grad norm not finite at step {step} (one step: an fp16 loss scaler skipping an "
+                "overflow does this; it pages if it repeats)")
     ARGS = ("blowup", "ref_points", "grad_run", "start_run")
     STATE = ("_count", "_first", "_ref", "_n_ref", "_prev", "_grun", "_gfirst", "_gseen")
     OPTIONAL = ("_first", "_ref", "_prev", "_gfirst")

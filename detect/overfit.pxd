@@ -1,7 +1,7 @@
 # The C side of overfit.py (docs/COMPILED.md).
 from libc.math cimport isfinite
 
-from .base cimport Detector, decay
+from .base cimport Detector, decay, Point
 
 
 cdef class OverfitDetector(Detector):
@@ -19,3 +19,4 @@ cdef class OverfitDetector(Detector):
 
     cpdef void update_train(self, long long step, double loss) except *
     cpdef bint observe(self, long long step, double val) except -1
+    cpdef void see(self, Point p) except *

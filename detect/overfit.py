@@ -40,6 +40,7 @@ if not cython.compiled:       # compiled: libc's, cimported in overfit.pxd
 
 from . import base
 from .base import Detector, check, decay, fraction, positive, register
+from .finding import Verdict
 
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
@@ -65,6 +66,16 @@ class OverfitDetector(Detector):
     where the state has None)."""
 
     name = "overfit"
+    FEED, KIND = "level", "overfit"    # the training loss; the evals come by `observe`
+
+    def see(self, p) -> None:
+        self.update_train(p.s, p.x)
+
+    def verdict(self) -> Verdict:
+        """The validation loss above its best while the training loss falls (warning)."""
+        return Verdict("overfit", self.active, "warning", self.val_mean - self.best_val,
+                       facts={"val_mean": self.val_mean, "best_val": self.best_val,
+                              "margin": self.margin, "above": self.above, "span": self.span})
     ARGS = ("rise", "train_drop", "patience", "min_evals", "halflife", "noise_z", "span")
     STATE = ("_vfirst", "_vprev", "_vnoise", "_tfirst", "_train", "_tstep", "_best",
              "_train_at_best", "_evals", "_above")

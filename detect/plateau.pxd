@@ -2,9 +2,10 @@
 # the slope's methods are the base class's (plateau_slope.pxd).
 from libc.math cimport exp, isfinite, log
 
-from .base cimport decay
+from .base cimport Point, decay
 from .plateau_slope cimport PlateauSlope
 
 
 cdef class PlateauDetector(PlateauSlope):
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
+    cpdef void see(self, Point p) except *

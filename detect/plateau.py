@@ -69,6 +69,7 @@ if not cython.compiled:       # compiled: libc's, cimported in plateau.pxd
 
 from . import base
 from .base import check, decay, fraction, positive, register
+from .finding import Verdict
 from .plateau_slope import PlateauSlope
 
 INF = cython.declare(cython.double, math.inf)
@@ -106,6 +107,16 @@ class PlateauDetector(PlateauSlope):
     the entries the per-update path reads."""
 
     name = "plateau"
+    FEED, KIND = "trend", "plateau"
+
+    def see(self, p) -> None:
+        self.observe(p.s, p.x, p.l_pred, p.fc_alert)
+
+    def verdict(self) -> Verdict:
+        """Learning stopped (``facts["rule"]``: no_learning, frozen, slowdown, stagnation)."""
+        return Verdict("plateau", self.active, "warning", self.shortfall, self.window,
+                       self.onset, {"rule": self.rule, "level": self.level,
+                                    "observed": self.observed, "expected": self.expected})
     ARGS = ("grace", "min_progress", "min_points", "window", "flat", "halflife",
             "slow_halflife", "slow_ratio", "slow_span", "slow_keep", "slow_z", "accel_z",
             "slow_warmup", "slow_points", "slow_effect", "clip", "slowdown", "frozen_points",

@@ -48,4 +48,12 @@ PRESET_PARAMS = {
     "custom": PRETRAINING,
 }
 
+# every preset runs these too, with their defaults (a preset may not override them): the
+# obvious failures, the grad norm's context for a page, and the frozen data loader
+EVERY_RUN = {
+    "nonfinite": {},
+    "gradnorm": {},
+    "frozen_loader": {},
+}
+
 PRESETS = tuple(PRESET_PARAMS)   # the names, as the config and CLI validate them

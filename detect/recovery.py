@@ -72,7 +72,7 @@ class Recovery:
 
     def overdue(self, step: int, ef) -> list:
         """The held kinds above their band for longer than ``ESCALATE_AFTER`` x tau."""
-        tau = max(ef.halflife, ef.min_points * ef._dt)
+        tau = max(ef.halflife, ef.min_points * ef.spacing)
         bar = CRITICAL_OF_PROGRESS * ef.progress
         return [k for k, h in self.held.items()
                 if step - h[0] >= ESCALATE_AFTER * tau and not self.recovered(k)

@@ -1,6 +1,6 @@
 from libc.math cimport isfinite
 
-from .base cimport Detector, gap_decay
+from .base cimport Detector, gap_decay, Point
 
 cdef long long NO_STEP
 
@@ -16,3 +16,5 @@ cdef class ResumeDetector(Detector):
     cdef long long _from
     cpdef observe(self, long long step, double loss)
     cpdef observe_resumed(self, long long step, double loss, long long from_step)
+    cpdef void see(self, Point p) except *
+    cpdef long long went_back(self, long long step)

@@ -25,6 +25,7 @@ if not cython.compiled:        # compiled: libc's (resume.pxd)
     from math import isfinite
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, gap_decay, positive, register
+from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
@@ -45,6 +46,22 @@ class ResumeDetector(Detector):
     attributes: ``active``, ``severity``, ``from_step``, ``jump``."""
 
     name = "resume_jump"
+    FEED, KIND = "first", "resume_jump"
+
+    def see(self, p) -> None:
+        if p.from_step != NO_STEP:
+            self.observe_resumed(p.s, p.x, p.from_step)
+        else:
+            self.observe(p.s, p.x)
+
+    def went_back(self, step: int) -> int:
+        """The last step seen when ``step`` goes back before it (a resume), else `NO_STEP`."""
+        return self._last_step if self._last_step != NO_STEP and step < self._last_step else NO_STEP
+
+    def verdict(self) -> Verdict:
+        """The loss's jump across a resume (warning when it is large against its scale)."""
+        return Verdict("resume_jump", self.active, self.severity or "info", abs(self.jump),
+                       self.scale_halflife, self.from_step, {"jump": self.jump})
     ARGS = ("z", "scale_halflife")
     STATE = ("_last_step", "_last_loss", "_scale", "_dt")
     OPTIONAL = ("_last_step", "_last_loss")

@@ -1,6 +1,6 @@
 from libc.math cimport isfinite, sqrt
 
-from .base cimport Detector, decay, gap_decay
+from .base cimport Detector, decay, gap_decay, Point
 
 cdef long long NO_STEP
 cdef long long MIN_POINTS, LEVEL_POINTS
@@ -18,3 +18,4 @@ cdef class RiseDetector(Detector):
     cdef readonly bint active
     cdef readonly double score, level, best, S
     cpdef observe(self, long long step, double loss)
+    cpdef void see(self, Point p) except *

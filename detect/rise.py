@@ -35,6 +35,7 @@ if not cython.compiled:        # compiled: libc's (rise.pxd)
     from math import isfinite, sqrt
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, decay, gap_decay, positive, register
+from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 MIN_POINTS = 20   # the noise's half-life spans at least this many of the usual gaps
@@ -61,6 +62,16 @@ class RiseDetector(Detector):
     ``level``, ``best``, ``S``."""
 
     name = "rise"
+    FEED, KIND = "level", "drift"
+
+    def see(self, p) -> None:
+        self.observe(p.s, p.x)
+
+    def verdict(self) -> Verdict:
+        """A smoothed level that rose above its best (a drift, warning)."""
+        return Verdict("drift", self.active, "warning", self.level - self.best, self.halflife,
+                       None, {"level": self.level, "best": self.best, "score": self.score,
+                              "S": self.S})
     ARGS = ("threshold", "halflife", "noise_halflife", "clip", "patience", "warmup", "level_z",
             "jump_k", "jump_h", "jump_clip")
     STATE = ("_dt", "_S", "_score", "_level", "_noise", "_best", "_best_w", "_first", "_last",

@@ -1,6 +1,6 @@
 from libc.math cimport isfinite
 
-from .base cimport Detector, gap_decay
+from .base cimport Detector, gap_decay, Point
 
 cdef long long NO_STEP
 
@@ -20,3 +20,4 @@ cdef class SpikeDetector(Detector):
     cpdef observe(self, long long step, double loss)
     cdef void _follow(self, long long step, double loss, double z)
     cdef void _learn(self, double loss, double dt, double usual, bint level)
+    cpdef void see(self, Point p) except *

@@ -38,6 +38,7 @@ if not cython.compiled:        # compiled: libc's (spike.pxd)
     from math import isfinite
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive, register
+from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
@@ -60,6 +61,15 @@ class SpikeDetector(Detector):
     the threshold argument)."""
 
     name = "spike"
+    FEED, KIND = "level", "spike"
+
+    def see(self, p) -> None:
+        self.observe(p.s, p.x)
+
+    def verdict(self) -> Verdict:
+        """A jump that has not come back (``warning``), or one that did (``info``)."""
+        return Verdict("spike", self.active, self.severity or "info", self.height,
+                       self.level_halflife, self.spike_step, {"height": self.height})
     ARGS = ("z", "recover", "recover_z", "level_halflife", "scale_halflife", "warmup", "min_points")
     STATE = ("_level", "_scale", "_last", "_first", "_open", "_height", "_later", "_sustained",
              "_dt", "_n")

@@ -125,7 +125,7 @@ def test_forecast_per_update_law_is_predict_to_the_bit(law):
             ls1 = math.log(s1)
             e = math.exp(p[1] - p[2] * ls1)
             pred = p[0] + e - mpl.drop(c, p, s1)
-            var = (laws._quad(1.0, e, -e * ls1, 0.0, cov)
+            var = (laws.quad(1.0, e, -e * ls1, 0.0, cov)
                    + 2.0 * (c[mpl.V0] + e * c[mpl.V1] - e * ls1 * c[mpl.V2]) + c[mpl.CLL])
             var = var if var > 0.0 else 0.0
             dv = None if prev is None else (prev[0] + math.exp(prev[1] - prev[2] * ls1) - e

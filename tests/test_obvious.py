@@ -13,7 +13,7 @@ from helpers import Daemon
 from test_offline_cli import wtwin
 from web_fed import multipart, post
 from wtwin.detect import RunMonitor
-from wtwin.detect.collapse import CollapseDetector
+from wtwin.detect.frozen_loader import FrozenLoaderDetector
 from wtwin.detect.nonfinite import NonfiniteDetector
 from wtwin.detect.replay import alerts
 
@@ -204,10 +204,11 @@ def digits_run(seed: int, freeze_at: int | None, steps: int = 1000, opt: str = "
 class TestFrozenLoader:
     @pytest.mark.parametrize("seed, opt", [(0, "adam"), (1, "sgd")])
     def test_pages_within_50_steps_and_holds(self, seed, opt):
-        """The same batch from step 500: a critical drift within 50 steps, firing to the end."""
+        """The same batch from step 500: a critical frozen_loader page within 50 steps, firing
+        to the end."""
         found = alerts(digits_run(seed, 500, opt=opt))
         paged = [a for a in found if a.severity != "info"]
-        assert paged[0].kind == "drift" and paged[0].severity == "critical"
+        assert paged[0].kind == "frozen_loader" and paged[0].severity == "critical"
         assert 500 < paged[0].step <= 550 and "frozen data loader" in paged[0].message
         assert [a.status for a in paged] == ["firing"]
 
@@ -224,6 +225,6 @@ class TestFrozenLoader:
             moved = [e for e in moved for _ in (0, 1)]
 
         def first(events):
-            det = CollapseDetector()
+            det = FrozenLoaderDetector()
             return next(s for _, s, v, _ in events if det.update(s, v).active)
         assert first(moved) == first(ev)

@@ -79,14 +79,14 @@ class TestDigitsMLP:
         assert any(a["status"] == "firing" and a["severity"] != "info" and a["step"] >= 800 for a in got)
 
     def test_a_frozen_data_loader_pages_within_50_steps_and_stays_firing(self, daemon):
-        """The same batch from step 700 on: a critical drift by step 750, still firing at
+        """The same batch from step 700 on: a critical frozen_loader page by step 750, still firing at
         the run's last step."""
         with connect(daemon.ipc, run="digits-frozen") as emit:
             last = train(emit, 2, frozen_at=700)
         doc = run_page(daemon, "digits-frozen", last)
         paged = pages(doc)
-        assert paged and paged[0][1:] == ("drift", "critical") and 700 < paged[0][0] <= 750, paged
-        assert [m for m in doc["markers"] if m["kind"] == "drift" and m["status"] == "resolved"] == []
+        assert paged and paged[0][1:] == ("frozen_loader", "critical") and 700 < paged[0][0] <= 750, paged
+        assert [m for m in doc["markers"] if m["kind"] == "frozen_loader" and m["status"] == "resolved"] == []
 
     def test_nan_is_critical_at_its_step_and_stays_firing_after_the_run(self, daemon):
         with connect(daemon.ipc, run="digits-nan") as emit:

@@ -5,7 +5,7 @@
 1. Blow-up: over every clean/unknown log (as is and thinned), the largest
    |loss| / (largest |loss| of the first 5 points): the `nonfinite` ``blowup`` factor
    (1000) must stand far above it.
-2. Frozen data loader: the lowest ``fast - slow`` of `collapse` (ln of the scatter ratio,
+2. Frozen data loader: the lowest ``fast - slow`` of `frozen_loader` (ln of the scatter ratio,
    while the loss falls, after the warm-up) over every clean/unknown log under the
    transforms; the threshold held out per group = the other groups' lowest less ln 8,
    and the margin each held-out group keeps. Then a real frozen loader (an MLP on
@@ -27,16 +27,16 @@ sys.path[:0] = [str(ROOT / "tests" / "bench"), str(ROOT / "tests")]
 from corpus import entries, transform  # noqa: E402
 from detection import load  # noqa: E402
 
-from wtwin.detect.collapse import CollapseDetector  # noqa: E402
+from wtwin.detect.frozen_loader import FrozenLoaderDetector  # noqa: E402
 
 HOW = ("none", "every10th", "twice", "gap20", "resume", "x0.01", "+1000")
 MARGIN = math.log(8)
 
 
 def lowest(events) -> float:
-    """The lowest fast - slow of a never-firing `collapse` (steps that go back skipped:
+    """The lowest fast - slow of a never-firing `frozen_loader` (steps that go back skipped:
     the monitor rewinds its detectors there)."""
-    det, lo, last = CollapseDetector(ratio=1e-300), math.inf, -math.inf
+    det, lo, last = FrozenLoaderDetector(ratio=1e-300), math.inf, -math.inf
     for ev in events:
         if ev[0] != "loss" or ev[1] < last:
             continue
@@ -73,7 +73,7 @@ def main() -> int:
             lo = lowest(ev if how == "none" else transform(ev, how))
             by_group[e.group] = min(by_group.get(e.group, math.inf), lo)
             worst = min(worst, (lo, f"{e.name} {how}"))
-    print(f"collapse: lowest fast-slow on clean logs {worst[0]:.2f} (ratio {math.exp(worst[0]):.3f}, "
+    print(f"frozen_loader: lowest fast-slow on clean logs {worst[0]:.2f} (ratio {math.exp(worst[0]):.3f}, "
           f"{worst[1]})")
     margins = sorted((v - (min(w for h, w in by_group.items() if h != g) - MARGIN), g)
                      for g, v in by_group.items())
@@ -89,7 +89,7 @@ def frozen_runs() -> None:
     for seed in range(5):
         for opt in ("adam", "sgd"):
             ev = digits_run(seed, 600, steps=700, opt=opt)
-            det = CollapseDetector()
+            det = FrozenLoaderDetector()
             first = next((s for _, s, v, _ in ev if det.update(s, v).active), None)
             print(f"  frozen at 600, seed {seed} {opt}: fast-slow at +50 {lowest(ev[:650]):.2f}, "
                   f"pages at {first}")

@@ -1,4 +1,4 @@
-"""`collapse`: the loss's batch-to-batch scatter collapses while it falls (a frozen data loader).
+"""`frozen_loader`: the loss's batch-to-batch scatter collapses while it falls (a frozen data loader).
 
 When a data loader hands the same batch over and over, the model memorizes it: the loss
 falls below its course, smoothly, and the point-to-point scatter that different batches
@@ -21,7 +21,7 @@ one (a frozen logger: `plateau`'s ``frozen`` rule) do not count.
 
 >>> import random
 >>> rng = random.Random(0)
->>> det = CollapseDetector()
+>>> det = FrozenLoaderDetector()
 >>> first = None
 >>> for t in range(1, 601):
 ...     fresh = rng.gauss(0, 0.05) if t <= 400 else -0.2 * (1 - 0.99 ** (t - 400))
@@ -43,26 +43,40 @@ if not cython.compiled:        # compiled: libc's (collapse.pxd)
     from math import exp, isfinite, log
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, positive, register
+from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 # the scatter was noise: its second differences changed sign this often (white noise: ~0.77;
 # a noiseless curve, whose "scatter" is its own curvature shrinking: 0)
 _NOISY = cython.declare(cython.double, 0.3)
 
-_new = tuple.__new__     # a CollapseState without the NamedTuple's Python-level __new__
+_new = tuple.__new__     # a FrozenLoaderState without the NamedTuple's Python-level __new__
 
 
-class CollapseState(NamedTuple):
+class FrozenLoaderState(NamedTuple):
     step: int
     active: bool
     ratio: float          # the fast scatter over the slow one (1.0 before the warm-up ends)
 
 
 @cython.cclass
-class CollapseDetector(Detector):
+class FrozenLoaderDetector(Detector):
     """``observe`` leaves ``active`` and ``scatter`` (the fast scatter over the slow one)."""
 
-    name = "collapse"
+    name = "frozen_loader"
+    FEED, KIND = "level", "frozen_loader"
+
+    def see(self, p) -> None:
+        self.observe(p.s, p.x)
+
+    def verdict(self) -> Verdict:
+        """The loss falls below its course while its scatter collapsed (critical)."""
+        return Verdict("frozen_loader", self.active, "critical", facts={"scatter": self.scatter})
+
+    def message(self, step: int, loss: float) -> str:
+        return (f"loss {loss:.4g} fell below its course while its batch-to-batch scatter "
+                f"collapsed to {self.scatter:.2%} of its usual size: the same batch repeated? "
+                "(a frozen data loader)")
     ARGS = ("ratio", "fast_halflife", "slow_halflife", "warmup")
     STATE = ("_last", "_prev", "_dprev", "_fast", "_slow", "_lf", "_ls", "_n", "_on", "_up",
              "_flips")
@@ -133,9 +147,9 @@ class CollapseDetector(Detector):
         when read (a message), not per point."""
         return exp(self._fast - self._slow) if self._fast == self._fast else 1.0
 
-    def update(self, step: int, loss: float) -> CollapseState:
+    def update(self, step: int, loss: float) -> FrozenLoaderState:
         self.observe(step, loss)
-        return _new(CollapseState, (step, self._on, self.scatter))
+        return _new(FrozenLoaderState, (step, self._on, self.scatter))
 
 
-register(CollapseDetector)
+register(FrozenLoaderDetector)

@@ -1,11 +1,11 @@
 from libc.math cimport exp, isfinite, log
 
-from .base cimport Detector
+from .base cimport Detector, Point
 
 cdef long long NO_STEP
 cdef double _NOISY
 
-cdef class CollapseDetector(Detector):
+cdef class FrozenLoaderDetector(Detector):
     cdef readonly object ratio, fast_halflife, slow_halflife, warmup
     cdef double _c_log_ratio, _c_fast, _c_slow
     cdef long long _c_warmup
@@ -14,3 +14,4 @@ cdef class CollapseDetector(Detector):
     cdef public bint _on, _up
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
+    cpdef void see(self, Point p) except *

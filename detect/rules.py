@@ -1,0 +1,273 @@
+"""The arbitration of one run, as named rules: from the detectors' verdicts to which kinds
+are active, at which severity, so that one problem gives one page and clean runs stay
+silent. `judge` runs them in order, once per loss update that passed `obvious`:
+
+1. `divergence`: a level that ran away pages critical; one a sustained jump explains is
+   a level `shift` (the spike's page);
+2. `spike`: a jump that has not come back; a benign recovered one is ``info``;
+3. `slowdown_name`: a slowdown whose level rose is a drift, not a plateau (`Episode`);
+4. `plateau`: learning stopped, unless an incident of the loss level pages;
+5. `own_pages`: a detector of a kind no rule names pages its own verdict (the frozen
+   data loader); then the drift under it is not a second page;
+6. `drift`: above the forecast, a smoothed rise, a risen slowdown.
+
+Before them, per update: `resume` (the step went back), `obvious` (a non-finite or
+blown-up loss: the update stops there), `schedule` (a rise the lr schedule explains).
+A verdict pages only when its deviation is large enough (`effect`, `Arbiter.big`); below
+that it is ``info``. Pure: no I/O, no clock, no logging.
+"""
+
+from __future__ import annotations
+
+import math
+
+try:
+    import cython
+except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
+    from . import _cython_shim as cython
+
+from . import messages
+from .arbiter import STALL_Z
+
+if not cython.compiled:        # compiled: C ints, cimported in rules.pxd
+    from .arbiter import AS_DRIFT, AS_PLATEAU, UNNAMED
+
+# a critical divergence has run away by at least this fraction of the run's progress
+DIVERGENCE_OF_PROGRESS = 0.1
+# a divergence that a sustained jump explains is a level shift (warning) until the level
+# has grown this much again since it became active (then it runs away: critical)
+SHIFT_GROWTH = 1.5
+NO_LEARNING = ("no_learning", "frozen")
+DRIFT_GIVES_WAY = ("spike", "divergence")   # a drift beside these pages is their level
+
+
+def resume(a, p) -> None:
+    """The step went back (a resume or a restart from a checkpoint): say how far the loss
+    moved, and where the detectors were rewound to (`rewind`)."""
+    rj = a.rj
+    if rj.active:
+        sev = rj.severity
+        if not (sev == "info" or a.big("resume_jump", abs(rj.jump))):
+            sev = "info"
+        if a.due("resume_jump", True, sev):
+            at = a.rewound_to
+            where = f"detectors rewound to step {at}" if at is not None else "detectors started over"
+            a.push("resume_jump", True, sev, p.step, f"step went back from {rj.from_step} to "
+                   f"{p.step}; loss moved by {rj.jump:+.4g} ({where})")
+    elif "resume_jump" in a.emitted and a.due("resume_jump", False, "info"):
+        a.push("resume_jump", False, "info", p.step, "")
+
+
+@cython.locals(on=cython.bint)
+def obvious(a, p) -> bool:
+    """A non-finite loss (or a loss frozen under non-finite grad norms) pages critical at
+    once, and so does a loss that blew up by orders of magnitude (LR x100: 2e8 times its
+    first points). Such a point stops the update: it is kept out of the other detectors."""
+    nf = a.nf
+    on = nf.active or nf.grad_bad
+    if on or "nonfinite" in a.emitted:
+        sev = "critical" if nf.active else "info"
+        if a.due("nonfinite", on, sev):
+            a.push("nonfinite", on, sev, p.step, nf.message(p.step, p.loss) if on else "")
+    if nf.blown and a.due("divergence", True, "critical"):    # resolved by `divergence`
+        a.push("divergence", True, "critical", p.step, nf.blown_message(p.step, p.loss))
+    return nf.active or nf.blown
+
+
+def schedule(a, p) -> None:
+    """With the lr known, a rise the schedule explains is no drift: the forecast rose by a
+    quarter of it and the level is within the band (a warm restart, a WSD re-warm). A wide
+    band alone is not an explanation (it silenced every rise of a young forecast)."""
+    ri, fc = a.ri, a.fc
+    a.rising = ri.active
+    a.explained = False
+    if a.rising and p.lr is not None:
+        band_hi = fc.band_hi
+        if (band_hi is not None and ri.level <= band_hi
+                and a.ef.forecast_rise(p.l_pred, p.lr) >= 0.25 * (ri.level - ri.best)):
+            ri.rebase()    # the schedule moved the loss: a new best from here
+            a.rising, a.explained = False, True
+
+
+def judging(a, p) -> bool:
+    """Is a verdict of the loss level active (the `effect` level then holds its yardsticks)?"""
+    pl = a.pl
+    return (p.fc_alert or a.dv.active or a.sp.active or a.rising
+            or (pl.active and pl.rule not in NO_LEARNING))
+
+
+def judge(a, p) -> None:
+    """The named rules, in order (the module's docstring says why each comes where)."""
+    divergence(a, p)
+    spike(a, p)
+    slowdown_name(a, p)
+    plateau(a, p)
+    if own_pages(a, p):
+        return
+    drift(a, p)
+
+
+@cython.locals(dv_active=cython.bint, up=cython.double, shifted=cython.bint)
+def divergence(a, p) -> None:
+    """A level that ran away from its best pages critical once it is material and over a
+    tenth of the run's progress (a small run-away is at most a drift); a `shift` is a
+    warning, the spike's page. Shuffled labels, LR blow-ups, fp16 overflows."""
+    dv = a.dv
+    dv_active = dv.active
+    sev = "critical"
+    up = dv.level - dv.best
+    if dv_active and not (a.big("divergence", up) and
+                          up > DIVERGENCE_OF_PROGRESS * a.ef.progress):
+        sev = "info"
+    shifted = False
+    if dv_active:
+        shifted = shift(a, up)
+        if shifted:
+            sev = "info"
+    else:
+        a.episode.shift_from = math.nan
+    if (dv_active or "divergence" in a.emitted) and a.due("divergence", dv_active, sev):
+        a.push("divergence", dv_active, sev, p.step, messages.divergence(dv, shifted)
+               + a.size(up) if dv_active else "")
+    a.dv_page = dv_active and sev == "critical"
+
+
+@cython.locals(up=cython.double)
+def shift(a, up: float) -> bool:
+    """A sustained jump explains the excursion: a level shift, until the level has grown
+    by half again since (a run-away) or stands above where the run started (all its
+    progress lost: an MLPerf BERT's eval loss jumped from 7.97 to 14.3, above its first
+    8.0, and held)."""
+    ep = a.episode
+    if (ep.shift_from != ep.shift_from and a.sp.active and a.sp.severity == "warning"
+            and a.emitted.get("divergence") != [True, "critical"]):
+        ep.shift_from = up
+    return up < SHIFT_GROWTH * ep.shift_from and a.dv.level < a.ef.start
+
+
+@cython.locals(active=cython.bint)
+def spike(a, p) -> None:
+    """A jump that has not come back pages (a warning, when large enough and no critical
+    divergence says it); one that came back within its detector's reach is a benign
+    ``info`` (real logs have one-batch outliers)."""
+    sp = a.sp
+    sev = sp.severity       # None, "info" or "warning"
+    if sev is not None and sev == "info":
+        if a.due("spike", True, "info"):
+            a.push("spike", True, "info", p.step,
+                   f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
+    elif sp.active or "spike" in a.emitted:
+        sev = "warning" if not sp.active or a.big("spike", sp.height) else "info"
+        active = sp.active and not a.dv_page
+        if a.due("spike", active, sev):
+            a.push("spike", active, sev, p.step, f"loss shifted up by {sp.height:.3g} at step "
+                   f"{sp.spike_step} and has not come back" + a.size(sp.height) if active else "")
+
+
+def slowdown_name(a, p) -> None:
+    """A slowdown whose level has risen, before it paged as a plateau, is a rise: a drift
+    (a ramp's flat start). Risen: by more than one unit and `STALL_Z` of its standard
+    errors since the onset, a material amount above where its earlier pace would be; or
+    a material amount above its best while it fell under 1 / stall_gate of what its pace
+    promised. The name holds for the episode. Then decides whether a drift is due."""
+    pl, ef, ep = a.pl, a.ef, a.episode
+    a.stagnation = pl.active and pl.rule == "stagnation"
+    a.slowdown = pl.active and pl.rule == "slowdown"
+    if not a.slowdown:
+        ep.slowdown_as = UNNAMED
+    elif ep.slowdown_as == UNNAMED and (
+            (pl.observed < 0 and ef.score(-pl.observed) > 1.0 and a.big("plateau", pl.shortfall)
+             and -pl.observed > STALL_Z * pl.observed_sd())
+            or (pl.observed * ef.stall_gate < pl.expected and a.big("plateau", a.rise(None)))):
+        ep.slowdown_as = AS_DRIFT
+    a.pl_up = a.slowdown and ep.slowdown_as == AS_DRIFT
+    a.drift = (p.fc_alert or a.rising or a.pl_up) and not (
+        a.stagnation or a.dv_page or a.sp.active or a.paging(DRIFT_GIVES_WAY))
+    a.handover = a.drift
+    pv = a.emitted.get("plateau")
+    if a.drift and a.slowdown and pv is not None and pv[0] and pv[1] != "info":
+        # a plateau page hands the slowdown over to a drift only once the drift pages:
+        # a drift at `info` would resolve the page while the loss climbs on
+        a.handover = a.big("drift", a.drift_effect())
+
+
+@cython.locals(on=cython.bint, effect=cython.double)
+def plateau(a, p) -> None:
+    """Learning stopped: no progress, a frozen logged loss, a slowdown that stalled the run
+    (`Arbiter.stalled`), a stagnation under a falling forecast. One incident, one page:
+    a slowdown or stagnation under a page of the loss level is that page's flat tail (LR
+    x100 and shuffled labels paged `plateau` beside their critical divergence)."""
+    pl = a.pl
+    on = pl.active and not (a.slowdown and (a.handover or a.dv_page))
+    if on and (a.slowdown or a.stagnation) and a.paging(a.incidents):
+        on = False
+    if not (on or "plateau" in a.emitted):
+        return
+    sev = "warning"
+    effect = max(a.rise(a.fc.l_pred), pl.shortfall)
+    if on and pl.rule not in NO_LEARNING and not (
+            a.big("plateau", effect) and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
+        sev = "info"
+    elif on and a.slowdown and a.episode.slowdown_as == UNNAMED:
+        a.episode.slowdown_as = AS_PLATEAU      # paged as a plateau: so named for the episode
+    if a.due("plateau", on, sev):
+        a.push("plateau", on, sev, p.step, messages.plateau(pl, a.fc) + (
+            a.size(effect) if pl.rule not in NO_LEARNING else "") if on else "")
+
+
+def stalled_risen(a) -> bool:
+    """A slowdown stands on evidence of its own (`Arbiter.stalled`'s ``risen``): its level
+    climbed beyond its noise, or, with no lr known, stands a material amount above its
+    best or its forecast."""
+    pl = a.pl
+    return -pl.observed > STALL_Z * pl.observed_sd() or (
+        a.ef.lr_peak == 0.0 and a.big("plateau", a.rise(a.fc.l_pred)))
+
+
+@cython.locals(stop=cython.bint, active=cython.bint)
+def own_pages(a, p) -> bool:
+    """A detector of a kind no rule names pages its own verdict, at the severity it asks
+    for: the frozen data loader (an MLP on load_digits fed one batch: critical). While one
+    is active, the fall below the course it explains is not a second page: the rules after
+    it do not run (True)."""
+    stop = False
+    for det in a.own:
+        active = det.active
+        kind = det.KIND
+        if active or kind in a.emitted:
+            v = det.verdict()
+            if a.due(kind, v.active, v.severity):
+                a.push(kind, v.active, v.severity, p.step,
+                       det.message(p.step, p.x) if v.active else "")
+        stop = stop or active
+    return stop
+
+
+@cython.locals(effect=cython.double)
+def drift(a, p) -> None:
+    """The loss rose: above its forecast's band, a smoothed rise over its best (`rise`), or
+    a slowdown whose level rose. Pages when the rise is material (`Arbiter.big`)."""
+    if not (a.drift or "drift" in a.emitted):
+        return
+    effect = a.drift_effect()
+    sev = "warning" if not a.drift or a.big("drift", effect) else "info"
+    if a.due("drift", a.drift, sev):
+        a.push("drift", a.drift, sev, p.step,
+               messages.drift(a, p.x) + a.size(effect) if a.drift else "")
+
+
+def evaluation(a, step, val: float) -> None:
+    """An eval's loss: not finite pages critical; above its best while the training loss
+    still falls, a warning (`overfit`)."""
+    if not math.isfinite(val):
+        if a.due("nonfinite", True, "critical"):
+            a.push("nonfinite", True, "critical", step, f"validation loss is {val} at step {step}")
+        return
+    ov = a.ov
+    ov.observe(step, val)
+    if a.due("overfit", ov.active, "warning"):
+        a.push("overfit", ov.active, "warning", step,
+               f"validation loss {ov.val_mean:.4g} (mean of its last {ov.span} evals) "
+               f"has stood above its best {ov.best_val:.4g} by more than {ov.margin:.3g} "
+               f"for {ov.above} evals in a row while the training loss still falls"
+               if ov.active else "")
