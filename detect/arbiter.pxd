@@ -23,11 +23,12 @@ cdef class Arbiter:
     cdef public list out
     cdef readonly object rec
     cdef public bint alert
+    cdef public int ever
     cdef readonly Episode episode
     # this update's conclusions, from one rule to the next (`rules`)
     cdef public bint rising, explained, dv_page, drift, pl_up, handover, slowdown, stagnation
     cdef public object rewound_to
-    cdef readonly tuple own, incidents
+    cdef readonly tuple own, own_kinds, incidents
     cdef readonly ResumeDetector rj
     cdef readonly NonfiniteDetector nf
     cdef readonly GradNormDetector gn

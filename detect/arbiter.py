@@ -22,6 +22,7 @@ try:
 except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
     from . import _cython_shim as cython
 
+from .alert import KINDS
 from .finding import Finding
 from .recovery import HELD_KINDS, Recovery
 
@@ -33,6 +34,9 @@ GRAD_CONTEXT_STEPS = 200   # a grad-norm surge this recent is named in a loss pa
 # the kinds the named rules judge (`rules`); a detector of another kind pages its own
 # verdict (`rules.own_pages`), and its page is an incident, like a page of the loss level
 RULED = ("resume_jump", "nonfinite", "divergence", "spike", "plateau", "drift", "overfit")
+# each kind's bit in ``Arbiter.ever`` (the kinds emitted so far: a C test per rule and
+# update, not a dict lookup), from the alert kinds' order
+BITS = {kind: 1 << i for i, kind in enumerate(KINDS)}
 # a slowdown's episode is named (`Episode.slowdown_as`): not yet, as a plateau, as a drift
 UNNAMED = cython.declare(cython.int, 0)
 AS_PLATEAU = cython.declare(cython.int, 1)
@@ -58,6 +62,7 @@ class Arbiter:
 
     def __init__(self) -> None:
         self.emitted = {}
+        self.ever = 0              # `BITS` of the kinds in ``emitted``
         self.out = []              # the findings of the update in progress (`push`)
         self.rec = Recovery()      # the band each page of the loss level left (`recovery`)
         self.held = self.rec.held
@@ -74,11 +79,15 @@ class Arbiter:
         self.fc = d["finetuning"] if "finetuning" in d else d["forecast"]
         self.sp, self.dv, self.ri = d["spike"], d["divergence"], d["rise"]
         self.pl, self.ef, self.ov = d["plateau"], d["effect"], d["overfit"]
-        self.own = tuple(det for det in d.values() if det.KIND and det.KIND not in RULED)
-        self.incidents = HELD_KINDS + tuple(det.KIND for det in self.own)
+        self.own = tuple([det for det in d.values() if det.KIND and det.KIND not in RULED])
+        self.own_kinds = tuple([det.KIND for det in self.own])
+        self.incidents = HELD_KINDS + self.own_kinds
 
     def restore(self, emitted: dict, recovery: dict) -> None:
         self.emitted = {k: list(v) for k, v in emitted.items()}
+        self.ever = 0
+        for k in self.emitted:
+            self.ever |= BITS.get(k, 0)
         self.alert = any(v[0] and v[1] != "info" for v in self.emitted.values())
         self.rec.restore(recovery)
 
@@ -97,6 +106,7 @@ class Arbiter:
         """Emit the finding `due` allowed (into this update's findings); ``text`` is the
         message of an active one, formatted only when a finding is emitted."""
         self.emitted[kind] = [active, severity]
+        self.ever |= BITS.get(kind, 0)
         if active and severity != "info":
             self.rec.paged(kind, step, self.ef)
         elif not active and kind in self.held:

@@ -14,3 +14,4 @@ cdef class Point:
 
 cdef class Detector:
     cpdef void see(self, Point p) except *
+    cpdef bint asks(self) except -1

@@ -99,6 +99,10 @@ class Detector:
         """Take one loss event (`Point`): the monitor's one call per update."""
         raise NotImplementedError(f"{type(self).__name__} is not fed by the monitor")
 
+    def asks(self) -> bool:
+        """Is this detector's verdict active (a C call: the rules ask it per update)?"""
+        return False
+
     def verdict(self):
         """This detector's verdict at its last point (`finding.Verdict`)."""
         raise NotImplementedError(f"{type(self).__name__} gives no verdict")

@@ -10,6 +10,17 @@ cdef double _REACH
 cdef class ForecastDetector(ForecastFit):
     cpdef observe(self, object step, object loss, object lr=*)
     cpdef void see(self, Point p) except *
+    cdef double _advance(self, object step, long long st, object lr) except? -1.0
+    cdef void _young(self, object step, long long st, double x0, double x1, object loss,
+                     double x) except *
+    cdef void _judge(self, object step, long long st, double x0, double x1, double x,
+                     double dt, double usual) except *
+    cdef void _learn_noise(self, object step, bint building, double r, double cap, double dt,
+                           double usual) except *
+    cdef void _keep(self, long long st, double x0, double x1, double x, double y) except *
+    cdef void _refit_due(self, object step, long long st, bint building, bint alarm) except *
+    cdef void _publish(self, double pred, double sd, double rlo, double rhi, double sw,
+                       double vpred, double mis2) except *
 
 
 cdef class FinetuningDetector(ForecastDetector):

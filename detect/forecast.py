@@ -59,6 +59,7 @@ if not cython.compiled:        # compiled: libc's (forecast.pxd)
 
 from .base import Detector, check, fraction, gap_decay, positive, register
 from .finding import Verdict
+from .forecast_config import ARGS as CONFIG_ARGS, ForecastConfig
 from .forecast_fit import ForecastFit
 
 
@@ -96,56 +97,43 @@ class ForecastDetector(ForecastFit):
             "l_pred": self.l_pred, "band_lo": self.band_lo, "band_hi": self.band_hi, "W": self.W})
     default_law = "power"
     lr_law = "schedule"        # what ``law="auto"`` fits when lr is sent
-    ARGS = ("warmup", "holdout", "holdout_min", "fit_from", "bin_ratio", "refit_ratio",
-            "refit_min", "threshold", "allowance", "clip", "gate", "noise_halflife",
-            "d_halflife", "band_z", "bias_z", "freeze", "anneal_decay", "law")
+    ARGS = CONFIG_ARGS          # `ForecastConfig`'s fields
     STATE = (
         "_lb", "_bins", "_edge", "_last", "_dt", "_s1", "_s2", "_mom", "_lr", "_warm",
         "_lrmax", "_lrlow", "_restart", "_bk", "_pend", "_mc", "_shaped", "_law", "_p",
         "_cov", "_prev", "_misfit", "_noise", "_level", "_next", "_S", "_D", "_since",
         "_alarm", "_fits", "_lo", "_hi", "_neg")
 
-    def __init__(self, *, warmup: int = 300, holdout: float = 0.1, holdout_min: int = 100,
-                 fit_from: float = 0.3, bin_ratio: float = 1.02, refit_ratio: float = 1.15,
-                 refit_min: int = 50, threshold: float = 15.0,
-                 allowance: float = 0.75, clip: float = 4.0, gate: float = 1.0,
-                 noise_halflife: float = 500.0, d_halflife: float = 50.0,
-                 band_z: float = 3.0, bias_z: float = 3.0, freeze: float = 0.3, anneal_decay: float = 0.999,
-                 law: str = "auto") -> None:
-        for name, v in (("warmup", warmup), ("holdout_min", holdout_min), ("refit_min", refit_min)):
-            check(isinstance(v, int) and v >= 1, name, v, "an int >= 1 (steps)")
-        for name, v in (("threshold", threshold), ("allowance", allowance), ("clip", clip),
-                        ("gate", gate), ("noise_halflife", noise_halflife),
-                        ("d_halflife", d_halflife), ("band_z", band_z), ("bias_z", bias_z)):
-            positive(name, v)
-        fraction("holdout", holdout, 0.0, 0.9)
-        fraction("fit_from", fit_from, 0.0, 0.9)
-        fraction("freeze", freeze, 0.0, 1.0 + 1e-9)
-        fraction("anneal_decay", anneal_decay)
-        check(isinstance(bin_ratio, float) and 1.0 < bin_ratio <= 2.0, "bin_ratio", bin_ratio,
-              "a float in (1, 2]")
-        check(isinstance(refit_ratio, float) and 1.0 < refit_ratio <= 4.0, "refit_ratio",
-              refit_ratio, "a float in (1, 4]")
-        check(law in ("auto", "power", "exp", "schedule", "mpl"), "law", law,
-              "one of 'auto', 'power', 'exp', 'schedule', 'mpl'")
-        self.warmup, self.holdout, self.holdout_min = warmup, holdout, holdout_min
-        self.fit_from, self.bin_ratio, self.refit_ratio = fit_from, bin_ratio, refit_ratio
-        self.refit_min, self.threshold, self.allowance = refit_min, threshold, allowance
-        self.clip, self.gate, self.noise_halflife, self.d_halflife = clip, gate, noise_halflife, d_halflife
-        self.band_z, self.bias_z, self.freeze = band_z, bias_z, freeze
-        self.anneal_decay, self.law = anneal_decay, law
-        # typed copies for the per-update path (floats in both builds: the state's T is one)
-        self._c_holdout, self._c_holdout_min = float(holdout), float(holdout_min)
-        self._c_fit_from, self._c_bin_ratio = float(fit_from), float(bin_ratio)
-        self._c_threshold, self._c_allowance = float(threshold), float(allowance)
-        self._c_clip, self._c_gate = float(clip), float(gate)
-        self._c_noise_hl, self._c_d_hl = float(noise_halflife), float(d_halflife)
-        self._c_band_z, self._c_bias_z = float(band_z), float(bias_z)
-        self._c_freeze, self._c_anneal = float(freeze), float(anneal_decay)
-        self._c_d = 0.5 ** (1.0 / d_halflife)        # per-step EWMA weights (constants)
-        self._c_noise = 0.5 ** (1.0 / noise_halflife)
-        self._c_mpl = law in ("mpl", "auto")      # keep the mpl buckets (auto: for a restart)
-        self._lb = math.log(bin_ratio)
+    def __init__(self, **args) -> None:
+        """The arguments are `ForecastConfig`'s fields (checked there); the learned state
+        starts empty (`_start`)."""
+        cfg = ForecastConfig(**args)
+        self.warmup, self.holdout, self.holdout_min = cfg.warmup, cfg.holdout, cfg.holdout_min
+        self.fit_from, self.bin_ratio, self.refit_ratio = cfg.fit_from, cfg.bin_ratio, cfg.refit_ratio
+        self.refit_min, self.threshold, self.allowance = cfg.refit_min, cfg.threshold, cfg.allowance
+        self.clip, self.gate = cfg.clip, cfg.gate
+        self.noise_halflife, self.d_halflife = cfg.noise_halflife, cfg.d_halflife
+        self.band_z, self.bias_z, self.freeze = cfg.band_z, cfg.bias_z, cfg.freeze
+        self.anneal_decay, self.law = cfg.anneal_decay, cfg.law
+        self._derive(cfg)
+        self._start(cfg)
+
+    def _derive(self, cfg) -> None:
+        """Typed copies for the per-update path (floats in both builds: the state's T is one)."""
+        self._c_holdout, self._c_holdout_min = float(cfg.holdout), float(cfg.holdout_min)
+        self._c_fit_from, self._c_bin_ratio = float(cfg.fit_from), float(cfg.bin_ratio)
+        self._c_threshold, self._c_allowance = float(cfg.threshold), float(cfg.allowance)
+        self._c_clip, self._c_gate = float(cfg.clip), float(cfg.gate)
+        self._c_noise_hl, self._c_d_hl = float(cfg.noise_halflife), float(cfg.d_halflife)
+        self._c_band_z, self._c_bias_z = float(cfg.band_z), float(cfg.bias_z)
+        self._c_freeze, self._c_anneal = float(cfg.freeze), float(cfg.anneal_decay)
+        self._c_d = 0.5 ** (1.0 / cfg.d_halflife)        # per-step EWMA weights (constants)
+        self._c_noise = 0.5 ** (1.0 / cfg.noise_halflife)
+        self._c_mpl = cfg.law in ("mpl", "auto")      # keep the mpl buckets (auto: for a restart)
+
+    def _start(self, cfg) -> None:
+        """The learned state of a detector that has seen nothing."""
+        self._lb = math.log(cfg.bin_ratio)
         self._closed = []
         self._has_open = False
         self._ok = self._on = self._ostep = 0
@@ -173,7 +161,7 @@ class ForecastDetector(ForecastFit):
         self._misfit = 0.0
         self._noise = 0.0          # EWMA of |residual| (per point, loss units)
         self._level = None         # EWMA of the loss before the first fit
-        self._next = float(warmup)
+        self._next = float(cfg.warmup)
         self._S = 0.0
         self._D = 0.0
         self._since = None         # step at which the current deviation started building
@@ -195,17 +183,8 @@ class ForecastDetector(ForecastFit):
         return _new(ForecastState, (self.step, self.l_obs, self.l_pred, self.band_lo, self.band_hi,
                                     self.D, self.Q, self.T, self.W, self.S, self.alert))
 
-    @cython.locals(st=cython.longlong, last=cython.longlong, dt=cython.double,
-                   usual=cython.double, x0=cython.double, x1=cython.double,
-                   pred=cython.double, vpred=cython.double, dv=cython.double,
-                   sw=cython.double, mis2=cython.double, u2=cython.double, sd=cython.double,
-                   r=cython.double, c=cython.double, z=cython.double, zc=cython.double,
-                   S=cython.double, D=cython.double, g=cython.double, ar=cython.double,
-                   y=cython.double, W=cython.double, bz=cython.double, lo=cython.double,
-                   hi=cython.double, hold=cython.double, building=cython.bint,
-                   alarm=cython.bint, has_dv=cython.bint, nxt=cython.double,
-                   has_last=cython.bint, x=cython.double, rlo=cython.double,
-                   rhi=cython.double, over=cython.double)
+    @cython.locals(st=cython.longlong, dt=cython.double, usual=cython.double,
+                   x0=cython.double, x1=cython.double, x=cython.double)
     def observe(self, step: int, loss: float, lr: float | None = None) -> None:
         """One loss point. The call's values are left in the attributes named like
         `ForecastState`'s fields, with the same values (None before the first fit), so a
@@ -220,16 +199,8 @@ class ForecastDetector(ForecastFit):
             return
         if x < 0.0:
             self._neg = True
-        st, last = step, 0
-        has_last = self._last is not None
-        if has_last:
-            last = self._last
-            if st < last:
-                self._resume(step)
-        if lr is not None and self._schedule(st, lr):
-            self._lr = lr
-        dt = 1.0 if not has_last else st - last
-        self._last = step
+        st = step
+        dt = self._advance(step, st, lr)
         usual = self._dt
         if dt > 0:
             self._dt += 0.05 * (dt - usual)
@@ -238,23 +209,50 @@ class ForecastDetector(ForecastFit):
         else:
             x0, x1 = self._s1 + 1e-12, self._s2
         if self._p is None:
-            self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
-            if x < self._lo:
-                self._lo = x
-            if x > self._hi:
-                self._hi = x
-            self._add(st, x0, x1, x)
-            nxt = self._next
-            if st >= nxt:
-                self._refit(step)
-            self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
-            self.S = 0.0
-            return
-        if self._law == "mpl":
-            pred = self._mpl_at(x0)
+            self._young(step, st, x0, x1, loss, x)
         else:
-            pred = self._law_at(x0, x1)
-        vpred, dv, has_dv = self._vpred, self._dv, self._has_dv
+            self._judge(step, st, x0, x1, x, dt, usual)
+
+    @cython.locals(last=cython.longlong, has_last=cython.bint)
+    def _advance(self, step: int, st: int, lr) -> float:
+        """The step's gap since the last point (1 for the first); a step that went back
+        forgets the summary past it (`_resume`); an lr moves the schedule's areas."""
+        last = 0
+        has_last = self._last is not None
+        if has_last:
+            last = self._last
+            if st < last:
+                self._resume(step)
+        if lr is not None and self._schedule(st, lr):
+            self._lr = lr
+        self._last = step
+        return 1.0 if not has_last else st - last
+
+    def _young(self, step: int, st: int, x0: float, x1: float, loss: float, x: float) -> None:
+        """Before the first fit: the point joins the summary, the fit comes at ``warmup``."""
+        self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
+        if x < self._lo:
+            self._lo = x
+        if x > self._hi:
+            self._hi = x
+        self._add(st, x0, x1, x)
+        if st >= self._next:
+            self._refit(step)
+        self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
+        self.S = 0.0
+
+    @cython.locals(pred=cython.double, vpred=cython.double, dv=cython.double,
+                   sw=cython.double, mis2=cython.double, u2=cython.double, sd=cython.double,
+                   r=cython.double, c=cython.double, z=cython.double, zc=cython.double,
+                   S=cython.double, D=cython.double, y=cython.double, W=cython.double,
+                   lo=cython.double, hi=cython.double, building=cython.bint,
+                   alarm=cython.bint, rlo=cython.double, rhi=cython.double, over=cython.double)
+    def _judge(self, step: int, st: int, x0: float, x1: float, x: float, dt: float,
+               usual: float) -> None:
+        """A point against the forecast: its standardized residual into the CUSUM ``S`` and
+        the smoothed ``D``, the alarm when both are over, the point into the summary."""
+        pred = self._mpl_at(x0) if self._law == "mpl" else self._law_at(x0, x1)
+        vpred, dv = self._vpred, self._dv
         # never beyond REACH x the range of what the run has shown: a law extrapolated
         # past it is that far from anything known, so the distance joins its uncertainty
         rlo, rhi = self._lo, self._hi
@@ -269,7 +267,7 @@ class ForecastDetector(ForecastFit):
         sw = 1.2533 * self._noise + 1e-12
         mis2 = self._misfit * self._misfit
         u2 = vpred + mis2                     # forecast uncertainty: a bias shared by all steps
-        if has_dv:                            # two successive fits disagree: a young curve
+        if self._has_dv:                      # two successive fits disagree: a young curve
             u2 += dv * dv
         sd = sqrt(sw * sw + u2)
         r = x - pred
@@ -280,18 +278,36 @@ class ForecastDetector(ForecastFit):
         S = self._S = S if S > 0.0 else 0.0
         D = self._D = self._D + (1.0 - (self._c_d if dt == 1.0 else gap_decay(dt, usual, self._c_d_hl))) * (zc - self._D)
         building = S > self._c_freeze * self._c_threshold
+        self._learn_noise(step, building, r, c * sw, dt, usual)
+        lo, hi = pred - c * sd, pred + c * sd
+        y = lo if x < lo else (hi if x > hi else x)
+        self._keep(st, x0, x1, x, y)
+        W = S - self._c_threshold
+        alarm = self._alarm = W > 0 and D > self._c_gate
+        self._refit_due(step, st, building, alarm)
+        self._publish(pred, sd, rlo, rhi, sw, vpred, mis2)
+        self.D, self.T, self.W, self.S, self.alert = D, self.threshold, W, S, alarm
+
+    @cython.locals(g=cython.double, ar=cython.double)
+    def _learn_noise(self, step: int, building: bool, r: float, cap: float, dt: float,
+                     usual: float) -> None:
+        """The residuals' scale, learned while no deviation builds (a drift must not widen
+        its own yardstick); a building deviation's first step is remembered (``_since``)."""
         if not building:
             self._since = None
             g = self._c_noise if dt == 1.0 else gap_decay(dt, usual, self._c_noise_hl)
             ar = r if r >= 0.0 else -r
-            self._noise = g * self._noise + (1.0 - g) * (ar if ar < c * sw else c * sw)
+            self._noise = g * self._noise + (1.0 - g) * (ar if ar < cap else cap)
         elif self._since is None:
             self._since = step
-        lo, hi = pred - c * sd, pred + c * sd
-        y = lo if x < lo else (hi if x > hi else x)
-        if x < self._lo:                      # the range: the lowest point, and the highest
-            self._lo = x                      # winsorized (a spike does not stretch it);
-        if y < x and y > self._hi:            # never a value no point has shown
+
+    def _keep(self, st: int, x0: float, x1: float, x: float, y: float) -> None:
+        """The point into the range (the lowest point, the highest winsorized: a spike does
+        not stretch it, and never a value no point has shown) and into the summary (``y``,
+        winsorized to the clip band)."""
+        if x < self._lo:
+            self._lo = x
+        if y < x and y > self._hi:
             self._hi = y
         elif x > self._hi and x <= y:
             self._hi = x
@@ -303,31 +319,39 @@ class ForecastDetector(ForecastFit):
             self._ostep = st
         else:
             self._add(st, x0, x1, y)
-        W = S - self._c_threshold
-        alarm = self._alarm = W > 0 and D > self._c_gate
-        nxt = self._next
-        if st >= nxt and not alarm:
-            if not building:
-                self._refit(step)
-            else:
-                hold = self._c_holdout * st
-                if self._c_holdout_min > hold:
-                    hold = self._c_holdout_min
-                if st - self._since > hold:
-                    self._refit(step)      # the deviation had its window and did not confirm:
-                    self._S = self._D = 0.0  # judge afresh against the new forecast
-                    self._since = None
+
+    @cython.locals(hold=cython.double)
+    def _refit_due(self, step: int, st: int, building: bool, alarm: bool) -> None:
+        """Refit on the geometric schedule, never during an alarm; a building deviation
+        waits its window (``holdout``), then, unconfirmed, is judged afresh."""
+        if st < self._next or alarm:
+            return
+        if not building:
+            self._refit(step)
+            return
+        hold = self._c_holdout * st
+        if self._c_holdout_min > hold:
+            hold = self._c_holdout_min
+        if st - self._since > hold:
+            self._refit(step)      # the deviation had its window and did not confirm:
+            self._S = self._D = 0.0  # judge afresh against the new forecast
+            self._since = None
+
+    @cython.locals(bz=cython.double, lo=cython.double, hi=cython.double)
+    def _publish(self, pred: float, sd: float, rlo: float, rhi: float, sw: float,
+                 vpred: float, mis2: float) -> None:
+        """The prediction, its band (within the reach, never below 0 for a loss never seen
+        below 0: cross-entropy) and ``Q``."""
         bz = self._c_band_z * sd
         lo, hi = pred - bz, pred + bz
         if lo < rlo:
             lo = rlo
         if hi > rhi:
             hi = rhi
-        if lo < 0.0 and not self._neg:         # a loss never seen below 0 (cross-entropy)
+        if lo < 0.0 and not self._neg:
             lo = 0.0
         self.l_pred, self.band_lo, self.band_hi = pred, lo, hi
-        self.D, self.Q = D, (sw * sw) / (sw * sw + vpred + mis2 + 1e-300)
-        self.T, self.W, self.S, self.alert = self.threshold, W, S, alarm
+        self.Q = (sw * sw) / (sw * sw + vpred + mis2 + 1e-300)
 
     def restore(self, snap: dict) -> None:
         """`Detector.restore`; a snapshot from before ``_lo``/``_hi`` takes them from its bins."""

@@ -15,3 +15,4 @@ cdef class FrozenLoaderDetector(Detector):
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
     cpdef void see(self, Point p) except *
+    cpdef bint asks(self) except -1

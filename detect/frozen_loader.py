@@ -69,6 +69,9 @@ class FrozenLoaderDetector(Detector):
     def see(self, p) -> None:
         self.observe(p.s, p.x)
 
+    def asks(self) -> bool:
+        return self.active
+
     def verdict(self) -> Verdict:
         """The loss falls below its course while its scatter collapsed (critical)."""
         return Verdict("frozen_loader", self.active, "critical", facts={"scatter": self.scatter})

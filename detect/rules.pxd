@@ -1,7 +1,9 @@
 # The C side of rules.py (docs/COMPILED.md): the named rules, C functions of a typed
 # arbiter and point; the monitor cimports the ones it calls.
 from .arbiter cimport AS_DRIFT, AS_PLATEAU, UNNAMED, Arbiter
-from .base cimport Point
+from .base cimport Detector, Point
+
+cdef int _RJ, _NF, _DV, _SP, _PL, _DR
 
 cdef void resume(Arbiter a, Point p) except *
 cdef bint obvious(Arbiter a, Point p) except -1
@@ -17,3 +19,4 @@ cdef bint stalled_risen(Arbiter a) except -1
 cdef bint own_pages(Arbiter a, Point p) except -1
 cdef void drift(Arbiter a, Point p) except *
 cdef void evaluation(Arbiter a, object step, double val) except *
+cdef bint escalated(Arbiter a, Point p) except -1

@@ -9,7 +9,8 @@ silent. `judge` runs them in order, once per loss update that passed `obvious`:
 4. `plateau`: learning stopped, unless an incident of the loss level pages;
 5. `own_pages`: a detector of a kind no rule names pages its own verdict (the frozen
    data loader); then the drift under it is not a second page;
-6. `drift`: above the forecast, a smoothed rise, a risen slowdown.
+6. `drift`: above the forecast, a smoothed rise, a risen slowdown; one `escalated` to
+   critical is held until the loss comes back.
 
 Before them, per update: `resume` (the step went back), `obvious` (a non-finite or
 blown-up loss: the update stops there), `schedule` (a rise the lr schedule explains).
@@ -27,7 +28,8 @@ except ImportError:            # no Cython: the pure build runs (detect/_cython_
     from . import _cython_shim as cython
 
 from . import messages
-from .arbiter import STALL_Z
+from .base import Detector
+from .arbiter import BITS, STALL_Z
 
 if not cython.compiled:        # compiled: C ints, cimported in rules.pxd
     from .arbiter import AS_DRIFT, AS_PLATEAU, UNNAMED
@@ -39,6 +41,13 @@ DIVERGENCE_OF_PROGRESS = 0.1
 SHIFT_GROWTH = 1.5
 NO_LEARNING = ("no_learning", "frozen")
 DRIFT_GIVES_WAY = ("spike", "divergence")   # a drift beside these pages is their level
+# the bits of the kinds the rules judge, in `Arbiter.ever`
+_RJ = cython.declare(cython.int, BITS["resume_jump"])
+_NF = cython.declare(cython.int, BITS["nonfinite"])
+_DV = cython.declare(cython.int, BITS["divergence"])
+_SP = cython.declare(cython.int, BITS["spike"])
+_PL = cython.declare(cython.int, BITS["plateau"])
+_DR = cython.declare(cython.int, BITS["drift"])
 
 
 def resume(a, p) -> None:
@@ -54,7 +63,7 @@ def resume(a, p) -> None:
             where = f"detectors rewound to step {at}" if at is not None else "detectors started over"
             a.push("resume_jump", True, sev, p.step, f"step went back from {rj.from_step} to "
                    f"{p.step}; loss moved by {rj.jump:+.4g} ({where})")
-    elif "resume_jump" in a.emitted and a.due("resume_jump", False, "info"):
+    elif a.ever & _RJ and a.due("resume_jump", False, "info"):
         a.push("resume_jump", False, "info", p.step, "")
 
 
@@ -65,7 +74,7 @@ def obvious(a, p) -> bool:
     first points). Such a point stops the update: it is kept out of the other detectors."""
     nf = a.nf
     on = nf.active or nf.grad_bad
-    if on or "nonfinite" in a.emitted:
+    if on or a.ever & _NF:
         sev = "critical" if nf.active else "info"
         if a.due("nonfinite", on, sev):
             a.push("nonfinite", on, sev, p.step, nf.message(p.step, p.loss) if on else "")
@@ -126,7 +135,7 @@ def divergence(a, p) -> None:
             sev = "info"
     else:
         a.episode.shift_from = math.nan
-    if (dv_active or "divergence" in a.emitted) and a.due("divergence", dv_active, sev):
+    if (dv_active or a.ever & _DV) and a.due("divergence", dv_active, sev):
         a.push("divergence", dv_active, sev, p.step, messages.divergence(dv, shifted)
                + a.size(up) if dv_active else "")
     a.dv_page = dv_active and sev == "critical"
@@ -156,7 +165,7 @@ def spike(a, p) -> None:
         if a.due("spike", True, "info"):
             a.push("spike", True, "info", p.step,
                    f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
-    elif sp.active or "spike" in a.emitted:
+    elif sp.active or a.ever & _SP:
         sev = "warning" if not sp.active or a.big("spike", sp.height) else "info"
         active = sp.active and not a.dv_page
         if a.due("spike", active, sev):
@@ -184,11 +193,12 @@ def slowdown_name(a, p) -> None:
     a.drift = (p.fc_alert or a.rising or a.pl_up) and not (
         a.stagnation or a.dv_page or a.sp.active or a.paging(DRIFT_GIVES_WAY))
     a.handover = a.drift
-    pv = a.emitted.get("plateau")
-    if a.drift and a.slowdown and pv is not None and pv[0] and pv[1] != "info":
-        # a plateau page hands the slowdown over to a drift only once the drift pages:
-        # a drift at `info` would resolve the page while the loss climbs on
-        a.handover = a.big("drift", a.drift_effect())
+    if a.drift and a.slowdown and a.ever & _PL:
+        pv = a.emitted["plateau"]
+        if pv[0] and pv[1] != "info":
+            # a plateau page hands the slowdown over to a drift only once the drift
+            # pages: a drift at `info` would resolve the page while the loss climbs on
+            a.handover = a.big("drift", a.drift_effect())
 
 
 @cython.locals(on=cython.bint, effect=cython.double)
@@ -201,7 +211,7 @@ def plateau(a, p) -> None:
     on = pl.active and not (a.slowdown and (a.handover or a.dv_page))
     if on and (a.slowdown or a.stagnation) and a.paging(a.incidents):
         on = False
-    if not (on or "plateau" in a.emitted):
+    if not (on or a.ever & _PL):
         return
     sev = "warning"
     effect = max(a.rise(a.fc.l_pred), pl.shortfall)
@@ -224,17 +234,18 @@ def stalled_risen(a) -> bool:
         a.ef.lr_peak == 0.0 and a.big("plateau", a.rise(a.fc.l_pred)))
 
 
-@cython.locals(stop=cython.bint, active=cython.bint)
+@cython.locals(stop=cython.bint, active=cython.bint, det=Detector, i=cython.Py_ssize_t)
 def own_pages(a, p) -> bool:
     """A detector of a kind no rule names pages its own verdict, at the severity it asks
     for: the frozen data loader (an MLP on load_digits fed one batch: critical). While one
     is active, the fall below the course it explains is not a second page: the rules after
     it do not run (True)."""
     stop = False
-    for det in a.own:
-        active = det.active
-        kind = det.KIND
-        if active or kind in a.emitted:
+    for i in range(len(a.own)):
+        det = a.own[i]
+        active = det.asks()
+        kind = a.own_kinds[i]
+        if active or (a.ever and kind in a.emitted):
             v = det.verdict()
             if a.due(kind, v.active, v.severity):
                 a.push(kind, v.active, v.severity, p.step,
@@ -247,13 +258,27 @@ def own_pages(a, p) -> bool:
 def drift(a, p) -> None:
     """The loss rose: above its forecast's band, a smoothed rise over its best (`rise`), or
     a slowdown whose level rose. Pages when the rise is material (`Arbiter.big`)."""
-    if not (a.drift or "drift" in a.emitted):
+    if not (a.drift or a.ever & _DR) or escalated(a, p):
         return
     effect = a.drift_effect()
     sev = "warning" if not a.drift or a.big("drift", effect) else "info"
     if a.due("drift", a.drift, sev):
         a.push("drift", a.drift, sev, p.step,
                messages.drift(a, p.x) + a.size(effect) if a.drift else "")
+
+
+def escalated(a, p) -> bool:
+    """A drift escalated to critical (`Arbiter.escalate`: the loss did not come back) is
+    held by its recovery alone: it resolves once the loss is back in the band it left,
+    whatever the drift's detectors say meanwhile, and they are not scored for it."""
+    if not a.ever & _DR:
+        return False
+    v = a.emitted["drift"]
+    if v[1] != "critical":
+        return False
+    if a.due("drift", False, "critical"):
+        a.push("drift", False, "critical", p.step, "")
+    return a.emitted["drift"][0]
 
 
 def evaluation(a, step, val: float) -> None:
