@@ -13,5 +13,5 @@ cdef class Point:
     cdef public bint fc_alert, judging
 
 cdef class Detector:
-    cpdef void see(self, Point p) except *
-    cpdef bint asks(self) except -1
+    cdef void see(self, Point p) except *
+    cdef bint asks(self) except -1

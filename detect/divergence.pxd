@@ -15,4 +15,4 @@ cdef class DivergenceDetector(Detector):
     cdef readonly bint active
     cdef readonly double level, best, excess
     cpdef observe(self, long long step, double loss)
-    cpdef void see(self, Point p) except *
+    cdef void see(self, Point p) except *

@@ -14,5 +14,5 @@ cdef class FrozenLoaderDetector(Detector):
     cdef public bint _on, _up
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
-    cpdef void see(self, Point p) except *
-    cpdef bint asks(self) except -1
+    cdef void see(self, Point p) except *
+    cdef bint asks(self) except -1

@@ -14,4 +14,4 @@ cdef class GradNormDetector(Detector):
     cdef readonly double last_ratio
     cdef readonly bint surge
     cpdef observe(self, long long step, double g)
-    cpdef void see(self, Point p) except *
+    cdef void see(self, Point p) except *

@@ -8,4 +8,4 @@ from .plateau_slope cimport PlateauSlope
 
 cdef class PlateauDetector(PlateauSlope):
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
-    cpdef void see(self, Point p) except *
+    cdef void see(self, Point p) except *

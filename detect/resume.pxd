@@ -16,5 +16,5 @@ cdef class ResumeDetector(Detector):
     cdef long long _from
     cpdef observe(self, long long step, double loss)
     cpdef observe_resumed(self, long long step, double loss, long long from_step)
-    cpdef void see(self, Point p) except *
-    cpdef long long went_back(self, long long step)
+    cdef void see(self, Point p) except *
+    cdef long long went_back(self, long long step)

@@ -18,4 +18,4 @@ cdef class RiseDetector(Detector):
     cdef readonly bint active
     cdef readonly double score, level, best, S
     cpdef observe(self, long long step, double loss)
-    cpdef void see(self, Point p) except *
+    cdef void see(self, Point p) except *

@@ -3,6 +3,7 @@
 from .arbiter cimport AS_DRIFT, AS_PLATEAU, UNNAMED, Arbiter
 from .base cimport Detector, Point
 
+cdef double _NAN
 cdef int _RJ, _NF, _DV, _SP, _PL, _DR
 
 cdef void resume(Arbiter a, Point p) except *
@@ -20,3 +21,4 @@ cdef bint own_pages(Arbiter a, Point p) except -1
 cdef void drift(Arbiter a, Point p) except *
 cdef void evaluation(Arbiter a, object step, double val) except *
 cdef bint escalated(Arbiter a, Point p) except -1
+cdef void drift_due(Arbiter a, Point p) except *

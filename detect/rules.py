@@ -6,6 +6,7 @@ silent. `judge` runs them in order, once per loss update that passed `obvious`:
    a level `shift` (the spike's page);
 2. `spike`: a jump that has not come back; a benign recovered one is ``info``;
 3. `slowdown_name`: a slowdown whose level rose is a drift, not a plateau (`Episode`);
+   `drift_due`: whether a drift is due, and whether it takes a plateau's page over;
 4. `plateau`: learning stopped, unless an incident of the loss level pages;
 5. `own_pages`: a detector of a kind no rule names pages its own verdict (the frozen
    data loader); then the drift under it is not a second page;
@@ -41,6 +42,7 @@ DIVERGENCE_OF_PROGRESS = 0.1
 SHIFT_GROWTH = 1.5
 NO_LEARNING = ("no_learning", "frozen")
 DRIFT_GIVES_WAY = ("spike", "divergence")   # a drift beside these pages is their level
+_NAN = cython.declare(cython.double, math.nan)
 # the bits of the kinds the rules judge, in `Arbiter.ever`
 _RJ = cython.declare(cython.int, BITS["resume_jump"])
 _NF = cython.declare(cython.int, BITS["nonfinite"])
@@ -110,6 +112,7 @@ def judge(a, p) -> None:
     divergence(a, p)
     spike(a, p)
     slowdown_name(a, p)
+    drift_due(a, p)
     plateau(a, p)
     if own_pages(a, p):
         return
@@ -134,7 +137,7 @@ def divergence(a, p) -> None:
         if shifted:
             sev = "info"
     else:
-        a.episode.shift_from = math.nan
+        a.episode.shift_from = _NAN
     if (dv_active or a.ever & _DV) and a.due("divergence", dv_active, sev):
         a.push("divergence", dv_active, sev, p.step, messages.divergence(dv, shifted)
                + a.size(up) if dv_active else "")
@@ -178,7 +181,7 @@ def slowdown_name(a, p) -> None:
     (a ramp's flat start). Risen: by more than one unit and `STALL_Z` of its standard
     errors since the onset, a material amount above where its earlier pace would be; or
     a material amount above its best while it fell under 1 / stall_gate of what its pace
-    promised. The name holds for the episode. Then decides whether a drift is due."""
+    promised. The name holds for the episode."""
     pl, ef, ep = a.pl, a.ef, a.episode
     a.stagnation = pl.active and pl.rule == "stagnation"
     a.slowdown = pl.active and pl.rule == "slowdown"
@@ -190,6 +193,12 @@ def slowdown_name(a, p) -> None:
             or (pl.observed * ef.stall_gate < pl.expected and a.big("plateau", a.rise(None)))):
         ep.slowdown_as = AS_DRIFT
     a.pl_up = a.slowdown and ep.slowdown_as == AS_DRIFT
+
+
+def drift_due(a, p) -> None:
+    """Is a drift due: the forecast alarms, the level rose, or a slowdown rose; unless a
+    stagnation, a critical divergence or a spike says it, or a page of theirs fires
+    (shuffled labels paged a `drift` beside their divergence, 380 steps later)."""
     a.drift = (p.fc_alert or a.rising or a.pl_up) and not (
         a.stagnation or a.dv_page or a.sp.active or a.paging(DRIFT_GIVES_WAY))
     a.handover = a.drift
