@@ -24,7 +24,10 @@ import sys
 import pytest
 
 import wtwin.detect
-from wtwin.detect import _cython_shim, build
+from wtwin.compiled import cython_shim
+from wtwin.daemon import build as daemon_build
+from wtwin.detect import build
+from wtwin.emitters import build as emitters_build
 
 from helpers import REPO, Daemon, assert_builds_as_asked, run_pure_python
 
@@ -151,14 +154,18 @@ class TestIdentity:
 
 
 def test_the_shim_has_every_cython_name_the_core_uses():
-    """Without Cython, ``import cython`` is `_cython_shim`: each ``cython.X`` in detect/ is there."""
+    """Without Cython, ``import cython`` is `cython_shim`: each ``cython.X`` of every
+    compiled module (detect/, daemon/, emitters/) is there."""
     used = set()
-    for m in build.MODULES:
-        tree = ast.parse((REPO / "detect" / f"{m}.py").read_text())
+    sources = [REPO / folder / f"{m}.py" for folder, modules in (
+        ("detect", build.MODULES), ("daemon", daemon_build.MODULES),
+        ("emitters", emitters_build.MODULES)) for m in modules]
+    for source in sources:
+        tree = ast.parse(source.read_text())
         used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                  and isinstance(n.value, ast.Name) and n.value.id == "cython"}
     assert used, "no module of the core uses cython.*"
-    assert sorted(n for n in used if not hasattr(_cython_shim, n)) == []
+    assert sorted(n for n in used if not hasattr(cython_shim, n)) == []
 
 
 def test_pure_python_env_loads_the_py_files(tmp_path):
