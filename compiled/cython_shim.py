@@ -52,3 +52,9 @@ def declare(t=None, value=None, **_kw):
 def cast(t, value, **_kw):
     """A C cast is the value itself in Python."""
     return value
+
+
+def address(value):
+    """``&value``: only read in ``if cython.compiled:`` branches (emitters/fast_decode.py);
+    the pure build never takes them."""
+    return value
