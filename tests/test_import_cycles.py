@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"wtwin.daemon": "daemon", "wtwin.detect": "detect", "wtwin.emitters": "emitters",
-            "wtwin.offline": "offline", "wtwin.sinks": "sinks"}
+PACKAGES = {"wtwin.compiled": "compiled", "wtwin.daemon": "daemon", "wtwin.detect": "detect",
+            "wtwin.emitters": "emitters", "wtwin.offline": "offline", "wtwin.sinks": "sinks"}
 
 
 def _modules() -> dict[str, Path]:
