@@ -15,7 +15,6 @@ would otherwise pass as a tensor of millions of elements (a worker bomb).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .checkpoint_error import CheckpointError
