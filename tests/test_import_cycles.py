@@ -12,7 +12,6 @@ import ast
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"wtwin.compiled": "compiled", "wtwin.daemon": "daemon", "wtwin.detect": "detect",
             "wtwin.emitters": "emitters", "wtwin.offline": "offline", "wtwin.sinks": "sinks"}
