@@ -23,7 +23,9 @@ import sys
 
 import pytest
 
+import wtwin.daemon
 import wtwin.detect
+import wtwin.emitters
 from wtwin.compiled import cython_shim
 from wtwin.daemon import build as daemon_build
 from wtwin.detect import build
@@ -197,14 +199,17 @@ def test_a_source_edited_after_the_build_loads_as_python(tmp_path):
 
 @pytest.mark.parametrize("pure", [False, True])
 def test_wtwind_says_once_at_start_which_build_runs(tmp_path, pure):
-    """The ``detector_build`` log event: once, before ``ready``, naming the build loaded."""
+    """The ``detector_build``, ``ingest_build`` and ``decoder_build`` log events: once
+    each, before ``ready``, naming the build loaded."""
     env = {"WTWIN_PURE_PYTHON": "1"} if pure else {}
     with Daemon(extra_env=env, tmpdir=str(tmp_path)) as d:
         events = [json.loads(line) for line in d.log().splitlines() if line.startswith("{")]
     names = [e["event"] for e in events]
-    assert names.count("detector_build") == 1 and names.index("detector_build") < names.index("ready")
-    (ev,) = [e for e in events if e["event"] == "detector_build"]
-    if pure:
-        assert ev["compiled"] is False and "WTWIN_PURE_PYTHON" in ev["build"]
-    else:
-        assert ev["compiled"] is wtwin.detect.COMPILED and ev["build"] == wtwin.detect.BUILD
+    for name, package in (("detector_build", wtwin.detect), ("ingest_build", wtwin.daemon),
+                          ("decoder_build", wtwin.emitters)):
+        assert names.count(name) == 1 and names.index(name) < names.index("ready"), name
+        (ev,) = [e for e in events if e["event"] == name]
+        if pure:
+            assert ev["compiled"] is False and "WTWIN_PURE_PYTHON" in ev["build"], name
+        else:
+            assert ev["compiled"] is package.COMPILED and ev["build"] == package.BUILD, name
