@@ -197,10 +197,10 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path):
     assert build.choose(str(tmp_path))[0] is False
 
 
-def test_the_daemon_chooses_its_build_by_the_shared_rules(tmp_path):
+def test_the_daemon_chooses_its_build_by_the_shared_rules(tmp_path, monkeypatch):
     """One choice of build: the daemon's words for a folder are `wtwin.compiled.rules`' for
     its modules, and detect/build.py makes the same choice."""
-    import importlib.machinery
+    monkeypatch.delenv("WTWIN_PURE_PYTHON", raising=False)
 
     from wtwin.detect import build as detect_build
     (tmp_path / f"ingest{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
@@ -211,9 +211,10 @@ def test_the_daemon_chooses_its_build_by_the_shared_rules(tmp_path):
     assert detect_build.choose(str(tmp_path), build.MODULES)[0] is False
 
 
-def test_a_fallback_says_the_command_that_fixes_it(tmp_path):
+def test_a_fallback_says_the_command_that_fixes_it(tmp_path, monkeypatch):
     """Out of date in an installed copy (no setup.py beside it): the pip command, in words;
     in a checkout: `make build`."""
+    monkeypatch.delenv("WTWIN_PURE_PYTHON", raising=False)
     installed = tmp_path / "site" / "daemon"
     installed.mkdir(parents=True)
     for m in build.MODULES:
