@@ -94,8 +94,9 @@ def base_venv(wheel, tmp_path_factory) -> Path:
 
 class TestWheel:
     def test_the_base_wheel_is_pure_and_small(self, wheel):
-        """Nothing compiled (py3-none-any, no extension), at most 1.05 MB of our own code
-        (1 MB until the reference runs added 0.06 MB: docs/INSTALL.md)."""
+        """Nothing compiled (py3-none-any, no extension), at most 1.07 MB of our own code
+        (1 MB until the reference runs added 0.06 MB, 1.05 MB until the shared build rules,
+        the schema, the emitter's settings and describe() added 0.02 MB: docs/INSTALL.md)."""
         import zipfile
 
         assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
@@ -106,7 +107,7 @@ class TestWheel:
         # (uPlot, MIT: 0.05 MB of the web page's static files)
         ours = sum(i.file_size for i in infos if not i.filename.startswith("wtwin-")
                    and not i.filename.rpartition("/")[2].startswith(VENDORED))
-        assert ours <= 1_050_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
+        assert ours <= 1_070_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
 
     def test_metadata_base_is_the_emitter_only(self, wheel):
         """The wheel requires pyzmq and msgpack and nothing else outside an extra."""
