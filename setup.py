@@ -1,5 +1,6 @@
-"""Builds the compiled core, on request: the modules of ``detect/build.py``'s ``MODULES``
-(the detectors) and of ``daemon/build.py``'s (the daemon's per-event path), cythonized
+"""The one build script: compiles, on request, the ``MODULES`` each package's ``build.py``
+lists (the detectors, the daemon's per-event path, the fast checks and frame decoder),
+by the rules of ``compiled/rules.py``, cythonized
 from their ``.py`` files (pure-Python mode) into C extensions beside them, without debug
 info.
 
@@ -20,6 +21,7 @@ wins over both; ``WTWIN_ANNOTATE=1`` also writes ``detect/<module>.html`` (``cyt
 
 from __future__ import annotations
 
+import ast
 import os
 import runpy
 import sys
@@ -29,12 +31,25 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-BUILD = runpy.run_path(os.path.join(HERE, "detect", "build.py"))
-DAEMON = runpy.run_path(os.path.join(HERE, "daemon", "build.py"))
-EMITTERS = runpy.run_path(os.path.join(HERE, "emitters", "build.py"))  # the fast checks and decoder
-# package -> (its folder here, its build module)
-PACKAGES = {"wtwin.detect": ("detect", BUILD), "wtwin.daemon": ("daemon", DAEMON),
-            "wtwin.emitters": ("emitters", EMITTERS)}
+# The rules every compiled package shares (stdlib only: run from its path, as nothing of
+# wtwin is importable before it is built).
+RULES = runpy.run_path(os.path.join(HERE, "compiled", "rules.py"))
+
+
+def modules_of(folder: str) -> tuple[str, ...]:
+    """``MODULES`` of ``<folder>/build.py``, read without running it (it imports wtwin)."""
+    with open(os.path.join(HERE, folder, "build.py")) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODULES" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise SystemExit(f"setup.py: {folder}/build.py has no MODULES")
+
+
+# package -> (its folder here, its compiled modules): the detectors, the daemon's
+# per-event path, and the fast checks and frame decoder
+PACKAGES = {package: (folder, modules_of(folder)) for package, folder in (
+    ("wtwin.detect", "detect"), ("wtwin.daemon", "daemon"), ("wtwin.emitters", "emitters"))}
 
 
 def _say(msg: str) -> None:
@@ -83,7 +98,7 @@ class OptionalBuildExt(build_ext):
             return
         try:
             c_files = {ext.name: ext.sources for ext in cythonize(
-                self.extensions, compiler_directives=BUILD["DIRECTIVES"],
+                self.extensions, compiler_directives=RULES["DIRECTIVES"],
                 include_path=[self._include_dir()], quiet=True, nthreads=int(self.parallel),
                 annotate=_on("WTWIN_ANNOTATE"))}
             for ext in self.extensions:     # the same objects: setuptools has annotated them
@@ -92,9 +107,10 @@ class OptionalBuildExt(build_ext):
         except (Exception, SystemExit) as e:  # noqa: BLE001  (no compiler, or a module failed)
             self._fail(e)
             return
-        for package, (folder, build) in PACKAGES.items():
+        for package, (folder, modules) in PACKAGES.items():
             first = next(e for e in self.extensions if e.name.startswith(package + "."))
-            build["write_stamp"](os.path.dirname(self.get_ext_fullpath(first.name)), os.path.join(HERE, folder))
+            RULES["write_stamp"](os.path.dirname(self.get_ext_fullpath(first.name)),
+                                 os.path.join(HERE, folder), modules)
         _say(f"compiled build: {len(self.extensions)} modules of {' and '.join(PACKAGES)}")
 
     def build_extensions(self) -> None:
@@ -135,7 +151,7 @@ elif _on("WTWIN_NO_COMPILE"):
 
 setup(
     ext_modules=[Extension(f"{package}.{m}", [os.path.join(folder, f"{m}.py")])
-                 for package, (folder, build) in PACKAGES.items() for m in build["MODULES"]] if COMPILE else [],
+                 for package, (folder, modules) in PACKAGES.items() for m in modules] if COMPILE else [],
     # through pip or `python -m build` (PEP 517), setuptools hands this to the frontend as
     # a build requirement of this build only; by hand, Cython is the caller's (`[dev]`)
     setup_requires=["Cython>=3.1"] if COMPILE and not BY_HAND else [],

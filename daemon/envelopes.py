@@ -28,8 +28,8 @@ import zmq
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from wtwin.detect import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
 _NAMES = ("zmq_msg_init", "zmq_msg_recv", "zmq_msg_more", "zmq_msg_close", "zmq_msg_data",
           "zmq_msg_size", "zmq_msg_gets")

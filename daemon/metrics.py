@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector as _Base
 
 from wtwin.detect.alert import KINDS, SEVERITIES
 
+from .described import described
 from .references import MAX_POINTS as MAX_REFERENCE_POINTS
 from .run_state import RunState, RunTable
 from .stats import Stats
@@ -70,6 +71,19 @@ class DaemonCollector(_Base):
         self.max_series_runs = max_series_runs
         self.ended_series_s = ended_series_s
         self.clock = clock
+
+    def describe(self):
+        """Every family ``collect`` yields, by name and type (daemon/described.py)."""
+        return described(
+            counters=("wtwind_events_received", "wtwind_events_rejected", "wtwind_events_dropped",
+                      "wtwind_loop_errors", "wtwind_emitters_evicted", "wtwind_http_refused",
+                      "wtwind_alerts", "wtwind_run_emitter_dropped_events"),
+            gauges=("wtwind_active_runs", "wtwind_known_runs", "wtwind_runs_over_series_cap",
+                    *(name for name, _, _ in _RUN_GAUGES), "wtwind_run_status",
+                    "wtwind_run_alert_active", "wtwind_run_alert_severity",
+                    "wtwind_run_behind_reference",
+                    *(("wtwind_memory_budget_bytes", "wtwind_budget_items") if self.budget else ())),
+            infos=("wtwind_build", *(("wtwind_shard",) if self.shard is not None else ())))
 
     def collect(self):
         yield from self._self_metrics()

@@ -194,6 +194,16 @@ class Receiver:
         self._schedule()  # a send can consume the FD's edge: look again
         return True
 
+    def describe(self):
+        from .described import described
+
+        return described(
+            counters=("wtwind_frames_bad_envelope", "wtwind_frame_handler_errors",
+                      "wtwind_peer_disconnects", "wtwind_frames_dropped", "wtwind_frames_dropped_bytes",
+                      "wtwind_replies_dropped"),
+            gauges=("wtwind_receive_connections", "wtwind_receive_queue_messages",
+                    "wtwind_receive_queue_limit_bytes"))
+
     def collect(self):
         """The socket's error counters (registered on the daemon's registry)."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

@@ -37,8 +37,8 @@ import numpy as np
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from wtwin.detect import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
 _BLOCK = 64          # points folded into the past at once (vectorized)
 _NAN = float("nan")

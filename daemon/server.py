@@ -17,9 +17,10 @@ import time
 
 import structlog
 
-from wtwin import daemon, detect
+from wtwin import daemon, detect, emitters
 from wtwin.sinks import api as sinks_api
 
+from .build import words as build_words
 from .config import DaemonConfig
 from .http import build_app, start_site
 from .sdnotify import Notifier
@@ -63,9 +64,11 @@ class Server:
         return 0
 
     async def startup(self, loop: asyncio.AbstractEventLoop) -> None:
-        # which build of the detector core runs: compiled, or the pure-Python fallback and why
-        log.info("detector_build", compiled=detect.COMPILED, build=detect.BUILD)
-        log.info("ingest_build", compiled=daemon.COMPILED, build=daemon.BUILD)  # daemon/build.py
+        # which build of each compiled package runs: compiled, or the pure fallback, why, and
+        # the command that fixes it: the detectors, the per-event path, the frame decoder
+        for event, package in (("detector_build", detect), ("ingest_build", daemon),
+                               ("decoder_build", emitters)):
+            log.info(event, compiled=package.COMPILED, build=build_words(package))
         self.store.open(loop)  # ConfigError naming the file: locked, corrupt, newer, unwritable
         restored = await self.restores.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
                                             ended_ttl_s=self.config.runs.ended_ttl_s)

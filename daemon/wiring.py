@@ -93,7 +93,7 @@ def build(config: DaemonConfig) -> Parts:
     ingest = Ingest(stats=stats, table=table, admission=admission, link=link, restores=restores,
                     publish=alerts.publish, changed=snapshots.changed, submit=spectral.submit,
                     max_frame_bytes=config.listen.max_frame_bytes, references=references)
-    registry = CollectorRegistry(auto_describe=False)
+    registry = CollectorRegistry(auto_describe=True)  # a name registered twice raises
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,
                                       ended_series_s=runs.ended_series_s, shard=config.shard.name,

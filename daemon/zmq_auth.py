@@ -1,5 +1,5 @@
-"""ZeroMQ CURVE for the ROUTER socket: the ``[curve]`` config, encryption and client
-authentication (ZAP).
+"""ZeroMQ CURVE for the ROUTER socket: encryption and client authentication (ZAP), as
+the ``[curve]`` section (``daemon/config/curve.py``) asks.
 
 The server's key pair comes from a ``zmq.auth`` secret certificate file or from an
 environment variable holding the Z85 secret key (never from the TOML). Clients are
@@ -12,47 +12,18 @@ daemon, and each refusal is counted. Logs show only public keys, never secrets.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import structlog
 import zmq
 
+from .config import resolve_secret  # secrets resolve in one place
+from .config.curve import CurveConfig
 from .errors import ConfigError, require
 from .logsetup import RateLimited
 
 log = structlog.get_logger("wtwind.curve")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CurveConfig:
-    """``[curve]``: CURVE for the ROUTER socket; on when a server secret key is configured.
-
-    ``server_key_file`` is a ``zmq.auth`` secret certificate (``wtwind keys generate``
-    writes one, mode 0600) or ``server_key_env`` names a variable holding the Z85
-    secret key. Clients are allowed by public key: ``allowed_clients`` (Z85 strings;
-    public keys are not secrets) and/or every ``*.key`` certificate in
-    ``allowed_clients_dir``. ZeroMQ security is per socket, so with CURVE on every
-    endpoint (ipc included) requires it.
-    """
-
-    server_key_file: str | None = None
-    server_key_env: str | None = None
-    allowed_clients: tuple[str, ...] = ()
-    allowed_clients_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        require(not (self.server_key_file and self.server_key_env),
-                "server_key_file/server_key_env: set only one")
-        for key in self.allowed_clients:
-            require(len(key) == 40, f"allowed_clients: {key[:8]}... is not a 40-char Z85 public key")
-        require(not self.enabled or bool(self.allowed_clients or self.allowed_clients_dir),
-                "allowed_clients/allowed_clients_dir: CURVE needs an allow-list of client keys")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.server_key_file or self.server_key_env)
 
 
 def generate_keys(directory: str, name: str = "wtwind") -> tuple[str, str]:
@@ -84,8 +55,6 @@ def server_keys(cfg: CurveConfig, environ: Mapping[str, str] | None = None) -> t
             raise ConfigError(f"curve.server_key_file: {cfg.server_key_file} has no secret key "
                               "(give the .key_secret file)")
         return public, secret
-    from .config import resolve_secret  # secrets resolve in one place
-
     secret_txt = resolve_secret("curve.server_key", env=cfg.server_key_env, file=None, environ=environ) or ""
     require(len(secret_txt) == 40, f"curve.server_key_env: {cfg.server_key_env} is not a 40-char Z85 key")
     secret = secret_txt.encode()
@@ -142,6 +111,11 @@ class CurveGuard:
         if self._auth is not None:
             self._auth.stop()
             self._auth = None
+
+    def describe(self):
+        from .described import described
+
+        return described(counters=("wtwind_curve_handshakes",))
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily

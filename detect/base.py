@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from . import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
 from .errors import ConfigError, check, fraction, positive  # noqa: F401  (the detectors import them from here)
 

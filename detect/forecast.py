@@ -52,8 +52,8 @@ from typing import NamedTuple
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from . import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 if not cython.compiled:        # compiled: libc's (forecast.pxd)
     from math import isfinite, sqrt
 

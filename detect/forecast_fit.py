@@ -27,8 +27,8 @@ import numpy as np
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from . import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 if not cython.compiled:        # compiled: libc's (forecast_fit.pxd)
     from math import exp, isfinite, log
 

@@ -31,8 +31,8 @@ import math
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from . import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
 from .arbiter import Arbiter
 from .base import NO_STEP as _NO_STEP, REGISTRY, STAGES, Detector, Point

@@ -15,8 +15,8 @@ import math
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from . import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
 if not cython.compiled:       # compiled: libc's and base's C values, cimported in plateau_slope.pxd
     from math import log, sqrt

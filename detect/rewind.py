@@ -26,8 +26,8 @@ import msgpack
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from . import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
 KEEP = 6          # points kept
 RATIO = 1 / 6     # spacing: this fraction of the step ...

@@ -23,8 +23,9 @@ if not COMPILED:
 from .emitter import Emitter  # noqa: E402
 from .endpoints import DEFAULT_ENDPOINT, default_endpoint  # noqa: E402
 from .null import NullEmitter  # noqa: E402
+from .settings import EmitterSettings  # noqa: E402
 
-__all__ = ["connect", "Emitter", "NullEmitter", "DEFAULT_ENDPOINT", "default_endpoint"]
+__all__ = ["connect", "Emitter", "EmitterSettings", "NullEmitter", "DEFAULT_ENDPOINT", "default_endpoint"]
 
 
 def _is_rank_zero() -> bool:

@@ -36,8 +36,6 @@ shard pick (`shards.py`) and the wire format (`wire.py`).
 from __future__ import annotations
 
 import collections
-import os
-import warnings
 import secrets
 import threading
 import time
@@ -52,75 +50,71 @@ from .endpoints import default_endpoint
 from .events import BUILDERS
 from .reach import Reach
 from .resend import ResendBuffer
+from .settings import EmitterSettings
 
 class Emitter:
     """Publishes one run's events to wtwind. Use ``wtwin.emitters.connect()``."""
 
     def __init__(self, endpoint: str | Sequence[str] | None = None, run: str | None = None, *,
-                 endpoints: str | Sequence[str] | None = None, config: dict | None = None, preset: str | None = None, kind: str | None = None,
-                 resumed_from: str | None = None, reference: str | Sequence[str] | None = None,
-                 group: str | None = None, on_alert: Callable[[dict], Any] | None = None,
-                 on_projection: Callable[[dict], Any] | None = None, queue_size: int = 10_000, batch_max: int = 512,
-                 heartbeat_s: float = 10.0, linger_ms: int = 500,
-                 curve: dict | None = None, resend_size: int = 20_000,
-                 ack_timeout_s: float = 5.0, secret: str | None = None,
-                 secret_dir: str | os.PathLike | None = None,
-                 warn_unacked_s: float = 30.0, replay_size: int | None = None) -> None:
-        if replay_size is not None:     # the name before 0.x: still accepted, with a warning
-            warnings.warn("Emitter(replay_size=...) is now resend_size=...", DeprecationWarning,
-                          stacklevel=2)
-            resend_size = replay_size
-        if queue_size < 1 or batch_max < 1:
-            raise ValueError("queue_size and batch_max must be >= 1")
-        if resend_size < 0 or ack_timeout_s <= 0:
-            raise ValueError("resend_size must be >= 0 and ack_timeout_s > 0")
-        if endpoint and endpoints:
-            raise ValueError("give endpoint or endpoints, not both (either may hold a list)")
-        if run is not None and not (isinstance(run, str) and run.isprintable() and 0 < len(run) <= 200):
-            raise ValueError(f"run must be 1..200 printable characters (no CR, LF or tabs), not {run!r}")
-        self.run = run or f"run-{uuid.uuid4().hex[:8]}"
-        # several endpoints are shards: the run's name picks one, the same in every process
-        self.endpoints = shards.parse(endpoint or endpoints or default_endpoint())
-        self.endpoint = shards.pick(self.run, self.endpoints)
-        self._reach = Reach(self.endpoint if len(self.endpoints) == 1 else
-                            f"{self.endpoint} (this run's shard, 1 of {len(self.endpoints)})",
-                            warn_unacked_s)
-        self._last_sent = 0  # highest seq sent
+                 on_alert: Callable[[dict], Any] | None = None,
+                 on_projection: Callable[[dict], Any] | None = None, **options) -> None:
+        """``options`` are `EmitterSettings`' fields (``queue_size=``, ``secret=``, ...)."""
+        self._start(EmitterSettings.of(endpoint, run, **options), on_alert, on_projection)
+
+    @classmethod
+    def from_settings(cls, settings: EmitterSettings, *,
+                      on_alert: Callable[[dict], Any] | None = None,
+                      on_projection: Callable[[dict], Any] | None = None) -> "Emitter":
+        emitter = cls.__new__(cls)
+        emitter._start(settings, on_alert, on_projection)
+        return emitter
+
+    def _start(self, settings: EmitterSettings, on_alert, on_projection) -> None:
+        self.settings = s = settings
+        self.run = s.run or f"run-{uuid.uuid4().hex[:8]}"
         self.id = uuid.uuid4().hex[:16]
         self.on_alert = on_alert
         self.on_projection = on_projection
-        self._maxq = queue_size
-        self._batch_max = batch_max
-        self._heartbeat_s = heartbeat_s
-        self._linger_ms = linger_ms
-        self._curve = curve
+        self._route(s)
+        self._queues(s)
+        self._authenticate(s)
+        self._q.append(("run_start", time.time(), s.run_start()))
+        self._thread = threading.Thread(target=self._io_main, name="wtwin-emitter", daemon=True)
+        self._thread.start()
+
+    def _route(self, s: EmitterSettings) -> None:
+        """Several endpoints are shards: the run's name picks one, the same in every process."""
+        self.endpoints = shards.parse(s.endpoint or s.endpoints or default_endpoint())
+        self.endpoint = shards.pick(self.run, self.endpoints)
+        self._reach = Reach(self.endpoint if len(self.endpoints) == 1 else
+                            f"{self.endpoint} (this run's shard, 1 of {len(self.endpoints)})",
+                            s.warn_unacked_s)
+
+    def _queues(self, s: EmitterSettings) -> None:
+        """The caller's queue, the daemon's replies, the frames being sent and the resend buffer."""
         self._q: collections.deque = collections.deque()
+        self._maxq = s.queue_size  # read on the caller's thread, at every emit
         self._inbox: collections.deque = collections.deque()
         self._pending: collections.deque = collections.deque()  # [events, frame | None]
         self._idle = threading.Event()
         self._idle_at = 0.0
-        self._close_wait = linger_ms / 1000
+        self._close_wait = s.linger_ms / 1000
         self._dropped = 0
         self._stats = collections.Counter()
-        self._held = ResendBuffer(resend_size, ack_timeout_s, self._stats)
+        self._held = ResendBuffer(s.resend_size, s.ack_timeout_s, self._stats)
         self._seq = 0
+        self._last_sent = 0  # highest seq sent
         self._closing = threading.Event()
         self._closed = False
         self.errors: collections.deque = collections.deque(maxlen=16)  # the daemon's error replies
-        # a generated run id is never resumed: its secret need not outlive the process
-        self._secret_at = "the secret= argument" if secret else run_secret.where(self.run, secret_dir)
-        self._secret = secret or (self._load_secret(secret_dir) if run else secrets.token_urlsafe(32))
-        start: dict[str, Any] = {"config": dict(config or {})}
-        if preset:
-            start["preset"] = preset
-        if kind:
-            start["kind"] = kind  # selects the daemon's preset when none is named (wire.KIND_PRESETS)
-        if resumed_from:
-            start["resumed_from"] = resumed_from
-        start.update(wire.reference_fields(reference, group))  # docs/REFERENCES.md
-        self._q.append(("run_start", time.time(), start))
-        self._thread = threading.Thread(target=self._io_main, name="wtwin-emitter", daemon=True)
-        self._thread.start()
+
+    def _authenticate(self, s: EmitterSettings) -> None:
+        """The run's secret; a generated run id is never resumed, so its secret need not
+        outlive the process."""
+        self._secret_at = ("the secret= argument" if s.secret
+                           else run_secret.where(self.run, s.secret_dir))
+        self._secret = s.secret or (self._load_secret(s.secret_dir) if s.run
+                                    else secrets.token_urlsafe(32))
 
     def _load_secret(self, directory) -> str | None:
         """The run's secret (emitters/run_secret.py): what lets a resumed trainer, and only
@@ -205,7 +199,7 @@ class Emitter:
             return
         self._q.append(("run_end", time.time(), status))
         self._closed = True
-        self._close_wait = max(self._linger_ms / 1000, timeout - 0.5)  # for acks, if any
+        self._close_wait = max(self.settings.linger_ms / 1000, timeout - 0.5)  # for acks, if any
         self._closing.set()
         self._thread.join(timeout)
         self.poll()
@@ -225,14 +219,14 @@ class Emitter:
 
     # ---- I/O thread ---------------------------------------------------------------------
     def _io_main(self) -> None:
-        sock = open_dealer(self.endpoint, self._linger_ms, self._curve, self._stats)
+        sock = open_dealer(self.endpoint, self.settings.linger_ms, self.settings.curve, self._stats)
         if sock is None:
             self._drain_forever_without_socket()
             return
         try:
             self._loop(sock)
         finally:
-            sock.close(linger=self._linger_ms)
+            sock.close(linger=self.settings.linger_ms)
 
     def _drain_forever_without_socket(self) -> None:
         while not self._closing.wait(0.05):
@@ -242,7 +236,7 @@ class Emitter:
     def _loop(self, sock) -> None:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        next_hb = time.monotonic() + self._heartbeat_s
+        next_hb = time.monotonic() + self.settings.heartbeat_s
         while True:
             closing = self._closing.is_set()
             self._pack_queue()
@@ -251,7 +245,7 @@ class Emitter:
                 self._final_flush(sock, poller)
                 return
             if time.monotonic() >= next_hb:
-                next_hb = time.monotonic() + self._heartbeat_s
+                next_hb = time.monotonic() + self.settings.heartbeat_s
                 self._q.append(("heartbeat", time.time()))
             self._check_ack_timeout()
             self._reach.check(time.monotonic(), self._last_sent - self._held.acked)
@@ -262,7 +256,7 @@ class Emitter:
                 self._receive(s)
 
     def _final_flush(self, sock, poller) -> None:
-        wait = self._close_wait if self._held.ack_seen else self._linger_ms / 1000
+        wait = self._close_wait if self._held.ack_seen else self.settings.linger_ms / 1000
         deadline = time.monotonic() + wait
         while not self._is_idle() and time.monotonic() < deadline:
             self._check_ack_timeout()
@@ -280,7 +274,7 @@ class Emitter:
     def _pack_queue(self) -> None:
         while self._q:
             events = []
-            while self._q and len(events) < self._batch_max:
+            while self._q and len(events) < self.settings.batch_max:
                 ev = self._to_event(self._q.popleft())
                 if ev is not None:
                     events.append(ev)
@@ -294,7 +288,7 @@ class Emitter:
         """Drop the oldest unsent frames past the bound, but never the run's ``run_start``:
         it moves to the front of the next frame (seq order kept), so the config survives."""
         total = sum(len(p[0]) for p in self._pending)
-        while total > self._maxq and len(self._pending) > 1:
+        while total > self.settings.queue_size and len(self._pending) > 1:
             events, _ = self._pending.popleft()
             keep = [e for e in events if e["type"] == "run_start"]
             total -= len(events) - len(keep)
@@ -353,8 +347,8 @@ class Emitter:
         for pending_events, _ in self._pending:
             events.extend(e for e in pending_events if e["seq"] > after)
         self._pending.clear()
-        for i in range(0, len(events), self._batch_max):
-            self._pending.append([events[i:i + self._batch_max], None])
+        for i in range(0, len(events), self.settings.batch_max):
+            self._pending.append([events[i:i + self.settings.batch_max], None])
         self._stats["resends"] += 1
         self._stats["resent_events"] += len(events)
 

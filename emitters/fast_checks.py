@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+from . import schema
 from .bounds import INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, VERSION
 
-_LOSS_KEYS = frozenset(("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "tokens",
-                        "rank", "ts", "emitter", "auth"))
+# a loss event's keys and the columns of a batch of them: schema.py's
+_LOSS_KEYS = frozenset(schema.LOSS_KEYS)
+_LOSS_REQUIRED = frozenset(schema.LOSS_REQUIRED)
+_INT_COLUMNS, _NUMBER_COLUMNS, _STR_BOUNDS = schema.LOSS_INTS, schema.LOSS_NUMBERS, schema.LOSS_STRS
+if len(_LOSS_REQUIRED) != 6:    # plain_loss's "nothing optional" below
+    raise ImportError("fast_checks: plain_loss reads 6 required loss fields, schema.py declares "
+                      f"{sorted(_LOSS_REQUIRED)}")
 
 
 def plain_loss(ev: dict) -> bool:
@@ -43,11 +49,9 @@ def plain_loss(ev: dict) -> bool:
             and type(rank) is int and 0 <= rank <= INT64_MAX)
 
 
-_LOSS_REQUIRED = frozenset(("v", "type", "run", "seq", "step", "loss"))
 _NUMBERS = {float, int}
 _INTS = {int}
 _STRS = {str}
-_STR_BOUNDS = (("run", 1, MAX_RUN_LEN), ("emitter", 0, MAX_EMITTER_LEN), ("auth", 0, MAX_AUTH_LEN))
 
 
 def loss_columns(inner: list) -> dict[str, tuple] | None:
@@ -66,11 +70,11 @@ def loss_columns(inner: list) -> dict[str, tuple] | None:
         return None
     if columns["type"].count("loss") != n or columns["v"].count(VERSION) != n:
         return None
-    for name in ("seq", "step", "rank"):
+    for name in _INT_COLUMNS:
         col = columns.get(name)
         if col is not None and (set(map(type, col)) != _INTS or min(col) < 0 or max(col) > INT64_MAX):
             return None
-    for name in ("loss", "lr", "grad_norm", "tokens", "ts"):
+    for name in _NUMBER_COLUMNS:
         col = columns.get(name)
         if col is not None and not set(map(type, col)) <= _NUMBERS:
             return None

@@ -4,10 +4,13 @@
 cimport cython
 from libc.string cimport memcmp, memcpy
 
+from .frame_keys cimport key_bit
+
 cdef unsigned long long I64_MAX, V1
 cdef Py_ssize_t RUN_MAX, EMITTER_MAX, AUTH_MAX, BATCH_MAX
 cdef unsigned int V, TYPE, RUN, SEQ, STEP, LOSS, LR, GRAD_NORM, TOKENS, RANK, TS, EMITTER, AUTH
 cdef unsigned int EVENTS, BASE, REQUIRED, EVENT_KEYS, BATCH_REQUIRED, BATCH_KEYS
+cdef Py_ssize_t FEWEST_KEYS, MOST_KEYS
 cdef int INT, NEG, FLOAT, STR, KIND_LOSS, KIND_BATCH
 
 

@@ -32,23 +32,24 @@ import struct
 
 try:
     import cython
-except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-    from wtwin.detect import _cython_shim as cython
+except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+    from wtwin.compiled import cython_shim as cython
 
+from . import frame_keys as _keys
 from .bounds import INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, VERSION
+from .frame_keys import key_bit
 from .wire import MAX_BATCH_EVENTS
 
 # the bounds, as C values in the compiled build (fast_decode.pxd)
 I64_MAX, RUN_MAX, EMITTER_MAX, AUTH_MAX = INT64_MAX, MAX_RUN_LEN, MAX_EMITTER_LEN, MAX_AUTH_LEN
 BATCH_MAX, V1 = MAX_BATCH_EVENTS, VERSION
 
-# the keys, one bit each
-V, TYPE, RUN, SEQ, STEP, LOSS, LR, GRAD_NORM = 1, 2, 4, 8, 16, 32, 64, 128
-TOKENS, RANK, TS, EMITTER, AUTH, EVENTS, BASE = 256, 512, 1024, 2048, 4096, 8192, 16384
-REQUIRED = V | TYPE | RUN | SEQ | STEP | LOSS          # a loss event's
-EVENT_KEYS = REQUIRED | LR | GRAD_NORM | TOKENS | RANK | TS | EMITTER | AUTH
-BATCH_REQUIRED = V | TYPE | EVENTS
-BATCH_KEYS = BATCH_REQUIRED | EMITTER | AUTH | BASE
+# the keys' bits and masks, and which key a name is: frame_keys.py (from schema.py)
+(V, TYPE, RUN, SEQ, STEP, LOSS, LR, GRAD_NORM, TOKENS, RANK, TS, EMITTER, AUTH, EVENTS,
+ BASE) = _keys.BITS
+REQUIRED, EVENT_KEYS = _keys.REQUIRED, _keys.EVENT_KEYS
+BATCH_REQUIRED, BATCH_KEYS = _keys.BATCH_REQUIRED, _keys.BATCH_KEYS
+FEWEST_KEYS, MOST_KEYS = _keys.FEWEST_KEYS, _keys.MOST_KEYS
 
 # what a scalar read is (``_Frame.scalar``; 0: anything else, or cut short): an integer
 # in 0..2**64-1 (``u``), a negative integer (``neg``), a float (``d``), a str (``size``
@@ -168,30 +169,13 @@ class _Frame:
 
     def key(self) -> int:
         """The bit of the next key when it is a str naming a field of a loss event or of a
-        batch; 0 for any other key."""
+        batch (``frame_keys.key_bit``); 0 for any other key."""
         if self.scalar() != STR:
             return 0
         n, p = self.size, self.at
         if n == 0 or n > 9:
             return 0
-        w = self.be(p, n if n < 8 else 8)
-        if n == 4:      # step, loss, type, rank, auth, base
-            return (STEP if w == 0x73746570 else LOSS if w == 0x6c6f7373 else TYPE if w == 0x74797065
-                    else RANK if w == 0x72616e6b else AUTH if w == 0x61757468
-                    else BASE if w == 0x62617365 else 0)
-        if n == 3:
-            return SEQ if w == 0x736571 else RUN if w == 0x72756e else 0
-        if n == 2:
-            return LR if w == 0x6c72 else TS if w == 0x7473 else 0
-        if n == 1:
-            return V if w == 0x76 else 0
-        if n == 6:
-            return TOKENS if w == 0x746f6b656e73 else EVENTS if w == 0x6576656e7473 else 0
-        if n == 7:
-            return EMITTER if w == 0x656d6974746572 else 0
-        if n == 9 and w == 0x677261645f6e6f72 and self.buf[p + 8] == 0x6d:   # "grad_nor" "m"
-            return GRAD_NORM
-        return 0
+        return key_bit(n, self.be(p, n if n < 8 else 8), self.buf[p + 8] if n == 9 else 0)
 
     def value(self, k: int) -> bool:
         """Reads the value of key ``k`` (any but ``events``) into this event's fields (or
@@ -316,7 +300,7 @@ def loss_frame(frame, no_lr):
     r = _Frame.__new__(_Frame)
     r.start(frame)
     count = r.header(0x80, 0x0f, 0xde)
-    if count < 3 or count > 13:
+    if count < FEWEST_KEYS or count > MOST_KEYS:
         return None
     mask = kind = ev_mask = 0
     em_at = em_size = auth_at = auth_size = run_at = run_size = 0

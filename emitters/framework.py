@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .actions import AlertFilter
+from .alert_filter import AlertFilter
 from .rewind import Rewind
 
 

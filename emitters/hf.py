@@ -46,7 +46,7 @@ from typing import Any, Callable
 from transformers import TrainerCallback
 
 from . import run_secret
-from .actions import AlertFilter
+from .alert_filter import AlertFilter
 from .framework import FrameworkCallback
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker

@@ -44,7 +44,7 @@ import collections
 import os
 from typing import Any, Callable, Iterable, NamedTuple
 
-from .actions import AlertFilter
+from .alert_filter import AlertFilter
 
 DEFAULT_KINDS = ("spike", "divergence")
 NOT_DISTRIBUTED = ("wtwin Rewind is off: under distributed training alerts reach rank 0 only, "

@@ -12,7 +12,7 @@ from typing import Any
 
 _LAZY: dict[str, str] = {
     "WWPGD": "wtwin.emitters.wwpgd",
-    "project_weight": "wtwin.daemon.spectral.projection",
+    "project_weight": "wtwin.emitters.projection",
     "WTwinAdamW": "wtwin.emitters.optim",
     "WTwinSGD": "wtwin.emitters.optim",
     "WTwinLion": "wtwin.emitters.optim",

@@ -2,16 +2,17 @@
 
 Frames are msgpack maps sent DEALER -> ROUTER. Every event carries ``v``, ``type``,
 ``run`` and a per-emitter ``seq``; a frame may instead be a ``batch`` of events.
-This module imports only msgpack, the stdlib and its siblings ``bounds`` and
-``fast_checks``: it is on the trainer's side.
+This module imports only msgpack, the stdlib and its siblings ``bounds``, ``schema``
+(the events' fields, declared once) and ``fast_checks``: it is on the trainer's side.
 
 ``decode(frame)`` returns ``(events, rejects)``: the valid events as plain dicts and
 one reason string per rejected event. It never raises on bad input. Reasons are a
 closed set (``REJECT_REASONS``) so the daemon can count them as bounded labels. The
 daemon calls ``decode_frame``, which keeps a batch's fields at the frame.
 
-Over 300 lines on purpose: the schema, encode, decode and the general checks are the
-one definition of the protocol, read together (the fast checks are in fast_checks.py).
+Encode, decode and the general checks, read together; the fields of each event type are
+declared in schema.py, and the fast checks (fast_checks.py) and the decoder of plain loss
+frames (fast_decode.py) derive theirs from it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .bounds import (INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, MAX_
                      MAX_WANTS, VERSION, check_config, check_metrics, int_in_range,
                      reference_fields, reference_names)  # noqa: F401 (the emitter's)
 from .fast_checks import loss_columns, plain_loss
+from .schema import COMMON_OPTIONAL, INT, SCHEMA, STR_LIMITS  # noqa: F401 (SCHEMA: the protocol's)
 
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 MAX_BATCH_EVENTS = 10_000
@@ -66,36 +68,10 @@ class WireError(ValueError):
         self.detail = detail
 
 
-_NUM = (int, float)
-_STR = (str,)
-_MAP = (dict,)
-_LIST = (list, tuple)
-_INT = (int,)
-
-# type -> (required fields, optional fields); each field -> accepted python types
-SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
-    "run_start": ({}, {"config": _MAP, "preset": _STR, "kind": _STR, "resumed_from": _STR,
-                       "reference": (str, list, tuple), "group": _STR}),
-    "loss": (
-        {"step": _INT, "loss": _NUM},
-        {"lr": _NUM, "grad_norm": _NUM, "tokens": _NUM, "rank": _INT},
-    ),
-    "eval": ({"step": _INT, "metrics": _MAP}, {}),
-    "checkpoint": (
-        {"step": _INT, "path": _STR},
-        {"format": _STR, "epoch": _INT, "want": _LIST},
-    ),
-    "heartbeat": ({}, {"dropped": _INT}),
-    "run_end": ({}, {"status": _STR}),
-    # the audit record of a trainer-side Rewind (emitters/rewind.py): back to `step`
-    "rewind": (
-        {"step": _INT, "from_step": _INT},
-        {"kind": _STR, "checkpoint": _STR, "lr_scale": _NUM, "count": _INT},
-    ),
-}
-_COMMON_OPTIONAL = {"ts": _NUM, "emitter": _STR, "auth": _STR}
-_STR_LIMITS = {"emitter": MAX_EMITTER_LEN, "auth": MAX_AUTH_LEN, "preset": 64, "group": MAX_RUN_LEN,
-               "reference": MAX_RUN_LEN}
+# the events' fields and types: declared once, in schema.py
+_INT = INT
+_COMMON_OPTIONAL = COMMON_OPTIONAL
+_STR_LIMITS = STR_LIMITS
 
 
 def encode(obj: dict[str, Any]) -> bytes:

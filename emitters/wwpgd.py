@@ -4,7 +4,7 @@
 is the base optimizer's step (it shares its ``param_groups`` and ``state``, so LR
 schedulers and ``state_dict``/``load_state_dict`` work), and ``project(epoch,
 num_epochs)``, called at epoch ends, projects each target weight with the maths the
-daemon's projection jobs run (``wtwin.daemon.spectral.projection``, docs/WWPGD.md).
+daemon's projection jobs run (``wtwin.emitters.projection``, docs/WWPGD.md).
 
 This module imports torch; ``wtwin.emitters`` never imports it (see emitters/torch.py).
 """
@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import torch
 
-from wtwin.daemon.spectral.projection import ERG_MODES, kind_of, project_weight, ramp
+from .projection import ERG_MODES, kind_of, project_weight, ramp
 
 _SUPPORTED = (torch.nn.Linear, torch.nn.Conv2d, torch.nn.Embedding)
 

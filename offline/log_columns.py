@@ -173,7 +173,7 @@ def _int_steps(values: list, first: int) -> list[int]:
 
 def columns(blocks, chosen: tuple, floats, steps) -> tuple[list, ...]:
     """(step, loss, val_loss, lr, grad_norm) of the rows that hold a loss or a val_loss,
-    as `logs.Records` keeps them. ``chosen``: the column names (None where absent)."""
+    as `log_columns.Records` keeps them. ``chosen``: the column names (None where absent)."""
     out: tuple[list, ...] = ([], [], [], [], [])
     for first, n, cells in blocks:
         for col, part in zip(out, _block(first, n, cells, chosen, floats, steps)):

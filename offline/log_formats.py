@@ -4,7 +4,7 @@
   "<run> - train/loss__MAX"``: one run's metric columns, ``<run> - `` dropped and the
   ``__MIN``/``__MAX`` envelope ignored (the first run, or the one ``--loss-col`` names).
 - TensorBoard scalar CSV export: ``Wall time,Step,Value``: ``Value`` is the loss.
-- Lightning ``CSVLogger`` ``metrics.csv``: ``train_loss_step`` is in ``logs.LOSS_COLS``.
+- Lightning ``CSVLogger`` ``metrics.csv``: ``train_loss_step`` is in ``log_table.LOSS_COLS``.
 - TensorBoard event files (a ``*tfevents*`` file or a folder holding them), read with
   tensorboard's own ``EventAccumulator`` (extra ``wtwin[tensorboard]``); the scalar tag
   is ``--loss-col`` or the first of the usual names; lr and grad norm by their usual tags.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from .logs import GRAD_COLS, LOSS_COLS, LR_COLS, VAL_COLS, LogError, TrainingLog, _build
+from .log_table import GRAD_COLS, LOSS_COLS, LR_COLS, VAL_COLS, LogError, TrainingLog, _build
 
 TB_CSV = ["Wall time", "Step", "Value"]
 _WANDB = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")

@@ -19,165 +19,17 @@ import csv
 import gc
 import io
 import json
-import math
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import chain, repeat
 from json.scanner import make_scanner
 from operator import itemgetter
-from typing import Iterator
 
-from . import log_columns
-from .log_columns import Record, Records
+from . import log_columns, log_formats
+from .log_table import LogError, TrainingLog, _build, _fast
 
-STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
-LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
-             "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
-VAL_COLS = ("val_loss", "eval_loss", "validation_loss", "valid_loss", "eval/loss", "val/loss")
-LR_COLS = ("lr", "learning_rate", "train/learning_rate")
-GRAD_COLS = ("grad_norm", "train/grad_norm", "gradient_norm", "grad-norm")
 MAX_BYTES = 2 * 1024 ** 3
 _SCAN = make_scanner(json.JSONDecoder())   # json.loads's own scanner, called on a line at 0
-
-
-class LogError(ValueError):
-    """A log file that cannot be read as a training log; the message is one sentence."""
-
-
-@dataclass(frozen=True)
-class TrainingLog:
-    """Rows in file order; ``loss_col`` and ``val_col`` say which columns were used."""
-
-    path: str
-    records: Records
-    loss_col: str | None
-    val_col: str | None
-    lr_col: str | None = None
-    step_col: str = "step"
-    meta: dict = field(default_factory=dict)
-    grad_col: str | None = None
-
-    @property
-    def n_loss(self) -> int:
-        return self.records.n_loss
-
-    @property
-    def n_val(self) -> int:
-        return self.records.n_val
-
-    def events(self, eval_as_loss: bool | None = None, with_grad: bool = False) -> Iterator[tuple]:
-        """``("loss", step, value, lr)`` and ``("eval", step, value, None)`` in file order;
-        ``with_grad``: a fifth item, the gradient norm (None where the log has none).
-
-        With no train loss at all (eval-only logs), eval values are yielded as the loss
-        stream (``eval_as_loss`` None means: decide that way automatically).
-        """
-        if eval_as_loss is None:
-            eval_as_loss = self.n_loss == 0
-        kind = "loss" if eval_as_loss else "eval"
-        steps, losses, vals, lrs, grads = self.records.columns()
-        if self.n_loss == len(losses):     # the common shape: a loss on every row
-            return log_columns.row_events(kind, with_grad, steps, losses, vals, lrs, grads)
-        if not self.n_val:
-            if with_grad:
-                return (("loss", s, v, lr, g) for s, v, lr, g in zip(steps, losses, lrs, grads) if v is not None)
-            return (("loss", s, v, lr) for s, v, lr in zip(steps, losses, lrs) if v is not None)
-        return _mixed(kind, with_grad, steps, losses, vals, lrs, grads)
-
-
-def _mixed(kind, with_grad, steps, losses, vals, lrs, grads) -> Iterator[tuple]:
-    for s, v, val, lr, g in zip(steps, losses, vals, lrs, grads):
-        if v is not None:
-            yield ("loss", s, v, lr, g) if with_grad else ("loss", s, v, lr)
-        if val is not None:
-            yield (kind, s, val, None, None) if with_grad else (kind, s, val, None)
-
-
-def _number(text, what: str, where: str) -> float | None:
-    if text is None:
-        return None
-    if isinstance(text, bool):
-        raise LogError(f"{where}: {what} value {text!r} is not a number.")
-    if isinstance(text, (int, float)):
-        try:
-            return float(text)
-        except OverflowError:
-            raise LogError(f"{where}: {what} value {str(text)[:40]}... is too large.") from None
-    s = str(text).strip()
-    if s == "":
-        return None
-    try:
-        return float(s)
-    except ValueError:
-        raise LogError(f"{where}: {what} value {s[:40]!r} is not a number.") from None
-
-
-def _pick(names, wanted, explicit=None, what="column"):
-    low = {n.strip().lower(): n for n in names if n is not None}
-    if explicit is not None:
-        if explicit in names:
-            return explicit
-        if explicit.lower() in low:
-            return low[explicit.lower()]
-        raise LogError(f"there is no {what} named {explicit!r} (columns: {', '.join(map(str, names))}).")
-    for w in wanted:
-        if w in low:
-            return low[w]
-    return None
-
-
-def _choose(path, names, loss_col=None) -> tuple:
-    """(step, loss, val_loss, lr, grad_norm) column names, None where absent."""
-    step_c = _pick(names, STEP_COLS)
-    loss_c = _pick(names, LOSS_COLS, loss_col, "loss column")
-    val_c = _pick(names, VAL_COLS)
-    lr_c = _pick(names, LR_COLS)
-    grad_c = _pick(names, GRAD_COLS)
-    if loss_c is None and val_c is None:
-        raise LogError(f"{path}: no loss column found (looked for {', '.join(LOSS_COLS + VAL_COLS)}).")
-    return step_c, loss_c, val_c, lr_c, grad_c
-
-
-def _log(path, cols: tuple, chosen: tuple, meta) -> TrainingLog:
-    step_c, loss_c, val_c, lr_c, grad_c = chosen
-    return TrainingLog(str(path), Records(*cols), loss_c, val_c, lr_c, step_c or "row", meta or {}, grad_c)
-
-
-def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
-    """The row-by-row reader: every file the fast path (`log_columns`) leaves to it, and
-    the reference for what that path must give."""
-    chosen = _choose(path, names, loss_col)
-    step_c, loss_c, val_c, lr_c, grad_c = chosen
-    cols = steps, losses, vals, lrs, grads = [], [], [], [], []
-    for i, row in enumerate(rows):
-        where = f"{path}, row {i + 1}"
-        loss = _number(row.get(loss_c), "loss", where) if loss_c else None
-        val = _number(row.get(val_c), "val_loss", where) if val_c else None
-        if loss is None and val is None:
-            continue
-        st = _number(row.get(step_c), "step", where) if step_c else None
-        step = i if st is None else st
-        if not math.isfinite(step):
-            raise LogError(f"{where}: step value {step!r} is not finite.")
-        lrs.append(_number(row.get(lr_c), "lr", where) if lr_c else None)
-        grads.append(_number(row.get(grad_c), "grad_norm", where) if grad_c else None)
-        steps.append(int(step))
-        losses.append(loss)
-        vals.append(val)
-    if not steps:
-        raise LogError(f"{path}: no loss values in the file.")
-    return _log(path, cols, chosen, meta)
-
-
-def _fast(path, blocks, names, loss_col, meta, floats, steps) -> TrainingLog | None:
-    """The log read a column at a time (`log_columns`), or None where only the row
-    reader can say what the file holds."""
-    chosen = _choose(path, names, loss_col)
-    try:
-        return _log(path, log_columns.columns(blocks, chosen, floats, steps), chosen, meta)
-    except log_columns.Slow:
-        return None
 
 
 def _read_text(path) -> str:
@@ -206,8 +58,6 @@ def read_log(path, loss_col: str | None = None, run: str | None = None) -> Train
     """Read ``path`` (format from its content), choosing columns as the module says;
     TensorBoard event files and W&B/TensorBoard CSV exports through ``log_formats``.
     ``run``: in a TensorBoard logdir of several runs, the one to read (its name)."""
-    from . import log_formats
-
     if log_formats.is_tfevents(path):
         return log_formats.read_tfevents(path, loss_col, run)
     if run is not None:
@@ -225,8 +75,6 @@ def _read_csv(path, text, loss_col) -> TrainingLog:
 
 def _csv_by_columns(path, text, loss_col) -> TrainingLog | None:
     """A plain CSV that needs no renaming (`log_formats.from_export`), column by column."""
-    from . import log_formats
-
     plain = log_columns.plain_csv(text)
     if plain is None or log_formats.from_export(plain[0], (), loss_col)[0] != plain[0]:
         return None
@@ -235,8 +83,6 @@ def _csv_by_columns(path, text, loss_col) -> TrainingLog | None:
 
 def _csv_by_rows(path, text, loss_col) -> TrainingLog:
     """Any CSV, through the csv module and its sniffer, row by row (`_build`)."""
-    from . import log_formats
-
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
     except csv.Error:

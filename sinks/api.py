@@ -20,7 +20,7 @@ import json
 import structlog
 from aiohttp import web
 
-from .base import redact_url
+from .redact import redact_url
 
 _log = structlog.get_logger("wtwin.sinks.api")
 

@@ -25,6 +25,7 @@ from wtwin.detect.alert import Alert
 from wtwin.detect.errors import check, positive, require
 
 from .errors import ConfigError, SinkError
+from .redact import redact_url
 from .retry import parse_retry_after
 from .secrets import check_ref, resolve
 
@@ -128,32 +129,11 @@ def check_url_ref(cfg: Any) -> None:
     check_ref("url", cfg.url_env, cfg.url_file, required=False)
 
 
-_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://[^\s\"'<>]+")
 _SECRET_HEADER = re.compile(r"(?i)auth|token|secret|key|cookie|passw|signature|credential|api|session|access|private")
 # a path segment that is a token: long, and letters mixed with digits (hook ids, keys)
 _TOKEN_SEGMENT = re.compile(r"^(?=[^/]*[A-Za-z])(?=[^/]*\d)[A-Za-z0-9_\-.~]{20,}$")
 _HOOK_HOSTS = ("hooks.slack.com", "discord.com", "discordapp.com", "webhook.office.com",
                "outlook.office.com", "api.telegram.org", "hooks.zapier.com")
-
-
-def redact_url(text: str) -> str:
-    """Every URL in ``text`` cut to scheme, host and port: no user, path or query."""
-    return _URL.sub(lambda m: _host_only(m.group(0)), text)
-
-
-def _host_only(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    port = f":{parts.port}" if _port(parts) else ""
-    rest = "/..." if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
-    return f"{parts.scheme}://{host}{port}{rest}"
-
-
-def _port(parts) -> int | None:
-    try:
-        return parts.port
-    except ValueError:
-        return None
 
 
 def literal_secret_url(url: str) -> bool:

@@ -20,6 +20,15 @@ class DeliveryCollector:
     def __init__(self, delivery) -> None:
         self.delivery = delivery
 
+    def describe(self):
+        """Every family ``collect`` yields, by name and type (no values)."""
+        counters = ("wtwind_deliveries", "wtwind_alerts_dropped", "wtwind_alerts_recovered",
+                    "wtwind_delivery_errors")
+        gauges = ("wtwind_outbox_pending", "wtwind_outbox_dead", "wtwind_sink_disabled",
+                  "wtwind_alerts_held", "wtwind_alerts_hold_size")
+        return ([CounterMetricFamily(n, n) for n in counters]
+                + [GaugeMetricFamily(n, n) for n in gauges])
+
     def collect(self):
         d = self.delivery
         deliveries = CounterMetricFamily("wtwind_deliveries", "Alert deliveries by sink and outcome",

@@ -42,6 +42,7 @@ import aiohttp
 from wtwin.detect.errors import check, positive, require
 
 from .errors import SinkError
+from .redact import redact_url
 
 RETRY = "retry"
 PERMANENT = "permanent"
@@ -152,8 +153,6 @@ class RetryPolicy:
 def describe(error: BaseException) -> str:
     """A short, log-friendly description of a failed attempt, URLs cut to their host
     (it goes to the log, ``alerts ls`` and ``/api/alerts/dead``; a webhook URL is a secret)."""
-    from .base import redact_url
-
     if isinstance(error, SinkError):
         status = f"HTTP {error.status}: " if error.status is not None else ""
         return redact_url(f"{status}{error}")[:300]

@@ -126,7 +126,9 @@ def rss_mb(pid: int, key: str = "VmRSS") -> float:
 class Daemon:
     """A real `wtwind` subprocess on a private ipc path, a free tcp port and HTTP port."""
 
-    def __init__(self, extra_env: dict | None = None, args: tuple = (), tmpdir: str | None = None):
+    def __init__(self, extra_env: dict | None = None, args: tuple = (), tmpdir: str | None = None,
+                 python: str = sys.executable):
+        self.python = python    # another venv's interpreter: wtwind as installed there
         self.tmp = Path(tmpdir or tempfile.mkdtemp(prefix="wtwind-test-"))
         self.ipc = f"ipc://{self.tmp}/wtwind.sock"
         self.tcp = f"tcp://127.0.0.1:{free_port()}"
@@ -146,7 +148,7 @@ class Daemon:
 
     def start(self, timeout: float = 30.0) -> "Daemon":
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli", *self.args],
+        self.proc = subprocess.Popen([self.python, "-m", "wtwin.daemon.cli", *self.args],
                                      env=self.env, stderr=self._log, stdout=self._log)
 
         def ready():

@@ -23,8 +23,13 @@ import sys
 
 import pytest
 
+import wtwin.daemon
 import wtwin.detect
-from wtwin.detect import _cython_shim, build
+import wtwin.emitters
+from wtwin.compiled import cython_shim
+from wtwin.daemon import build as daemon_build
+from wtwin.detect import build
+from wtwin.emitters import build as emitters_build
 
 from helpers import REPO, Daemon, assert_builds_as_asked, run_pure_python
 
@@ -151,14 +156,18 @@ class TestIdentity:
 
 
 def test_the_shim_has_every_cython_name_the_core_uses():
-    """Without Cython, ``import cython`` is `_cython_shim`: each ``cython.X`` in detect/ is there."""
+    """Without Cython, ``import cython`` is `cython_shim`: each ``cython.X`` of every
+    compiled module (detect/, daemon/, emitters/) is there."""
     used = set()
-    for m in build.MODULES:
-        tree = ast.parse((REPO / "detect" / f"{m}.py").read_text())
+    sources = [REPO / folder / f"{m}.py" for folder, modules in (
+        ("detect", build.MODULES), ("daemon", daemon_build.MODULES),
+        ("emitters", emitters_build.MODULES)) for m in modules]
+    for source in sources:
+        tree = ast.parse(source.read_text())
         used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                  and isinstance(n.value, ast.Name) and n.value.id == "cython"}
     assert used, "no module of the core uses cython.*"
-    assert sorted(n for n in used if not hasattr(_cython_shim, n)) == []
+    assert sorted(n for n in used if not hasattr(cython_shim, n)) == []
 
 
 def test_pure_python_env_loads_the_py_files(tmp_path):
@@ -190,14 +199,17 @@ def test_a_source_edited_after_the_build_loads_as_python(tmp_path):
 
 @pytest.mark.parametrize("pure", [False, True])
 def test_wtwind_says_once_at_start_which_build_runs(tmp_path, pure):
-    """The ``detector_build`` log event: once, before ``ready``, naming the build loaded."""
+    """The ``detector_build``, ``ingest_build`` and ``decoder_build`` log events: once
+    each, before ``ready``, naming the build loaded."""
     env = {"WTWIN_PURE_PYTHON": "1"} if pure else {}
     with Daemon(extra_env=env, tmpdir=str(tmp_path)) as d:
         events = [json.loads(line) for line in d.log().splitlines() if line.startswith("{")]
     names = [e["event"] for e in events]
-    assert names.count("detector_build") == 1 and names.index("detector_build") < names.index("ready")
-    (ev,) = [e for e in events if e["event"] == "detector_build"]
-    if pure:
-        assert ev["compiled"] is False and "WTWIN_PURE_PYTHON" in ev["build"]
-    else:
-        assert ev["compiled"] is wtwin.detect.COMPILED and ev["build"] == wtwin.detect.BUILD
+    for name, package in (("detector_build", wtwin.detect), ("ingest_build", wtwin.daemon),
+                          ("decoder_build", wtwin.emitters)):
+        assert names.count(name) == 1 and names.index(name) < names.index("ready"), name
+        (ev,) = [e for e in events if e["event"] == name]
+        if pure:
+            assert ev["compiled"] is False and "WTWIN_PURE_PYTHON" in ev["build"], name
+        else:
+            assert ev["compiled"] is package.COMPILED and ev["build"] == package.BUILD, name

@@ -16,6 +16,7 @@ Without a compiled build the compiled side skips; under ``CI=true`` that is a fa
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ import pytest
 
 import wtwin.daemon
 from helpers import assert_builds_as_asked, run_pure_python
+from wtwin.compiled import rules
 from wtwin.daemon import build
 
 CI = os.environ.get("CI") == "true"
@@ -188,19 +190,40 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path):
     """A stamp that does not match the sources: that module is named, the pure build runs."""
     for m in build.MODULES:
         (tmp_path / f"{m}.py").write_text("x = 1\n")
-    build.write_stamp(str(tmp_path), str(tmp_path))
+    rules.write_stamp(str(tmp_path), str(tmp_path), build.MODULES)
     assert build.stale(str(tmp_path)) == []
     (tmp_path / "ingest.py").write_text("x = 2\n")
     assert build.stale(str(tmp_path)) == ["ingest"]
     assert build.choose(str(tmp_path))[0] is False
 
 
-def test_the_daemon_chooses_its_build_by_detects_rules(tmp_path):
-    """One choice of build: the daemon's words for a folder are detect/build.py's for its modules."""
-    import importlib.machinery
+def test_the_daemon_chooses_its_build_by_the_shared_rules(tmp_path, monkeypatch):
+    """One choice of build: the daemon's words for a folder are `wtwin.compiled.rules`' for
+    its modules, and detect/build.py makes the same choice."""
+    monkeypatch.delenv("WTWIN_PURE_PYTHON", raising=False)
 
     from wtwin.detect import build as detect_build
     (tmp_path / f"ingest{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
     why = build.choose(str(tmp_path))
-    assert why == (False, "pure Python (compiled build incomplete, missing envelopes, inbound, ingest_marks, run_state, series)")
-    assert detect_build.choose(str(tmp_path), build.MODULES) == why
+    assert why == rules.choose(str(tmp_path), build.MODULES)
+    assert why[0] is False and why[1].startswith("pure Python (compiled build incomplete: no extension "
+                                                 "for envelopes, inbound, ingest_marks, run_state, series")
+    assert detect_build.choose(str(tmp_path), build.MODULES)[0] is False
+
+
+def test_a_fallback_says_the_command_that_fixes_it(tmp_path, monkeypatch):
+    """Out of date in an installed copy (no setup.py beside it): the pip command, in words;
+    in a checkout: `make build`."""
+    monkeypatch.delenv("WTWIN_PURE_PYTHON", raising=False)
+    installed = tmp_path / "site" / "daemon"
+    installed.mkdir(parents=True)
+    for m in build.MODULES:
+        (installed / f"{m}.py").write_text("x = 1\n")
+        (installed / f"{m}{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+    rules.write_stamp(str(installed), str(installed), build.MODULES)
+    (installed / "series.py").write_text("x = 2\n")
+    compiled, why = build.choose(str(installed))
+    assert not compiled and "series differ from the sources it was built from" in why
+    assert "WTWIN_COMPILE=1 pip install --force-reinstall --no-deps" in why and "make" not in why
+    (tmp_path / "site" / "setup.py").write_text("")
+    assert "`make build` rebuilds it" in build.choose(str(installed))[1]

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 from wtwin.daemon.spectral import analyze, fast  # noqa: E402
 from wtwin.daemon.spectral.layers import select_layers  # noqa: E402
-from wtwin.daemon.spectral.projection import project_weight  # noqa: E402
+from wtwin.emitters.projection import project_weight  # noqa: E402
 from wtwin.emitters.wwpgd import WWPGD  # noqa: E402
 from test_wwpgd import fit  # noqa: E402
 

@@ -69,7 +69,7 @@ def replay(points):
     return out, resumes
 
 
-# The cases that paged before the detectors handled gaps (docs/DETECTION.md, "Resumes"):
+# The cases that paged before the detectors handled gaps (docs/DETECTION.md, "Resumes and gaps"):
 # a noisy modded-nanogpt run (rise: one point after the rewind's gap became the level),
 # a 1B run (spike: the noise scale collapsed onto one point), and the two BERT runs
 # (plateau: a slope straddling the gap became the slowdown rule's reference).

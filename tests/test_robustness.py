@@ -11,7 +11,7 @@ from corpus import TRANSFORMS, entries, require_data, transform
 from wtwin.detect.replay import alerts
 
 QUIET = [e for e in entries(own=False) if e.label != "anomalous"]
-# Known false pages, measured and left (docs/DETECTION.md, "What is left"). Each must
+# Known false pages, measured and left (docs/DETECTION.md, "Known limits"). Each must
 # still page: a fix makes the test fail until the entry goes.
 KNOWN: dict = {
     # (the MLPerf RNN-T (Dell) stall, 8200-12500 at a constant lr, paged `plateau` at 9773
@@ -67,7 +67,7 @@ def test_the_transforms_change_what_they_say():
     assert any(b < a for a, b in zip(steps, steps[1:]))
 
 
-# --- the forecast itself, on fitted values (docs/DETECTION.md, "Invariance") -------------
+# --- the forecast itself, on fitted values (docs/DETECTION.md, "The forecast") -------------
 SCALED = {"x0.01": (0.01, 0.0), "x100": (100.0, 0.0), "+1000": (1.0, 1000.0)}
 # a forecast may differ by round-off of the map (1000 + loss keeps ~13 digits of loss)
 REL = 1e-6

@@ -1,4 +1,4 @@
-"""WW-PGD (daemon/spectral/projection.py, and the WWPGD optimizer of emitters/wwpgd.py):
+"""WW-PGD (emitters/projection.py, and the WWPGD optimizer of emitters/wwpgd.py):
 each corrected property checked directly."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 
 from wtwin.daemon.spectral import analyze  # noqa: E402
 from wtwin.daemon.spectral.powerlaw import fit_power_law  # noqa: E402
-from wtwin.daemon.spectral import projection as wwpgd  # noqa: E402
-from wtwin.daemon.spectral.projection import cayley_factor, project_weight, upstream_cayley_factor  # noqa: E402
+from wtwin.emitters import projection as wwpgd  # noqa: E402
+from wtwin.emitters.projection import cayley_factor, project_weight, upstream_cayley_factor  # noqa: E402
 from wtwin.emitters.wwpgd import WWPGD  # noqa: E402
 
 

@@ -30,7 +30,7 @@ from wtwin.sinks.routing import RouteConfig
 from ..errors import ConfigError, require
 from ..jobs.config import JobsConfig
 from ..store.config import StateConfig, default_state_path
-from ..zmq_auth import CurveConfig
+from .curve import CurveConfig
 from .load import apply_env, build
 
 

@@ -38,7 +38,7 @@ ERG_MODES = ("enforce", "preserve", "off")
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectionConfig:
-    """WW-PGD step used by projection jobs (see spectral/projection.py for the meaning)."""
+    """WW-PGD step used by projection jobs (see emitters/projection.py for the meaning)."""
 
     q: float = 1.0
     eta: float = 0.5

@@ -41,7 +41,7 @@ def project_checkpoint(state_dict: dict[str, Any], path: str, fmt: str | None,
                        params: dict[str, Any], *, opened=None) -> tuple[str, dict[str, Any]]:
     """Project every selected layer of ``state_dict``; returns (written path, report).
     ``opened``: the ``safe_open.Opened`` it was read from (the daemon's jobs)."""
-    from ..spectral.projection import project_weight
+    from wtwin.emitters.projection import project_weight
 
     out = dict(state_dict)
     report: dict[str, Any] = {}

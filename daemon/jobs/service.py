@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from wtwin.emitters import wire
 from wtwin.detect.alert import Alert
 
+from ..described import described
 from ..spectral.health import SpectralSummary, SpectralWatch
 from .config import JobsConfig
 from .model import JobResult
@@ -96,6 +97,11 @@ class JobsCollector:
         self.runner = runner
         self.table = table
         self.max_series_runs = max_series_runs
+
+    def describe(self):
+        return described(counters=("wtwind_jobs",), gauges=(
+            "wtwind_jobs_queue_depth", "wtwind_jobs_running", "wtwind_run_spectral_layer_alpha",
+            *(name for name, _, _ in _SUMMARY_GAUGES)), histograms=("wtwind_job_duration_seconds",))
 
     def collect(self):
         stats = self.runner.stats()

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from wtwin.sinks.base import redact_url
+from wtwin.sinks.redact import redact_url
 
 from ..errors import ConfigError
 from ..store.db import Lock, open_db, open_readonly

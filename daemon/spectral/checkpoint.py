@@ -15,20 +15,13 @@ would otherwise pass as a tensor of millions of elements (a worker bomb).
 
 from __future__ import annotations
 
-import os
 from typing import Any
+
+from .checkpoint_error import CheckpointError
+from .safe_open import open_checkpoint
 
 FORMATS = ("torch", "safetensors")
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "weights")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be analysed; ``reason`` is a short stable label."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 def infer_format(path: str, fmt: str | None = None) -> str:
@@ -47,8 +40,6 @@ def load_state_dict(path: str, fmt: str | None = None, *, max_bytes: int | None 
 
     ``roots`` (resolved ``[jobs] checkpoint_roots``): checked again, and the file opened
     from its root with no symlink followed (``safe_open.py``)."""
-    from .safe_open import open_checkpoint
-
     with open_checkpoint(path, roots) as ck:
         return load_opened(ck, fmt, max_bytes=max_bytes)
 

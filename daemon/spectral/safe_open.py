@@ -15,7 +15,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from .checkpoint import CheckpointError
+from .checkpoint_error import CheckpointError
 from .roots import refusal, root_of
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)

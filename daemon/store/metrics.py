@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..described import described
+
 
 class StoreCollector:
     """Registered on the daemon's registry; ``collect`` only reads counters."""
@@ -13,6 +15,17 @@ class StoreCollector:
         self.snapshots = snapshots
         self.restores = restores
         self.alerts = alerts
+
+    def describe(self):
+        return described(
+            counters=("wtwind_store_flushes", "wtwind_store_write_errors", "wtwind_store_commits",
+                      "wtwind_store_full_commits", "wtwind_store_snapshot_loop_seconds",
+                      "wtwind_store_failed_operations", "wtwind_store_flush_errors",
+                      "wtwind_store_journal_errors", "wtwind_store_quarantined_runs",
+                      "wtwind_store_pruned_runs", "wtwind_store_pruned_bytes"),
+            gauges=("wtwind_store_enabled", "wtwind_store_dirty_runs",
+                    "wtwind_store_quarantined_runs_current", "wtwind_store_failing",
+                    "wtwind_store_used_bytes", "wtwind_store_restored_runs"))
 
     def collect(self):
         return _families(self.store, self.snapshots, self.restores, self.alerts)

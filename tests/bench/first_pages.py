@@ -6,7 +6,7 @@ list of ``{"kind", "ours", "page": [kind, severity, message] or null}``::
 
     python tests/bench/first_pages.py pages.json
 
-docs/DETECTION.md ("Results, branch names") tabulates the ramps' plateau messages from it.
+docs/results/2026-12-05-detection.md ("Results, branch names") tabulates the ramps' plateau messages from it.
 """
 
 from __future__ import annotations

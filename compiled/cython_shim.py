@@ -1,11 +1,12 @@
 """What ``import cython`` gives the detectors when Cython is not installed: the pure build.
 
-Every module of the compiled core (`wtwin.detect.build.MODULES`) starts with::
+Every compiled module (the ``MODULES`` of detect/, daemon/ and emitters/``build.py``)
+starts with::
 
     try:
         import cython
-    except ImportError:            # no Cython: the pure build runs (detect/_cython_shim.py)
-        from . import _cython_shim as cython
+    except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
+        from wtwin.compiled import cython_shim as cython
 
 Cython's compiler turns the line ``import cython`` into its compile-time module wherever it
 stands, so the compiled module never runs either branch; the ``except`` branch only
@@ -13,7 +14,7 @@ runs in the pure build without Cython (a user's ``pip install`` without a compil
 Cython installed, the pure build gets Cython's own stand-in (``Cython.Shadow``); both
 make every decorator a no-op and every type a Python type. Only the names the detectors
 use are here: a name missing is an AttributeError at import, and
-``tests/test_compiled_core.py`` checks that every ``cython.X`` in ``detect/`` is one.
+``tests/test_compiled_core.py`` checks that every ``cython.X`` of a compiled module is one.
 """
 
 from __future__ import annotations
@@ -50,4 +51,10 @@ def declare(t=None, value=None, **_kw):
 
 def cast(t, value, **_kw):
     """A C cast is the value itself in Python."""
+    return value
+
+
+def address(value):
+    """``&value``: only read in ``if cython.compiled:`` branches (emitters/fast_decode.py);
+    the pure build never takes them."""
     return value

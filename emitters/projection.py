@@ -26,7 +26,9 @@ at epoch ends, strength from ``ramp``) both run it. It reshapes a layer's spectr
 6. **Rebuild** ``W + U diag(s_new - s) V^T`` in float64 (the same measurement units
    both ways, Conv2d included) and cast back to the parameter's dtype (bf16/fp16 work).
 
-This module imports torch; the rest of ``wtwin.daemon.spectral`` does not.
+It lives on the trainer's side, which owns it: the ``WWPGD`` optimizer (``wwpgd.py``)
+and the daemon's projection jobs (``daemon/jobs/project.py``) both run it. This module
+imports torch; ``wtwin.emitters`` itself never imports it.
 """
 
 from __future__ import annotations
