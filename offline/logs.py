@@ -31,6 +31,7 @@ from typing import Iterator
 from . import log_columns
 from .log_columns import Record, Records
 
+STOP_KEY = "wtwin_stopped"   # a log_history entry a wtwin callback left on stopping (stops.py)
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
 LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
              "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
@@ -285,6 +286,10 @@ def _read_json_rows(path, text, loss_col) -> TrainingLog:
         doc = json.loads(text)
         rows = doc.get("log_history") if isinstance(doc, dict) else doc
         meta = {k: v for k, v in doc.items() if k != "log_history"} if isinstance(doc, dict) else {}
+        if isinstance(rows, list) and any(isinstance(r, dict) and STOP_KEY in r for r in rows):
+            # what a wtwin callback logged when it stopped training (offline/stops.py)
+            meta[STOP_KEY] = [r[STOP_KEY] for r in rows if isinstance(r, dict) and STOP_KEY in r]
+            rows = [r for r in rows if not (isinstance(r, dict) and STOP_KEY in r)]
         if isinstance(doc, dict) and rows is None:
             rows = [doc]
     except json.JSONDecodeError:
