@@ -59,9 +59,13 @@ class TestDemo:
             except OSError:
                 pass
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if proc.poll() is None:   # Ctrl-C first: the demo stops its daemon (own session)
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
             os.close(master)
 
     def test_ci_true_stops_at_once_even_in_a_terminal(self):
@@ -75,9 +79,13 @@ class TestDemo:
             _, text = read_until(master, r"wtwind exited with status 0", 10)
             assert "keeps serving" not in text and "wtwind exited with status 0" in text, text
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if proc.poll() is None:   # Ctrl-C first: the demo stops its daemon (own session)
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
             os.close(master)
 
     def test_bad_demo_port_is_refused(self):
