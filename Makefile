@@ -46,8 +46,11 @@ install: $(STAMP) build
 build: $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
 
+# In a terminal the demo ends by printing the caught run's page on DEMO_PORT and serves it
+# until Ctrl-C; under CI=true or without a terminal it stops at once (exit 0 when caught).
+DEMO_PORT ?= 9470
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m wtwin.offline.daemon_demo
+	DEMO_PORT=$(DEMO_PORT) $(BIN)/python -m wtwin.offline.daemon_demo
 
 # A tiny GPT trained on CPU with the one-line emitter, LR blow-up at step 300 (examples/tiny_gpt.py).
 demo-gpt: $(GPT_STAMP)

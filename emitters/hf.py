@@ -12,7 +12,10 @@ ignored), ``eval_loss`` (as ``val_loss``) and the other eval metrics from
 when no daemon is configured) are handed to ``on_alert`` and kept in ``alerts``; a
 firing alert at or above ``stop_on`` (default ``"critical"``; ``None`` disables) sets
 ``control.should_training_stop`` (``stop_kinds`` narrows it to some kinds), and one at or above ``save_on`` (default off) sets
-``control.should_save``.
+``control.should_save``. A run stopped on an alert leaves the alert in ``log_history``
+(``{"step": N, "wtwin_stopped": {...}}``, in every ``trainer_state.json`` saved after)
+and in ``OUTPUT_DIR/wtwin_stop.json``: ``wtwin monitor trainer_state.json --fail-on``
+fails it even though the stopped log itself holds no NaN.
 
 A non-finite loss pages at its own step, whatever ``logging_steps`` and
 ``logging_nan_inf_filter`` say: with that filter on (the Trainer's default) a NaN/inf step
@@ -47,7 +50,7 @@ from transformers import TrainerCallback
 
 from . import run_secret
 from .alert_filter import AlertFilter
-from .framework import FrameworkCallback
+from .framework import STOP_KEY, FrameworkCallback, write_stop_record
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
@@ -165,6 +168,11 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        record = self.stop_record(state.global_step)
+        if record is not None:   # for the gate: `wtwin monitor trainer_state.json --fail-on`
+            state.log_history.append({"step": state.global_step, STOP_KEY: record})
+            if state.is_world_process_zero:
+                write_stop_record(args.output_dir, record)
         if self.tracker is not None:
             self.tracker.poll()
             self.tracker.close("stopped" if self.stop_alert is not None else "completed")

@@ -14,7 +14,9 @@ handled: the loss of the micro-batch that steps, unscaled by the accumulation, a
 ``self.log`` sees it). The gradient norm (total L2 over the parameters, before clipping,
 after AMP unscaling) is read in ``on_before_optimizer_step`` and sent with the loss. A
 firing alert at or above ``stop_on`` (default ``"critical"``) sets
-``trainer.should_stop``. The monitor's state is saved with Lightning's checkpoints
+``trainer.should_stop``, and leaves the alert in ``wtwin_stop.json`` in
+``trainer.log_dir`` (beside ``metrics.csv``: ``wtwin monitor metrics.csv --fail-on``
+fails that run). The monitor's state is saved with Lightning's checkpoints
 (``state_dict``/``load_state_dict`` of the callback).
 
 ``rewind=Rewind(...)`` (`wtwin.emitters.rewind`) adds closed-loop recovery: each file a
@@ -39,7 +41,7 @@ except ImportError:  # the standalone package
     from pytorch_lightning.callbacks import Callback
 
 from . import run_secret
-from .framework import FrameworkCallback
+from .framework import FrameworkCallback, write_stop_record
 from .buffer import LossBuffer
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
@@ -128,6 +130,9 @@ class WTwinCallback(FrameworkCallback, Callback):
         self._send_checkpoints(trainer)
         self.tracker.poll()
         self.tracker.close("stopped" if self.stop_alert is not None else "completed")
+        if trainer.is_global_zero:   # for the gate: `wtwin monitor metrics.csv --fail-on`
+            write_stop_record(trainer.log_dir or trainer.default_root_dir,
+                              self.stop_record(trainer.global_step))
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         if self.tracker is not None:

@@ -25,7 +25,7 @@ import sys
 from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
 
-from . import checks, plot, progress, references
+from . import checks, plot, progress, references, stops
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
@@ -79,7 +79,11 @@ def _monitor(a) -> int:
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
-    res = analyse(log, a, refs)
+    try:
+        res = analyse(log, a, refs)
+    except LogError as e:   # a stop record beside the log that is not one (stops.py)
+        print(f"wtwin: {e}", file=sys.stderr)
+        return 2
     if a.plot:
         try:
             plot.plot(res, a.plot, a.path)
@@ -100,6 +104,13 @@ def analyse(log, a, refs=()) -> dict:
     res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
     res["preset_from"] = source
     res["caveats"] = checks.warmup_caveats(log, preset)
+    stopped = stops.found(a.path, log.meta)   # the callback stopped training on these
+    if stopped:
+        res["stopped"] = stopped
+        res["alerts"] = sorted(res["alerts"] + [x for x in stopped if a.all or x["severity"] in PAGE],
+                               key=lambda x: x["step"])
+        pages = [x["step"] for x in res["alerts"] if x["severity"] in PAGE]
+        res["first_alert_step"] = min(pages) if pages else None
     if refs:
         found, last = references.behind(log, list(refs))
         res["alerts"] = sorted(res["alerts"] + [x for x in found if x.pop("status") == "firing"],

@@ -1,10 +1,15 @@
 """`make demo`: a real wtwind catches a degrading run published by a simulated trainer.
 
-Starts ``wtwind`` as a subprocess with embedded defaults (only the endpoints and HTTP
-port moved to a private temp dir / free port so it cannot collide with a running
-daemon), streams a healthy run and a run whose loss starts degrading part-way, waits
-for the daemon's alert, shows the alert line and its Prometheus series, then stops the
-daemon with SIGTERM and checks it exited cleanly.
+Starts ``wtwind`` as a subprocess with embedded defaults (the endpoint and the store
+moved to a private temp dir so it cannot collide with a running daemon), streams a
+healthy run and a run whose loss starts degrading part-way, waits for the daemon's
+alert, shows the alert line and its Prometheus series.
+
+In a terminal it then prints the caught run's page, served on the fixed port
+``DEMO_PORT`` (9470; ``make demo DEMO_PORT=...`` to move it), and keeps the daemon up
+until Ctrl-C. Under ``CI=true``, or when stdin or stdout is not a terminal, it serves
+on a free port and stops at once. Either way it stops the daemon with SIGTERM and
+checks it exited cleanly.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from wtwin.emitters import connect
 
 STEPS = 6000
 ONSET = 3500
+DEMO_PORT = 9470   # README.md and `make demo DEMO_PORT=...`
 
 
 def free_port() -> int:
@@ -39,6 +45,11 @@ def curve(t: int, rng: random.Random, degrade: bool) -> float:
     return loss
 
 
+def read(path: str) -> str:
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
 def wait_http(url: str, deadline: float) -> str | None:
     while time.monotonic() < deadline:
         try:
@@ -49,31 +60,63 @@ def wait_http(url: str, deadline: float) -> str | None:
     return None
 
 
+def interactive() -> bool:
+    """A person at a terminal: not CI, stdin and stdout both terminals."""
+    return os.environ.get("CI") != "true" and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def demo_port(stay: bool) -> int:
+    """``DEMO_PORT`` from the environment, else 9470 when staying up, else a free port."""
+    raw = os.environ.get("DEMO_PORT", "")
+    if raw:
+        if not raw.isdigit() or not 0 < int(raw) < 65536:
+            raise SystemExit(f"demo: DEMO_PORT={raw!r} is not a port number (1-65535)")
+        return int(raw)
+    return DEMO_PORT if stay else free_port()
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def main() -> int:
+    stay = interactive()
+    port = demo_port(stay)
+    if port_taken(port):
+        print(f"demo: port {port} is in use (an earlier demo still running?); stop it, or run "
+              f"`make demo DEMO_PORT=<another port>`", file=sys.stderr)
+        return 1
     tmp = tempfile.mkdtemp(prefix="wtwin-demo-")
-    port = free_port()
     endpoint = f"ipc://{tmp}/wtwind.sock"
     env = dict(os.environ, WTWIND_LISTEN__ENDPOINTS=endpoint, WTWIND_HTTP__PORT=str(port),
                WTWIND_STATE__PATH=os.path.join(tmp, "wtwind.db"),  # the store, in the temp dir
                WTWIND_LOG__FORMAT="json")
-    daemon = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli"], env=env,
-                              stderr=subprocess.PIPE, text=True)
+    # its log to a file (a pipe left unread while the pages are served would fill and stall
+    # it); its own session, so that the terminal's Ctrl-C reaches the demo, which stops it
+    log_path = os.path.join(tmp, "wtwind.log")
+    with open(log_path, "w") as log:
+        daemon = subprocess.Popen([sys.executable, "-m", "wtwin.daemon.cli"], env=env,
+                                  stderr=log, start_new_session=True)
     metrics_url = f"http://127.0.0.1:{port}/metrics"
     try:
         if wait_http(f"http://127.0.0.1:{port}/readyz", time.monotonic() + 30) is None:
             daemon.kill()
-            print("demo: wtwind did not become ready:\n" + daemon.communicate()[1], file=sys.stderr)
+            daemon.wait()
+            print("demo: wtwind did not become ready:\n" + read(log_path), file=sys.stderr)
             return 1
         print(f"wtwind is up: {endpoint}, metrics at {metrics_url}")
         caught = stream(endpoint, metrics_url)
+        if stay and caught:
+            serve(port)
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
-            _, err = daemon.communicate(timeout=20)
+            daemon.wait(timeout=20)
         except subprocess.TimeoutExpired:
             daemon.kill()
-            _, err = daemon.communicate()
-    for line in err.splitlines():
+            daemon.wait()
+    for line in read(log_path).splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
@@ -89,6 +132,20 @@ def main() -> int:
 
 
 DEGRADATION = ("drift", "divergence", "plateau")
+
+
+def serve(port: int) -> None:
+    """Print where the pages are and wait for Ctrl-C (the daemon keeps serving them)."""
+    base = f"http://127.0.0.1:{port}"
+    print(f"\nThe caught run's page:  {base}/runs/demo-degrading\n"
+          f"All runs:               {base}/\n"
+          f"wtwind keeps serving them until Ctrl-C.", flush=True)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    print("\nstopping wtwind")
 
 
 def alert_series(metrics_url: str) -> list[str]:

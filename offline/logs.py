@@ -28,6 +28,7 @@ from operator import itemgetter
 from . import log_columns, log_formats
 from .log_table import LogError, TrainingLog, _build, _fast
 
+STOP_KEY = "wtwin_stopped"   # a log_history entry a wtwin callback left on stopping (stops.py)
 MAX_BYTES = 2 * 1024 ** 3
 _SCAN = make_scanner(json.JSONDecoder())   # json.loads's own scanner, called on a line at 0
 
@@ -131,6 +132,10 @@ def _read_json_rows(path, text, loss_col) -> TrainingLog:
         doc = json.loads(text)
         rows = doc.get("log_history") if isinstance(doc, dict) else doc
         meta = {k: v for k, v in doc.items() if k != "log_history"} if isinstance(doc, dict) else {}
+        if isinstance(rows, list) and any(isinstance(r, dict) and STOP_KEY in r for r in rows):
+            # what a wtwin callback logged when it stopped training (offline/stops.py)
+            meta[STOP_KEY] = [r[STOP_KEY] for r in rows if isinstance(r, dict) and STOP_KEY in r]
+            rows = [r for r in rows if not (isinstance(r, dict) and STOP_KEY in r)]
         if isinstance(doc, dict) and rows is None:
             rows = [doc]
     except json.JSONDecodeError:

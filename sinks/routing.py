@@ -1,9 +1,11 @@
 """Routes: which sinks get an alert, and after how long.
 
-A route matches an alert by ``kinds``, ``severities`` (empty = any) and a run-name
-glob (``fnmatch``), and sends it to ``sinks``. Routes are tried in order; the first
-match wins unless it sets ``continue_matching`` (Alertmanager's ``continue``).
-With no routes at all, every alert goes to every sink.
+A route matches an alert by ``kinds`` (empty = any), ``severities`` (default
+``warning`` and ``critical``: an ``info`` finding goes out only where a route names
+``info``) and a run-name glob (``fnmatch``), and sends it to ``sinks``. Routes are tried
+in order; the first match wins unless it sets ``continue_matching`` (Alertmanager's
+``continue``). With no routes at all, every warning and critical alert goes to every
+sink, and ``info`` stays on the run page, the metrics and the trainer's ``on_alert``.
 
 ``for_s`` holds a firing alert that long from its ``started_at`` (like a Prometheus
 rule's ``for:``): its outbox rows are committed at once, due at the end of the hold, so
@@ -34,13 +36,17 @@ from wtwin.detect.alert import KINDS, SEVERITIES, Alert
 from wtwin.detect.errors import check, require
 
 
+# What a route sends when it names no severities: pages only; `info` is asked for by name.
+DEFAULT_SEVERITIES = ("warning", "critical")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RouteConfig:
     """``[[routes]]``: match -> sinks, with a hold (``for_s``)."""
 
     sinks: tuple[str, ...]
     kinds: tuple[str, ...] = ()
-    severities: tuple[str, ...] = ()
+    severities: tuple[str, ...] = DEFAULT_SEVERITIES
     runs: str = "*"
     for_s: float = 0.0
     continue_matching: bool = False
@@ -52,6 +58,8 @@ class RouteConfig:
                   f"routes.{name}", value, "a list of strings")
             object.__setattr__(self, name, tuple(value))
         require(bool(self.sinks), "routes.sinks must name at least one sink")
+        require(bool(self.severities), "routes.severities must name at least one severity "
+                "(leave it out for warning and critical; add \"info\" to send info too)")
         _check_known("kinds", self.kinds, KINDS)
         _check_known("severities", self.severities, SEVERITIES)
         check(isinstance(self.runs, str) and bool(self.runs), "routes.runs", self.runs, "a non-empty glob")
@@ -64,7 +72,7 @@ class RouteConfig:
     def matches(self, alert: Alert) -> bool:
         return (
             (not self.kinds or alert.kind in self.kinds)
-            and (not self.severities or alert.severity in self.severities)
+            and alert.severity in self.severities
             and fnmatch.fnmatchcase(alert.run, self.runs)
         )
 

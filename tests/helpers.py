@@ -260,3 +260,21 @@ async def fed_state(tmp_path, name: str, frames: list[bytes], run: str,
     server.snapshots.close()
     await server.store.close()
     return state
+
+
+def read_until(fd: int, pattern: str, timeout: float) -> tuple["re.Match | None", str]:
+    """Read a pty until ``pattern`` shows up in what was read (or the deadline, or EOF)."""
+    import re
+    import select
+    text, deadline = "", time.monotonic() + timeout
+    while (m := re.search(pattern, text, re.S)) is None and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            text += chunk.decode(errors="replace")
+    return m, text

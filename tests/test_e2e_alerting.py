@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -71,8 +72,17 @@ def api(url: str) -> dict:
     return json.loads(body)
 
 
+ROUTE_ALL_TO_HOOK = """
+[[routes]]
+sinks = ["hook"]
+"""
+
+
 @pytest.fixture
-def stack(tmp_path):
+def stack(tmp_path, request):
+    """wtwind (its webhook sink ``hook`` routed as ``request.param`` says: by default one
+    route to it), Prometheus with the shipped rules, Alertmanager, one receiver."""
+    routes = getattr(request, "param", ROUTE_ALL_TO_HOOK)
     prom_bin, am_bin = need_binary("prometheus"), need_binary("prometheus-alertmanager")
     recv = ThreadedRecorder()
     am_port, prom_port = free_port(), free_port()
@@ -83,10 +93,7 @@ type = "webhook"
 name = "hook"
 url = "{recv.base}/wtwind"
 secret_env = "E2E_HOOK_SECRET"
-
-[[routes]]
-sinks = ["hook"]
-
+{routes}
 [delivery.retry]
 base_s = 0.05
 cap_s = 0.5
@@ -226,3 +233,78 @@ def test_run_that_nans_and_exits_at_once_reaches_alertmanager(stack):
     (fired, *_) = wait_for(lambda: api(f"{prom}/api/v1/query?query={backstop}")["data"]["result"],
                            30, 0.2, "the counter backstop firing")
     assert fired["metric"]["kind"] == "nonfinite"
+
+
+def healthy_with_spikes(emit, stop: threading.Event, max_steps: int = 100_000) -> None:
+    """A clean power-law curve with a one-batch outlier at step 1200 (and every 2,000
+    steps after), gone at the next step: the daemon holds it as an ``info`` spike for its
+    100-step quiet streak. The first 1,100 steps at once, then ~20 steps/s until stopped,
+    so the info finding stays up for several 1 s scrapes."""
+    for step in range(1, max_steps + 1):
+        bump = 3.0 if step % 2000 == 1200 else 0.0
+        emit.loss(step, 2.0 + 5.0 / step ** 0.5 + bump + 0.01 * ((step * 7919) % 13 - 6) / 6)
+        if step > 1100 and stop.wait(0.05):
+            return
+
+
+def query(prom: str, expr: str) -> list:
+    return api(f"{prom}/api/v1/query?query=" + urllib.parse.quote(expr))["data"]["result"]
+
+
+def evaluated_after(prom: str, t: float) -> bool:
+    """Every rule group of Prometheus has been evaluated since ``t`` (unix seconds)."""
+    from datetime import datetime
+    groups = api(f"{prom}/api/v1/rules?type=alert")["data"]["groups"]
+    return bool(groups) and all(datetime.fromisoformat(g["lastEvaluation"][:26].rstrip("Z") + "+00:00")
+                                .timestamp() > t for g in groups)
+
+
+@pytest.mark.binary
+@pytest.mark.slow
+@pytest.mark.parametrize("stack", [""], indirect=True, ids=["no-routes"])
+def test_info_findings_of_a_healthy_run_reach_no_receiver(stack):
+    """A healthy run whose daemon findings are all `info` (one-batch spikes that recover):
+    Prometheus scrapes them at severity 1, no shipped rule fires, Alertmanager posts
+    nothing, and wtwind's own webhook sink (no routes: the default) sends nothing. A NaN
+    run in the same stack then reaches both, so the silence is not a broken path."""
+    prom, recv, daemon, am = stack["prom"], stack["recv"], stack["daemon"], stack["am"]
+    wait_for(lambda: up(prom + "/-/ready"), 30, 0.1, "prometheus ready")
+    wait_for(lambda: up(am + "/-/ready"), 30, 0.1, "alertmanager ready")
+    emit = connect(daemon.ipc, run="e2e-healthy")
+    stop = threading.Event()
+    trainer = threading.Thread(target=healthy_with_spikes, args=(emit, stop), daemon=True)
+    trainer.start()
+    try:
+        info = 'wtwind_run_alert_severity{run="e2e-healthy"} == 1'
+        wait_for(lambda: query(prom, info), 60, 0.2, "an info finding scraped by Prometheus")
+        seen_at = time.time()
+        assert not query(prom, 'wtwind_run_alert_severity{run="e2e-healthy"} >= 2')
+        for _ in range(3):  # three evaluations of every rule after the info was scraped
+            wait_for(lambda: evaluated_after(prom, seen_at), 30, 0.2, "a rule evaluation")
+            seen_at = time.time()
+        assert query(prom, 'ALERTS{run="e2e-healthy"}') == []
+        assert [a for a in api(f"{am}/api/v2/alerts") if a["labels"].get("run") == "e2e-healthy"] == []
+        markers = json.loads(http_get(daemon.url + "/api/runs/e2e-healthy")[1])["markers"]
+        assert {m["kind"] for m in markers} == {"spike"}, markers  # the page shows them
+        assert {m["severity"] for m in markers} == {"info"}, markers
+    finally:
+        stop.set()
+        trainer.join(10)
+        emit.close()
+    # the control: the same stack pages a NaN, at Alertmanager's receiver and wtwind's own
+    nan = connect(daemon.ipc, run="e2e-nan-control")
+    for step in range(1, 21):
+        nan.loss(step, 2.0 + 1.0 / step)
+    nan.loss(21, float("nan"))
+    nan.close("failed")
+
+    def posted(path, key):
+        return [a for r in recv.requests(path) for a in r.json()["alerts"]
+                if a["labels"].get(key) in ("e2e-nan-control", "WTwinLossNonFinite")]
+    wait_for(lambda: posted("/wtwind", "run"), 30, 0.2, "wtwind's webhook with the NaN")
+    wait_for(lambda: [a for a in posted("/alertmanager", "alertname") if a["labels"]["run"] == "e2e-nan-control"],
+             30, 0.2, "Alertmanager with the NaN")
+    for path in ("/alertmanager", "/wtwind"):
+        leaked = [a["labels"] for r in recv.requests(path) for a in r.json()["alerts"]
+                  if a["labels"].get("run") == "e2e-healthy"]
+        assert leaked == [], (path, leaked)

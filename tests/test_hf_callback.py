@@ -138,6 +138,39 @@ class TestRawLoss:
         assert cb.stop_alert is not None and cb.stop_alert["step"] == self.POISON
         assert trainer.state.global_step < self.STEPS, "training did not stop on the NaN"
 
+    def test_the_gate_fails_the_run_the_callback_stopped(self, tmp_path):
+        """Stopped at the NaN of step 37: the saved trainer_state.json holds no NaN, but the
+        callback's log_history entry and OUTPUT_DIR/wtwin_stop.json each make
+        `wtwin monitor trainer_state.json --fail-on critical` exit 1."""
+        import json
+        import subprocess
+        import sys
+
+        with InProcessDaemon() as d:
+            cb, trainer = self._train(tmp_path, d, "hf-nan-gate")
+        trainer.save_state()   # what a user's script does after train(): OUTPUT_DIR/trainer_state.json
+        out = tmp_path / "out"
+        state = json.loads((out / "trainer_state.json").read_text())
+        losses = [r["loss"] for r in state["log_history"] if "loss" in r]
+        assert losses and all(x == x and abs(x) != float("inf") for x in losses)  # no NaN logged
+        (entry,) = [r["wtwin_stopped"] for r in state["log_history"] if "wtwin_stopped" in r]
+        assert entry["kind"] == "nonfinite" and entry["severity"] == "critical" and entry["step"] == self.POISON
+        beside = json.loads((out / "wtwin_stop.json").read_text())["wtwin_stopped"]
+        assert beside == entry
+
+        def gate(path):
+            return subprocess.run([sys.executable, "-m", "wtwin.offline.cli", "monitor", str(path),
+                                   "--fail-on", "critical"], capture_output=True, text=True, timeout=120)
+        r = gate(out / "trainer_state.json")
+        assert r.returncode == 1 and "stopped at step" in r.stdout, r.stdout + r.stderr
+        (out / "wtwin_stop.json").unlink()      # the log_history entry alone
+        assert gate(out / "trainer_state.json").returncode == 1
+        state["log_history"] = [r for r in state["log_history"] if "wtwin_stopped" not in r]
+        (out / "trainer_state.json").write_text(json.dumps(state))
+        assert gate(out / "trainer_state.json").returncode == 0   # neither: the old blind spot
+        (out / "wtwin_stop.json").write_text(json.dumps({"wtwin_stopped": entry}))
+        assert gate(out / "trainer_state.json").returncode == 1   # the file alone
+
     def test_without_the_raw_loss_the_grad_norm_still_tells(self, tmp_path):
         """With the hook off, the filtered logs show no non-finite loss, only ``loss: 0.0``
         with ``grad_norm: nan``: that pages critical at a logged step, within two logs."""

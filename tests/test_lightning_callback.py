@@ -75,6 +75,33 @@ class TestLightningCallback:
         assert received["eval"] >= 2 and received["checkpoint"] >= 2
         assert "val_loss" in run.last_eval and run.config["framework"] == "lightning"
 
+    def test_a_stopped_run_leaves_its_alert_beside_metrics_csv_for_the_gate(self, tmp_path):
+        """Stopped on the blow-up: wtwin_stop.json in trainer.log_dir, beside the CSVLogger's
+        metrics.csv, holds the alert; `wtwin monitor metrics.csv --json` reports the stop
+        and --fail-on at its severity exits 1."""
+        import json
+        import subprocess
+        import sys
+
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="pl-stop-gate", endpoint=d.endpoint, log_every=5,
+                               stop_on="warning", stop_kinds=LOSS_KINDS)
+            trainer = L.Trainer(max_steps=MAX_STEPS, accelerator="cpu", devices=1, log_every_n_steps=1,
+                                logger=L.loggers.CSVLogger(str(tmp_path), name="csv"),
+                                enable_progress_bar=False, enable_model_summary=False,
+                                limit_val_batches=0, enable_checkpointing=False, callbacks=[cb])
+            trainer.fit(LoggedNet(BLOWUP_AT), _data(20000, 1))
+        assert cb.stop_alert is not None and trainer.global_step < MAX_STEPS
+        (metrics,) = tmp_path.glob("csv/*/metrics.csv")
+        rec = json.loads((metrics.parent / "wtwin_stop.json").read_text())["wtwin_stopped"]
+        assert rec["kind"] == cb.stop_alert["kind"] and rec["step"] == cb.stop_alert["step"]
+        assert rec["stopped_at_step"] == trainer.global_step and rec["run"] == "pl-stop-gate"
+        cmd = [sys.executable, "-m", "wtwin.offline.cli", "monitor", str(metrics)]
+        doc = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120).stdout)
+        assert [(a["kind"], a["step"]) for a in doc["stopped"]] == [(rec["kind"], rec["step"])]
+        r = subprocess.run(cmd + ["--fail-on", rec["severity"]], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+
     def test_clean_run_embedded_and_state_in_checkpoint(self, tmp_path):
         """No daemon: the in-process monitor stays silent on a clean run; its state rides in the .ckpt."""
         cb = WTwinCallback(log_every=10)

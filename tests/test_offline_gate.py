@@ -170,3 +170,70 @@ class TestProgress:
         r = subprocess.run([sys.executable, "-c", NO_DELAY, "monitor", str(p)], capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0 and r.stderr == ""
+
+
+STOP = {"kind": "nonfinite", "severity": "critical", "step": 370, "stopped_at_step": 370,
+        "message": "loss is NaN at step 370", "run": "hf-nan", "source": "daemon"}
+
+
+def with_stop_entry(path, record=STOP):
+    doc = json.loads(path.read_text())
+    doc["log_history"].append({"step": record["stopped_at_step"], "wtwin_stopped": record})
+    path.write_text(json.dumps(doc))
+
+
+class TestStoppedByTheCallback:
+    def test_a_clean_log_passes_without_a_record(self, tmp_path):
+        """The stopped log holds no NaN: without the callback's record the gate passes it
+        (what issue 37 saw), so the record is what makes the difference below."""
+        p = tmp_path / "trainer_state.json"
+        trainer_state(p, 370, 3.0)
+        assert wtwin("monitor", str(p), "--fail-on", "critical").returncode == 0
+
+    def test_the_log_history_entry_fails_the_gate(self, tmp_path):
+        """A wtwin_stopped entry in log_history: --fail-on critical exits 1, names the stop;
+        the entry is not read as a loss row."""
+        p = tmp_path / "trainer_state.json"
+        trainer_state(p, 370, 3.0)
+        with_stop_entry(p)
+        r = wtwin("monitor", str(p), "--fail-on", "critical")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "training was stopped at step 370 by the wtwin callback" in r.stdout
+        doc = json.loads(wtwin("monitor", str(p), "--json").stdout)
+        assert doc["steps"] == 37 and doc["first_alert_step"] == 370
+        assert [a["kind"] for a in doc["stopped"]] == ["nonfinite"]
+
+    def test_the_file_beside_fails_the_gate_and_counts_once(self, tmp_path):
+        """wtwin_stop.json beside trainer_state.json (or beside its checkpoint-N folder)
+        fails the gate; the same record in both places is one alert."""
+        out = tmp_path / "out"
+        ckpt = out / "checkpoint-300"
+        ckpt.mkdir(parents=True)
+        trainer_state(out / "trainer_state.json", 370, 3.0)
+        trainer_state(ckpt / "trainer_state.json", 300, 3.0)
+        (out / "wtwin_stop.json").write_text(json.dumps({"wtwin_stopped": STOP}))
+        for p in (out / "trainer_state.json", ckpt / "trainer_state.json"):
+            assert wtwin("monitor", str(p), "--fail-on", "critical").returncode == 1, p
+        with_stop_entry(out / "trainer_state.json")
+        doc = json.loads(wtwin("monitor", str(out / "trainer_state.json"), "--json").stdout)
+        assert len(doc["stopped"]) == 1 and len(doc["alerts"]) == 1
+
+    def test_a_warning_stop_fails_warning_not_critical(self, tmp_path):
+        """The record keeps the alert's severity: a warning stop fails --fail-on warning only."""
+        p = tmp_path / "trainer_state.json"
+        trainer_state(p, 370, 3.0)
+        with_stop_entry(p, dict(STOP, kind="drift", severity="warning"))
+        assert wtwin("monitor", str(p), "--fail-on", "critical").returncode == 0
+        assert wtwin("monitor", str(p), "--fail-on", "warning").returncode == 1
+
+    @pytest.mark.parametrize("bad", ['{"wtwin_stopped": {"kind": "rm -rf", "severity": "critical", '
+                                     '"stopped_at_step": 1}}', "not json", '{"other": 1}',
+                                     '{"wtwin_stopped": {"kind": "drift", "severity": "critical", '
+                                     '"stopped_at_step": -4}}'])
+    def test_a_record_that_is_not_one_is_an_error(self, tmp_path, bad):
+        """A stop file the callback did not write: exit 2, naming the file; never a pass."""
+        p = tmp_path / "trainer_state.json"
+        trainer_state(p, 370, 3.0)
+        (tmp_path / "wtwin_stop.json").write_text(bad)
+        r = wtwin("monitor", str(p), "--fail-on", "critical")
+        assert r.returncode == 2 and "wtwin_stop.json" in r.stderr, r.stderr

@@ -98,12 +98,25 @@ class TestRuleConventions:
         assert used <= exported_metrics(), used - exported_metrics()
 
     def test_spike_takes_the_daemons_severity_and_never_pages(self):
-        """The spike rule's severity is the daemon's (info or warning, never critical): the
-        rule reads wtwind_run_alert_severity and names both (promtool tests both values)."""
+        """The spike rule's severity is the daemon's (warning, or critical from 3): the rule
+        reads wtwind_run_alert_severity and never carries info (promtool tests both values)."""
         (spike,) = [r for r in rules() if r["alert"] == "WTwinLossSpike"]
         assert "wtwind_run_alert_severity" in spike["expr"]
         sev = spike["labels"]["severity"]
-        assert "info" in sev and "warning" in sev and "critical" not in sev
+        assert "warning" in sev and "info" not in sev
+
+    @pytest.mark.parametrize("rule", [r for r in rules() if "wtwind_run_alert" in r["expr"]],
+                             ids=lambda r: r["alert"])
+    def test_run_rules_fire_on_the_daemons_severity(self, rule):
+        """Every rule over the daemon's findings reads their severity, from 2 (warning) up,
+        never the bare active flag: an `info` finding pages nobody."""
+        expr = rule["expr"]
+        assert "wtwind_run_alert_active" not in expr, expr
+        for use in re.findall(r"wtwind_run_alert_severity\{[^}]*\}\)\s*(>=?)\s*([0-9.]+)", expr):
+            op, bound = use
+            assert float(bound) >= (2 if op == ">=" else 1), expr
+        assert re.search(r"wtwind_run_alert_severity\{[^}]*\}\)\s*>=?\s*[0-9.]+", expr), expr
+        assert "info" not in str(rule["labels"]["severity"])
 
     def test_header_names_the_for_0s_rules(self):
         """The rules file's header lists exactly the rules that fire without waiting."""

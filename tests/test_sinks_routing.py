@@ -34,9 +34,29 @@ async def _commit(box, plan, now):
 
 class TestMatching:
     def test_default_routes_everything_everywhere(self):
-        """No routes: every alert goes to every sink."""
+        """No routes: every warning and critical alert goes to every sink."""
         r = Router([], ["log", "slack"])
         assert sinks_of(r.route(alert(), 0.0)) == [("log", "slack")]
+        assert sinks_of(r.route(alert(severity="critical"), 0.0)) == [("log", "slack")]
+
+    def test_info_goes_nowhere_by_default(self):
+        """No routes, or a route that names no severities: an info alert, firing or
+        resolved, goes to no sink."""
+        for r in (Router([], ["log", "slack"]), Router([RouteConfig(sinks=("slack",))], ["slack"])):
+            assert sinks_of(r.route(alert(severity="info"), 0.0)) == []
+            assert sinks_of(r.route(alert(severity="info", status="resolved"), 0.0)) == []
+
+    def test_info_where_a_route_asks_for_it(self):
+        """A route that names info gets info; the others still do not."""
+        r = Router([RouteConfig(sinks=("quiet",), severities=("info",)), RouteConfig(sinks=("slack",))],
+                   ["quiet", "slack"])
+        assert sinks_of(r.route(alert(severity="info"), 0.0)) == [("quiet",)]
+        assert sinks_of(r.route(alert(severity="warning"), 0.0)) == [("slack",)]
+
+    def test_empty_severities_refused(self):
+        """severities = [] says nothing would match: refused, naming the way out."""
+        with pytest.raises(ConfigError, match="routes.severities must name at least one"):
+            RouteConfig(sinks=("s",), severities=())
 
     def test_first_match_wins(self):
         """Routes are tried in order; the first match stops."""

@@ -288,6 +288,44 @@ class TestBrowser:
         assert "critical" not in page.locator("#alerts").inner_text()
         shoot(page, shots, "analyze.png")
 
+    def test_make_demo_leaves_the_caught_run_open_and_is_screenshotted(self, page, shots):
+        """`make demo` in a terminal: the URL it prints opens the caught run's page, with
+        the drift's warning banner and its marker; docs/screenshots/demo.png (README)."""
+        import pty
+        import signal
+        import subprocess
+        import sys
+
+        from helpers import free_port, read_until
+
+        env = {k: v for k, v in os.environ.items() if k != "CI"}
+        env["DEMO_PORT"] = str(free_port())
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "wtwin.offline.daemon_demo"], cwd=REPO,
+                                stdin=slave, stdout=slave, stderr=slave, env=env)
+        os.close(slave)
+        try:
+            m, text = read_until(master, r"(http://\S+/runs/demo-degrading)\s.*Ctrl-C", 240)
+            assert m is not None, text
+            page.goto(m.group(1))
+            page.wait_for_selector(".banner.sev-critical, .banner.sev-warning")
+            page.wait_for_selector(".alert-marker.sev-warning")
+            assert "drift" in page.locator(".banner").first.inner_text()
+            px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE]])
+            assert px["colors"][0] > 200, px
+            shoot(page, shots, "demo.png")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(60) == 0
+        finally:
+            if proc.poll() is None:   # Ctrl-C first: the demo stops its daemon (own session)
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            os.close(master)
+
     def test_a_bad_file_gets_a_readable_message(self, fed, page):
         """Dropping a binary file shows one sentence on the page, and no chart."""
         page.goto(fed.url + "/analyze")
