@@ -24,7 +24,7 @@ from wtwin.sinks.metrics import DeliveryCollector
 from wtwin.sinks.delivery_queue import MemoryOutbox
 
 from .admission import Admission
-from .alert_path import AlertPath
+from .alert_path import AlertPath, page_group
 from .config import DaemonConfig, build_sinks
 from .emitter_link import EmitterLink
 from .ingest import Ingest
@@ -84,7 +84,7 @@ def build(config: DaemonConfig) -> Parts:
     delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
                         routes=config.routes, policy=config.delivery.retry,
                         intake_size=config.delivery.intake_size,
-                        group_of=lambda alert: getattr(table.get(alert.run), "owner", None) or "anonymous")
+                        group_of=lambda alert: page_group(table.get(alert.run)))
     alerts = AlertPath(table, stats, send, store=store, snapshots=snapshots, delivery=delivery)
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)
