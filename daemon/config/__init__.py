@@ -87,9 +87,13 @@ class HttpConfig:
     header_timeout_s: float = 10.0  # a request's headers, from the connection or the last request
     keepalive_timeout_s: float = 15.0  # an idle keep-alive connection is closed after this
     max_connections: int = 256  # open at once (at most a quarter of the open-file limit)
+    max_connections_per_client: int = 32  # open at once from one address
+    probe_slots: int = 32  # connections past a cap that may still ask /healthz or /readyz
 
     def __post_init__(self) -> None:
         require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
+        require(1 <= self.max_connections_per_client <= 65536, "max_connections_per_client: must be in 1..65536")
+        require(1 <= self.probe_slots <= 1024, "probe_slots: must be in 1..1024")
         require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
         require(0 < self.header_timeout_s <= 600, "header_timeout_s: must be in (0, 600] seconds")
         require(0 < self.keepalive_timeout_s <= 3600, "keepalive_timeout_s: must be in (0, 3600] seconds")
