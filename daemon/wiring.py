@@ -63,7 +63,8 @@ class Parts:
 def build(config: DaemonConfig) -> Parts:
     stats = Stats()
     store = Store(config.state, idle_after_s=config.runs.idle_ttl_s,
-                  ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s))
+                  ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s),
+                  live=lambda: frozenset(r.run for r in table))  # the table, built next
     table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
                      max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs),
                      keep_history=store.wanted,
