@@ -54,6 +54,7 @@ MAX_POINTS = 2048           # points kept of a reference's curve
 RESOLVE_S = 60.0            # an incomplete run's references are looked up again after this ...
 MAX_RESOLVE_S = 960.0       # ... doubling each time up to this
 NOT_KNOWN = "is not a run this daemon knows"  # no such run, or another principal's: the same words
+OVER_BUDGET = "does not fit in the daemon's reference budget ([runs] max_reference_points)"
 
 
 def _same_curves(a: list, b: list) -> bool:
@@ -138,9 +139,14 @@ class References:
     def __init__(self, table, store, send: Callable[[bytes, bytes], bool], *,
                  max_references: int = MAX_REFERENCES, max_points: int = MAX_POINTS,
                  config: ReferenceConfig = ReferenceConfig(), resolve_s: float = RESOLVE_S,
-                 shared: tuple[str, ...] = (), clock: Callable[[], float] = time.time) -> None:
-        """``shared``: run-name globs any principal may compare with (``[runs] shared``)."""
+                 shared: tuple[str, ...] = (), max_total_points: int | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        """``shared``: run-name globs any principal may compare with (``[runs] shared``);
+        ``max_total_points``: every run's curves together (``[runs] max_reference_points``,
+        inside the memory budget; None: no bound)."""
         self.table, self.store, self.send = table, store, send
+        self.max_total_points = max_total_points
+        self._held = 0            # points attached, an upper bound (runs that left memory not taken off)
         self.shared = tuple(shared)
         self.foreign = 0          # another principal's runs met and ignored (named or siblings)
         self.max_references, self.max_points, self.config = max_references, max_points, config
@@ -263,6 +269,9 @@ class References:
         refs = run.refs
         if refs is None:
             return
+        curves, over = self._fit(run, curves)
+        missing = missing + [(c.name, OVER_BUDGET) for c in over]
+        incomplete = incomplete or bool(over)
         for name, why in missing:     # a scheduled look-up warns of a name once
             if not quiet or name not in refs.warned:
                 self.warn(run, name, why)
@@ -285,6 +294,22 @@ class References:
             refs.frozen = None
         log.info("reference_attached", run=run.run, references=[c.name for c in curves],
                  points=[len(c) for c in curves], replaced=old is not None)
+
+    def _fit(self, run, curves: list) -> tuple[list, list]:
+        """The curves that fit in ``max_total_points`` with every other run's (the run's
+        own tracker's given back), and those that do not, the last named first."""
+        if self.max_total_points is None or not curves:
+            return curves, []
+        mine = run.refs.points
+        want = sum(len(c) for c in curves)
+        if self._held - mine + want > self.max_total_points:  # maybe stale: count them
+            self._held = sum(r.refs.points for r in self.table if r.refs is not None)
+        room = self.max_total_points - (self._held - mine)
+        kept, over = list(curves), []
+        while kept and sum(len(c) for c in kept) > room:
+            over.insert(0, kept.pop())
+        self._held += sum(len(c) for c in kept) - mine if kept else 0
+        return kept, over
 
     @staticmethod
     def _warm(run, tracker: ReferenceTracker, upto: int) -> None:

@@ -80,7 +80,8 @@ def build(config: DaemonConfig) -> Parts:
     link = EmitterLink(stats, send)
     snapshots = Snapshots(config.state, store, link, table, stats, Quarantine(stats, send))
     references = References(table, store, send, max_references=config.runs.max_references,
-                            resolve_s=config.runs.reference_resolve_s, shared=config.runs.shared)
+                            resolve_s=config.runs.reference_resolve_s, shared=config.runs.shared,
+                            max_total_points=config.runs.max_reference_points)
     restores = Restores(store, table, stats, references)
     delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
                         routes=config.routes, policy=config.delivery.retry,

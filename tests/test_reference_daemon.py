@@ -184,6 +184,32 @@ class TestInsideAPrincipal:
             a.close(), b.close()
 
 
+class TestReferenceBudget:
+    def test_curves_past_max_reference_points_are_not_attached_and_said(self, tmp_path):
+        """Issue 38: every run's curves together stay within ``[runs]
+        max_reference_points`` (the memory budget's share); one more run naming the long
+        run is told ``reference_missing`` in words, and /metrics shows held <= limit."""
+        with Daemon(tmpdir=str(tmp_path), extra_env={"WTWIND_RUNS__MAX_REFERENCE_POINTS": "2500"}) as d:
+            a, _ = send_run(d.ipc, "long-a", curve(1))
+            at_step(d, "long-a", STEPS)
+            got = {}
+            for i in range(4):
+                e, got[i] = send_run(d.ipc, f"ref-{i}", curve(2)[:20], reference="long-a")
+                at_step(d, f"ref-{i}", 20)
+                e.poll()
+                got[i] = (e, got[i])
+            held = sample(d, "wtwind_budget_items", part="reference_points", state="held")
+            assert 0 < held <= 2500 and sample(d, "wtwind_budget_items", part="reference_points",
+                                                 state="limit") == 2500
+            e, seen = got[3]
+            wait_for(lambda: e.poll() or [x for x in seen if x["kind"] == "reference_missing"], 15, 0.05,
+                     "the run past the budget told")
+            assert "reference budget" in next(x for x in seen if x["kind"] == "reference_missing")["message"]
+            for e, _ in got.values():
+                e.close()
+            a.close()
+
+
 LOOK_SOON = {"WTWIND_RUNS__REFERENCE_RESOLVE_S": "0.001"}   # looked up again at (nearly) the next loss
 
 

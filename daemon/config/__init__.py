@@ -148,6 +148,8 @@ class RunsConfig:
     max_rewinds_kept: int = 32        # rewind audit records kept per run
     max_references: int = 4           # references a run may name (docs/REFERENCES.md)
     reference_resolve_s: float = 60.0  # incomplete references looked up again after (doubling)
+    # every run's reference curves together (about 211 bytes a point held: some 320 MB)
+    max_reference_points: int = 1_500_000
 
     def __post_init__(self) -> None:
         require(1 <= self.max_kind_chars <= 4096, "max_kind_chars: must be in [1, 4096]")
@@ -155,6 +157,7 @@ class RunsConfig:
         require(0 <= self.max_rewinds_kept <= 1024, "max_rewinds_kept: must be in [0, 1024]")
         require(0 <= self.max_references <= 8, "max_references: must be in [0, 8] (the wire's bound)")
         require(self.reference_resolve_s > 0, "reference_resolve_s: must be > 0 seconds")
+        require(self.max_reference_points >= 0, "max_reference_points: must be >= 0")
         require(self.max_runs >= 1, "max_runs: must be >= 1")
         require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
         require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")
