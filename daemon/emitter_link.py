@@ -58,9 +58,10 @@ class EmitterLink:
 
     def answer(self, run, em: str, verdict: int) -> bool:
         """What a verdict other than ``OK`` costs (``EmitterMarks.admit_seq``): True for
-        a gap (processed; the lost events counted), False for a duplicate or a nack."""
+        a gap (processed; counted once, not by its size: a client chooses the size), False
+        for a duplicate or a nack."""
         if verdict > 0:
-            self.stats.dropped["seq_gap"] += verdict
+            self.stats.dropped["seq_gap"] += 1
             return True
         if verdict == DUPLICATE:
             self.stats.dropped["duplicate"] += 1

@@ -25,7 +25,6 @@ from prometheus_client.registry import Collector as _Base
 from wtwin.detect.alert import KINDS, SEVERITIES
 
 from .described import described
-from .references import MAX_POINTS as MAX_REFERENCE_POINTS
 from .run_state import RunState, RunTable
 from .stats import Stats
 from .version import __version__
@@ -104,7 +103,7 @@ class DaemonCollector(_Base):
         r = cfg.runs
         limit = {"runs": r.max_runs, "emitter_ids": r.max_runs * r.max_emitters_per_run,
                  "rewinds": r.max_runs * r.max_rewinds_kept,
-                 "reference_points": r.max_runs * r.max_references * MAX_REFERENCE_POINTS}  # configs: JSON of <= max_config_bytes of msgpack
+                 "reference_points": r.max_reference_points}  # configs: JSON of <= max_config_bytes of msgpack
         fam = GaugeMetricFamily("wtwind_budget_items", "What a bounded part holds (state=held) against its "
                                 "limit (state=limit)", labels=["part", "state"])
         for part in held:

@@ -16,6 +16,13 @@ while behind or on the update it resolves. Its snapshot (the names, the group, t
 tracker's state) is in the run's; after a restart the names are resolved again and the
 tracker's state restored into the new tracker when the references are the same.
 
+References stay inside a principal (issue 38): a run compares only with runs of its own
+principal (its CURVE key, or its secret) and runs whose name matches ``[runs] shared``.
+Another principal's run, named or a sibling of the group, is ignored and counted
+(``wtwind_references_foreign_total``); a named one is warned of in the very words of a
+name that does not exist (``NOT_KNOWN``), so neither its curve, its level nor its
+existence reaches the other principal.
+
 References are not fixed once resolved: a run whose references are incomplete (a named
 one missing, or one still running and growing) looks again on a bounded schedule
 (``resolve_s``, doubling to ``MAX_RESOLVE_S``), and at once when a sibling of its group
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from fnmatch import fnmatchcase
 from typing import Callable
 
 import numpy as np
@@ -45,6 +53,8 @@ MAX_REFERENCES = 4          # references a run may name (more: the first ones, a
 MAX_POINTS = 2048           # points kept of a reference's curve
 RESOLVE_S = 60.0            # an incomplete run's references are looked up again after this ...
 MAX_RESOLVE_S = 960.0       # ... doubling each time up to this
+NOT_KNOWN = "is not a run this daemon knows"  # no such run, or another principal's: the same words
+OVER_BUDGET = "does not fit in the daemon's reference budget ([runs] max_reference_points)"
 
 
 def _same_curves(a: list, b: list) -> bool:
@@ -129,8 +139,16 @@ class References:
     def __init__(self, table, store, send: Callable[[bytes, bytes], bool], *,
                  max_references: int = MAX_REFERENCES, max_points: int = MAX_POINTS,
                  config: ReferenceConfig = ReferenceConfig(), resolve_s: float = RESOLVE_S,
+                 shared: tuple[str, ...] = (), max_total_points: int | None = None,
                  clock: Callable[[], float] = time.time) -> None:
+        """``shared``: run-name globs any principal may compare with (``[runs] shared``);
+        ``max_total_points``: every run's curves together (``[runs] max_reference_points``,
+        inside the memory budget; None: no bound)."""
         self.table, self.store, self.send = table, store, send
+        self.max_total_points = max_total_points
+        self._held = 0            # points attached, an upper bound (runs that left memory not taken off)
+        self.shared = tuple(shared)
+        self.foreign = 0          # another principal's runs met and ignored (named or siblings)
         self.max_references, self.max_points, self.config = max_references, max_points, config
         self.resolve_s, self.clock = resolve_s, clock
         self.refreshed = 0        # trackers replaced by a look-up that found other curves
@@ -141,6 +159,9 @@ class References:
         yield CounterMetricFamily("wtwind_references_missing", "References named on run_start that "
                                   "could not be used (no such run, no history, over max_references)",
                                   value=self.missing)
+        yield CounterMetricFamily("wtwind_references_foreign", "Runs of another principal a run named "
+                                  "or had in its group, ignored (not shared by [runs] shared); counted "
+                                  "at each look-up that met one", value=self.foreign)
         yield CounterMetricFamily("wtwind_references_replaced", "Run trackers rebuilt because a later "
                                   "look-up found other reference curves (a new sibling, a grown run)",
                                   value=self.refreshed)
@@ -173,12 +194,24 @@ class References:
                 r.refs.due = math.inf
                 self.resolve(r, quiet=True, upto=(r.step or 0) + 1)
 
-    def _group(self, run) -> list:
-        group = run.refs.group
-        return [r for r in self.table if r is not run and r.refs is not None and r.refs.group == group]
+    def _group(self, run, foreign: list | None = None) -> list:
+        """The run's siblings it may compare with; other principals' go to ``foreign``."""
+        group, out = run.refs.group, []
+        for r in self.table:
+            if r is not run and r.refs is not None and r.refs.group == group:
+                if self.yours(run, r.run, r.owner):
+                    out.append(r)
+                elif foreign is not None:
+                    foreign.append(r.run)
+        return out
 
-    def siblings(self, run) -> list[str]:
-        return [r.run for r in self._group(run)] if run.refs.group is not None else []
+    def yours(self, run, name: str, owner: str | None) -> bool:
+        """``run`` may compare with the run ``name`` owned by ``owner``: the same principal,
+        or a name the operator shares."""
+        return (owner is not None and owner == run.owner) or any(fnmatchcase(name, p) for p in self.shared)
+
+    def siblings(self, run, foreign: list | None = None) -> list[str]:
+        return [r.run for r in self._group(run, foreign)] if run.refs.group is not None else []
 
     def resolve(self, run, quiet: bool = False, upto: int | None = None) -> None:
         """Build the run's tracker from its references: live ones now, stored ones once
@@ -188,11 +221,16 @@ class References:
         refs = run.refs
         if refs.refresh is None:     # restored runs too (daemon/restores.py)
             refs.refresh = lambda step: self.resolve(run, quiet=True, upto=step)
-        curves, stored, missing, incomplete = [], [], [], False
+        curves, stored, missing, incomplete, foreign = [], [], [], False, []
         wanted = [(n, True) for n in refs.names if n != run.run]
-        wanted += [(n, False) for n in self.siblings(run) if n not in refs.names]
+        wanted += [(n, False) for n in self.siblings(run, foreign) if n not in refs.names]
+        self.foreign += len(foreign)
         for name, named in wanted[: self.max_references]:
             live = self.table.get(name)   # a restored run's plot series start empty: the store has it
+            if live is not None and not self.yours(run, name, live.owner):
+                self.foreign += 1
+                missing.append((name, NOT_KNOWN))
+                continue
             curve = curve_from_columns(name, live.series.train.columns(), self.max_points) if live else None
             incomplete = incomplete or curve is None or live.status == "running"   # may grow
             if curve is not None:
@@ -200,19 +238,24 @@ class References:
             elif named and self.store.wanted and name in self.store.runs:
                 stored.append(name)
             elif named:
-                missing.append((name, "has fewer than 2 losses yet" if live else "is not a run this daemon knows"))
+                missing.append((name, "has fewer than 2 losses yet" if live else NOT_KNOWN))
         look = (missing, incomplete, quiet, upto)
         if not stored:
             self._attach(run, curves, *look)
             return
-        self.store.writer.submit(lambda conn: _read_stored(conn, stored), read=True,
+        yours = lambda name, owner: self.yours(run, name, owner)  # noqa: E731 (read on the writer thread)
+        self.store.writer.submit(lambda conn: _read_stored(conn, stored, yours), read=True,
                                  done=lambda res, err: self._stored(run, curves, look, res, err))
 
     def _stored(self, run, curves: list, look: tuple, res, err) -> None:
         if err is not None:
             log.warning("reference_read_failed", run=run.run, error=str(err)[:300])
             res = {}
-        for name, cols in (res or {}).items():
+        for name, (owner, cols) in (res or {}).items():
+            if not self.yours(run, name, owner):
+                self.foreign += 1
+                look[0].append((name, NOT_KNOWN))
+                continue
             curve = curve_from_columns(name, cols, self.max_points) if cols is not None else None
             if curve is None:
                 look[0].append((name, "has no stored history"))
@@ -226,6 +269,9 @@ class References:
         refs = run.refs
         if refs is None:
             return
+        curves, over = self._fit(run, curves)
+        missing = missing + [(c.name, OVER_BUDGET) for c in over]
+        incomplete = incomplete or bool(over)
         for name, why in missing:     # a scheduled look-up warns of a name once
             if not quiet or name not in refs.warned:
                 self.warn(run, name, why)
@@ -248,6 +294,22 @@ class References:
             refs.frozen = None
         log.info("reference_attached", run=run.run, references=[c.name for c in curves],
                  points=[len(c) for c in curves], replaced=old is not None)
+
+    def _fit(self, run, curves: list) -> tuple[list, list]:
+        """The curves that fit in ``max_total_points`` with every other run's (the run's
+        own tracker's given back), and those that do not, the last named first."""
+        if self.max_total_points is None or not curves:
+            return curves, []
+        mine = run.refs.points
+        want = sum(len(c) for c in curves)
+        if self._held - mine + want > self.max_total_points:  # maybe stale: count them
+            self._held = sum(r.refs.points for r in self.table if r.refs is not None)
+        room = self.max_total_points - (self._held - mine)
+        kept, over = list(curves), []
+        while kept and sum(len(c) for c in kept) > room:
+            over.insert(0, kept.pop())
+        self._held += sum(len(c) for c in kept) - mine if kept else 0
+        return kept, over
 
     @staticmethod
     def _warm(run, tracker: ReferenceTracker, upto: int) -> None:
@@ -273,13 +335,22 @@ class References:
             self.send(identity, frame)
 
 
-def _read_stored(conn, names: list[str]) -> dict:
-    """On the writer thread: each stored run's train history as columns (None: none)."""
+def _read_stored(conn, names: list[str], yours: Callable[[str, str | None], bool]) -> dict:
+    """On the writer thread: each stored run's owner and train history as columns (None:
+    none); the history of a run that is not ``yours(name, owner)`` is not read at all."""
     from .series import TRAIN_FIELDS
-    from .store import envelope, series_rows
+    from .store import codec, envelope, series_rows
 
     out = {}
     for name in names:
+        row = conn.execute("SELECT snapshot FROM runs WHERE run = ?", (name,)).fetchone()
+        try:
+            owner = codec.decode_head(row[0]).get("owner") if row and row[0] else None
+        except Exception:  # an unreadable snapshot: nobody's
+            owner = None
+        if not yours(name, owner):
+            out[name] = (owner, None)
+            continue
         blk = series_rows.read(conn, name, "train")
-        out[name] = envelope.columns(blk, TRAIN_FIELDS[1:]) if len(blk) else None
+        out[name] = (owner, envelope.columns(blk, TRAIN_FIELDS[1:]) if len(blk) else None)
     return out

@@ -107,12 +107,15 @@ class Server:
             for alert in run.check_stall(now, stall):
                 self.publish(alert)
         runs = self.config.runs
-        for gone in self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s,
-                                      ended_series_s=runs.ended_series_s):
+        expired = self.table.expire(now, idle_ttl_s=runs.idle_ttl_s, ended_ttl_s=runs.ended_ttl_s,
+                                    ended_series_s=runs.ended_series_s)
+        for gone in expired:
             self.snapshots.evict(gone)  # leaves memory, stays in the store
             self.link.forget(gone)
             self.admission.forget(gone)
             log.info("run_expired", run=gone.run, status=gone.status, _client=gone.creator)
+        if expired:
+            self.store.prune_soon()  # prunable now: the store keeps up with churn
 
     def _on_signal(self, sig: int) -> None:
         self._signals += 1

@@ -24,7 +24,7 @@ from wtwin.sinks.metrics import DeliveryCollector
 from wtwin.sinks.delivery_queue import MemoryOutbox
 
 from .admission import Admission
-from .alert_path import AlertPath
+from .alert_path import AlertPath, page_group
 from .config import DaemonConfig, build_sinks
 from .emitter_link import EmitterLink
 from .ingest import Ingest
@@ -63,7 +63,8 @@ class Parts:
 def build(config: DaemonConfig) -> Parts:
     stats = Stats()
     store = Store(config.state, idle_after_s=config.runs.idle_ttl_s,
-                  ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s))
+                  ended_after_s=max(config.runs.ended_ttl_s, config.runs.ended_series_s),
+                  live=lambda: frozenset(r.run for r in table))  # the table, built next
     table = RunTable(preset=config.detection.preset, cooldown_s=config.detection.cooldown_s,
                      max_runs=config.runs.max_runs, new_watch=watch_factory(config.jobs),
                      keep_history=store.wanted,
@@ -79,12 +80,13 @@ def build(config: DaemonConfig) -> Parts:
     link = EmitterLink(stats, send)
     snapshots = Snapshots(config.state, store, link, table, stats, Quarantine(stats, send))
     references = References(table, store, send, max_references=config.runs.max_references,
-                            resolve_s=config.runs.reference_resolve_s)
+                            resolve_s=config.runs.reference_resolve_s, shared=config.runs.shared,
+                            max_total_points=config.runs.max_reference_points)
     restores = Restores(store, table, stats, references)
     delivery = Delivery(sinks=build_sinks(config), outbox=store.outbox or MemoryOutbox(),
                         routes=config.routes, policy=config.delivery.retry,
                         intake_size=config.delivery.intake_size,
-                        group_of=lambda alert: getattr(table.get(alert.run), "owner", None) or "anonymous")
+                        group_of=lambda alert: page_group(table.get(alert.run)))
     alerts = AlertPath(table, stats, send, store=store, snapshots=snapshots, delivery=delivery)
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)

@@ -13,9 +13,12 @@ never stalls detection or the other sinks); a sink's pending rows are its bounde
 queue (``queue_size``; beyond it new rows are written dead as ``dropped``, counted and
 redeliverable).
 
-Pages first: each sink serves its pending rows one group (the principal
-owning the alert's run) at a time in turn, and holds at most ``group_cap`` pending rows
-of one principal (``anonymous_cap`` for anonymous runs). An alert whose outbox write
+Pages first: each sink serves its pending rows one group (in the daemon, the client
+that created the alert's run) at a time in turn, and holds at most ``group_cap`` pending
+rows of one group (``anonymous_cap`` for a group named ``anonymous...``). A sink whose
+queue is full makes room for a group smaller than the largest: the largest group's
+newest row is written dead (``queue full``, counted, redeliverable), so a flood spread
+over many runs or connections never shuts another client's page out. An alert whose outbox write
 failed (a full disk) is held in memory, at most ``hold_size``, and written again with
 backoff until it commits; then it is delivered (``_hold``).
 """
@@ -33,7 +36,7 @@ import structlog
 
 from wtwin.detect.alert import Alert
 from .base import Sink
-from .delivery_queue import QUEUE_FULL, Outbox, Row, Staged
+from .delivery_queue import QUEUE_FULL, Outbox, Outcome, Row, Staged
 from .retry import RetryPolicy
 from .routing import Plan, RouteConfig, Router
 from .worker import Counters, Worker
@@ -83,6 +86,7 @@ class Delivery:
         if group_of is not None:
             outbox.index.group_of = group_of  # the outbox's pending view groups by it
         self._staged_groups: dict[tuple[str, str], int] = {}  # (sink, group) -> rows not committed yet
+        self._evicting: dict[int, tuple[str, str]] = {}  # row id -> (sink, group): written dead for room
         self.intake_size = intake_size  # alerts staged whose transaction has not committed yet
         self.held: deque[Plan] = deque()  # alerts whose write failed, retried (``_hold``)
         self.hold_size = hold_size
@@ -110,8 +114,8 @@ class Delivery:
         plan = self.router.route(alert, now)
         counts = self.outbox.counts()
         group = self._group(alert)
-        full = frozenset(s for s in plan.due if counts.get((s, "pending"), 0) + self._staged_rows[s]
-                         >= self.sinks[s].queue_size or self._group_full(s, group))
+        full = frozenset(s for s in plan.due if self._group_full(s, group)
+                         or not self._room(s, group, counts.get((s, "pending"), 0), now))
         self._staged += 1
         for sink in plan.due:
             self._staged_rows[sink] += 1
@@ -125,8 +129,50 @@ class Delivery:
         """The group's pending rows for ``sink`` are at their cap (pages first)."""
         if self.group_of is None:
             return False
-        cap = self.anonymous_cap if group == "anonymous" else self.group_cap
-        return self.outbox.index.pending_in(sink, group) + self._staged_groups.get((sink, group), 0) >= cap
+        cap = self.anonymous_cap if group.startswith("anonymous") else self.group_cap
+        return self._held_by(sink, group) >= cap
+
+    def _held_by(self, sink: str, group: str) -> int:
+        """Rows of ``group`` pending or staged for ``sink``, less those being written dead."""
+        leaving = sum(1 for where in self._evicting.values() if where == (sink, group))
+        return self.outbox.index.pending_in(sink, group) + self._staged_groups.get((sink, group), 0) - leaving
+
+    def _room(self, sink: str, group: str, pending: int, now: float) -> bool:
+        """Room in ``sink``'s queue for a row of ``group``: under ``queue_size``, or made
+        by writing dead the newest row of the largest group, when that is not ``group``
+        and holds more than one row more (longest queue drop)."""
+        leaving = sum(1 for s, _ in self._evicting.values() if s == sink)
+        if pending + self._staged_rows[sink] - leaving < self.sinks[sink].queue_size:
+            return True
+        if self.group_of is None:
+            return False
+        big, _ = self.outbox.index.largest(sink)
+        if big is None or big == group or self._held_by(sink, big) <= self._held_by(sink, group) + 1:
+            return False
+        victim = self.outbox.index.newest(sink, big, skip=self._evicting.keys())
+        if victim is None:
+            return False
+        self._evicting[victim.id] = (sink, big)
+        task = asyncio.ensure_future(self._evict(victim, now))
+        self._writes.add(task)
+        task.add_done_callback(self._written)
+        return True
+
+    async def _evict(self, row: Row, now: float) -> None:
+        """Write ``row`` dead (``queue full``) to make room for a smaller group's row."""
+        try:
+            if self.outbox.index.get(row.id) is None:  # sent (or gone) meanwhile: room anyway
+                return
+            await self.outbox.record_many([Outcome(row.id, "dead", row.attempts, now, QUEUE_FULL)], now)
+            self.counters.add(row.sink, "dropped")
+            _log.error("alert_dropped", sink=row.sink, reason="sink queue full: the newest alert of the "
+                       "client with the most pending made room for another client's", run=row.alert.run,
+                       kind=row.alert.kind)
+        except Exception:  # a task boundary: counted, logged; the row stays pending
+            self.counters.errors += 1
+            _log.exception("alert_evict_failed", sink=row.sink, run=row.alert.run, kind=row.alert.kind)
+        finally:
+            self._evicting.pop(row.id, None)
 
     def submit_nowait(self, alert: Alert) -> bool:
         """Route and commit on its own; False (ERROR, counted) if the intake is full."""

@@ -58,6 +58,7 @@ from wtwin.detect.alert import Alert
 from .routing import Facts, Plan, settle
 
 STATES = ("pending", "delivered", "dead")
+_MAX_SERVED = 4096  # groups with nothing pending whose last turn is still remembered
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,15 +101,18 @@ class PendingIndex:
     Workers ask ``due``/``next_due`` on every step and the metrics collector reads
     ``counts`` at scrape time: pending rows are mirrored here, dead rows only counted.
     Pages first: within a sink, rows are grouped by ``group_of(alert)`` (in the daemon,
-    the principal owning the alert's run), FIFO within a group, and ``due`` takes the
-    groups in turn, so one principal's flood waits behind itself, not in front of
-    another's page. A row keeps the group it entered with."""
+    the client that created the alert's run: its CURVE key, else its connection), FIFO
+    within a group, and ``due`` takes the groups in turn, the one served longest ago
+    first (a group not served lately, before those just served): one client's flood
+    waits behind itself, not in front of another's page, however many groups it keeps
+    busy. A row keeps the group it entered with."""
 
     def __init__(self, group_of: Callable[[object], str] | None = None) -> None:
         self.group_of = group_of or (lambda alert: "")
         self._pending: dict[str, dict[str, OrderedDict[int, Row]]] = {}  # sink -> group -> rows
         self._where: dict[int, tuple[str, str]] = {}  # row id -> (sink, group)
-        self._turn: dict[str, int] = {}               # sink -> the group served first next time
+        self._served: dict[str, dict[str, int]] = {}  # sink -> group -> tick of its last turn
+        self._tick = 0
         self._dead_n: dict[str, int] = {}
 
     def get(self, row_id: int) -> Row | None:
@@ -154,26 +158,43 @@ class PendingIndex:
         return len(self._pending.get(sink, {}).get(group, ()))
 
     def due(self, sink: str, now: float, limit: int) -> list[Row]:
-        """Up to ``limit`` due rows, one group at a time in turn, FIFO within each."""
-        groups = list(self._pending.get(sink, {}).values())
-        if not groups:
+        """Up to ``limit`` due rows, one group at a time in turn (least recently served
+        first), FIFO within each."""
+        pending = self._pending.get(sink)
+        if not pending:
             return []
-        start = self._turn.get(sink, 0) % len(groups)
-        self._turn[sink] = start + 1
-        order = groups[start:] + groups[:start]
-        iters = [(r for r in g.values() if r.next_attempt_at <= now) for g in order]
+        served = self._served.setdefault(sink, {})
+        order = sorted(pending, key=lambda g: served.get(g, -1))  # stable: arrival order on ties
+        iters = [(g, (r for r in pending[g].values() if r.next_attempt_at <= now)) for g in order]
         out: list[Row] = []
         while iters and len(out) < limit:
             alive = []
-            for it in iters:
+            for group, it in iters:
                 row = next(it, None)
                 if row is not None:
                     out.append(row)
-                    alive.append(it)
+                    alive.append((group, it))
+                    self._tick += 1
+                    served[group] = self._tick
                     if len(out) >= limit:
                         break
             iters = alive
+        if len(served) > 2 * len(pending) + _MAX_SERVED:  # bounded: groups with nothing pending go
+            self._served[sink] = {g: t for g, t in served.items() if g in pending}
         return out
+
+    def largest(self, sink: str) -> tuple[str | None, int]:
+        """The group with the most pending rows for ``sink``, and how many."""
+        groups = self._pending.get(sink) or {}
+        group = max(groups, key=lambda g: len(groups[g]), default=None)
+        return group, (len(groups[group]) if group is not None else 0)
+
+    def newest(self, sink: str, group: str, skip=frozenset()) -> Row | None:
+        """The group's newest pending row not in ``skip`` (the first to go when a sink is full)."""
+        for row in reversed((self._pending.get(sink) or {}).get(group, {}).values()):
+            if row.id not in skip:
+                return row
+        return None
 
     def next_due(self, sink: str) -> float | None:
         groups = self._pending.get(sink)

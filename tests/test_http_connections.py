@@ -81,9 +81,52 @@ class TestSlowHeaders:
             assert time.monotonic() - t0 < 600
 
 
+def refused_from_elsewhere(d, reason) -> float:
+    """``refused`` read from 127.0.0.2 (another client: this one is past its cap)."""
+    s = socket.create_connection(("127.0.0.1", d.http_port), timeout=30, source_address=("127.0.0.2", 0))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    for line in data.decode().splitlines():
+        if line.startswith(f'wtwind_http_refused_total{{reason="{reason}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+class TestProbesPastTheCaps:
+    def test_300_trickling_sockets_from_one_client_leave_the_probes_answering(self, tmp_path):
+        """Issue 38: one client holds 300 connections trickling their headers (and 40 more
+        that never finish a line); past its 32 the rest are not served, yet /healthz and
+        /readyz from the same address answer every time (a79b833: 10 of 13 failed)."""
+        env = {"WTWIND_HTTP__HEADER_TIMEOUT_S": "600"}
+        with Daemon(env, tmpdir=str(tmp_path)) as d:
+            held = []
+            try:
+                for _ in range(300):
+                    s = socket.create_connection(("127.0.0.1", d.http_port), timeout=30)
+                    s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                    held.append(s)
+                for _ in range(40):  # past the cap, a first line that never ends: they wait, then go
+                    s = socket.create_connection(("127.0.0.1", d.http_port), timeout=30)
+                    s.sendall(b"GET /heal")
+                    held.append(s)
+                wait_for(lambda: refused_from_elsewhere(d, "per_client") >= 250, timeout=60,
+                         what="connections past the client cap")
+                for _ in range(13):
+                    for path in ("/healthz", "/readyz"):
+                        assert http_get(d.url + path, 10)[0] == 200, path
+                assert sum(not closed_by_peer(s) for s in held[:300]) <= 32 + 32
+            finally:
+                for s in held:
+                    s.close()
+
+
 class TestConfig:
     @pytest.mark.parametrize("field,value", [("header_timeout_s", 0), ("keepalive_timeout_s", -1),
-                                             ("max_connections", 0)])
+                                             ("max_connections", 0), ("max_connections_per_client", 0),
+                                             ("probe_slots", 0)])
     def test_bad_values_are_refused_in_words(self, field, value):
         with pytest.raises(ConfigError, match=field):
             HttpConfig(**{field: value})

@@ -23,8 +23,12 @@ def curve(seed: int, power: float = 0.5) -> list[float]:
     return [2 + 3 * s ** -power + rng.gauss(0, 0.02) for s in range(1, STEPS + 1)]
 
 
+TEAM = "team-secret-" + "x" * 32   # one principal: runs compare only inside theirs (issue 38)
+
+
 def send_run(endpoint: str, run: str, losses, **kw):
     got: list[dict] = []
+    kw.setdefault("secret", TEAM)
     emit = connect(endpoint, run=run, on_alert=got.append, **kw)
     for step, loss in enumerate(losses, 1):
         emit.loss(step, loss)
@@ -120,6 +124,90 @@ class TestBehind:
         assert '"event": "reference_missing"' in daemon.log()
         assert sample(daemon, "wtwind_references_missing_total") == 1
         emit.close()
+
+
+class TestInsideAPrincipal:
+    """Issue 38: groups and references stay inside a principal (its secret, or its key)."""
+
+    def test_another_principals_runs_in_my_group_are_ignored_and_counted(self, daemon):
+        """Another principal starts 4 runs in ``sweep-7`` with a far lower curve: the
+        victim's run of the group is not compared with them (a79b833: a false ``behind``,
+        "1.36 above sweep-7-evil1"), and they are counted."""
+        evil = []
+        for i in range(4):
+            e, _ = send_run(daemon.ipc, f"sweep-7-evil{i}", [x - 1.5 for x in curve(10 + i)][:400],
+                            group="sweep-7", secret=f"evil-secret-{i}-" + "y" * 32)
+            evil.append(e)
+        for i in range(4):
+            at_step(daemon, f"sweep-7-evil{i}", 400)
+        v, got = send_run(daemon.ipc, "sweep-7-victim", curve(1)[:400], group="sweep-7", secret="victim-" + "z" * 32)
+        at_step(daemon, "sweep-7-victim", 400)
+        wait_for(lambda: (sample(daemon, "wtwind_references_foreign_total") or 0) >= 4, 15, 0.05,
+                 "the other principal's siblings counted")
+        v.poll()
+        assert not [x for x in got if x["kind"] == "behind"], got
+        doc = json.loads(http_get(f"{daemon.url}/api/runs/sweep-7-victim")[1])["references"]
+        assert not doc.get("curves"), doc
+        assert '"event": "reference_attached"' not in daemon.log()
+        for e in (*evil, v):
+            e.close()
+
+    def test_naming_another_principals_run_reads_nothing_and_says_missing(self, daemon):
+        """The attacker names the victim's run: its API carries no curve of it, and its
+        ``reference_missing`` reads word for word as for a name that does not exist."""
+        victim, _ = send_run(daemon.ipc, "victim-a", curve(1)[:300], secret="victim-" + "z" * 32)
+        at_step(daemon, "victim-a", 300)
+        spy, got = send_run(daemon.ipc, "spy-b", curve(2)[:50], reference=["victim-a", "no-such-run"],
+                            secret="spy-" + "w" * 32)
+        at_step(daemon, "spy-b", 50)
+        wait_for(lambda: spy.poll() or len([x for x in got if x["kind"] == "reference_missing"]) >= 2, 15, 0.05,
+                 "both names warned of")
+        said = {x["reference"]: x["message"] for x in got if x["kind"] == "reference_missing"}
+        assert said["victim-a"].replace("victim-a", "NAME") == said["no-such-run"].replace("no-such-run", "NAME")
+        doc = json.loads(http_get(f"{daemon.url}/api/runs/spy-b")[1])["references"]
+        assert not doc.get("curves"), doc
+        assert sample(daemon, "wtwind_references_foreign_total") >= 1
+        victim.close(), spy.close()
+
+    def test_a_run_the_operator_shares_is_compared_across_principals(self, tmp_path):
+        """``[runs] shared = ["baseline-*"]``: any principal may compare with it."""
+        cfg = tmp_path / "wtwind.toml"
+        cfg.write_text('[runs]\nshared = ["baseline-*"]\n')
+        with Daemon(args=("--config", str(cfg)), tmpdir=str(tmp_path)) as d:
+            a, _ = send_run(d.ipc, "baseline-a", curve(1)[:300], secret="ops-" + "o" * 32)
+            at_step(d, "baseline-a", 300)
+            b, _ = send_run(d.ipc, "mine-b", curve(2)[:50], reference="baseline-a", secret="me-" + "m" * 32)
+            at_step(d, "mine-b", 50)
+            doc = wait_for(lambda: json.loads(http_get(f"{d.url}/api/runs/mine-b")[1])["references"].get("curves"),
+                           15, 0.1, "the shared run's curve attached")
+            assert "baseline-a" in doc
+            a.close(), b.close()
+
+
+class TestReferenceBudget:
+    def test_curves_past_max_reference_points_are_not_attached_and_said(self, tmp_path):
+        """Issue 38: every run's curves together stay within ``[runs]
+        max_reference_points`` (the memory budget's share); one more run naming the long
+        run is told ``reference_missing`` in words, and /metrics shows held <= limit."""
+        with Daemon(tmpdir=str(tmp_path), extra_env={"WTWIND_RUNS__MAX_REFERENCE_POINTS": "2500"}) as d:
+            a, _ = send_run(d.ipc, "long-a", curve(1))
+            at_step(d, "long-a", STEPS)
+            got = {}
+            for i in range(4):
+                e, got[i] = send_run(d.ipc, f"ref-{i}", curve(2)[:20], reference="long-a")
+                at_step(d, f"ref-{i}", 20)
+                e.poll()
+                got[i] = (e, got[i])
+            held = sample(d, "wtwind_budget_items", part="reference_points", state="held")
+            assert 0 < held <= 2500 and sample(d, "wtwind_budget_items", part="reference_points",
+                                                 state="limit") == 2500
+            e, seen = got[3]
+            wait_for(lambda: e.poll() or [x for x in seen if x["kind"] == "reference_missing"], 15, 0.05,
+                     "the run past the budget told")
+            assert "reference budget" in next(x for x in seen if x["kind"] == "reference_missing")["message"]
+            for e, _ in got.values():
+                e.close()
+            a.close()
 
 
 LOOK_SOON = {"WTWIND_RUNS__REFERENCE_RESOLVE_S": "0.001"}   # looked up again at (nearly) the next loss

@@ -118,9 +118,21 @@ class TestSeqRules:
             sock.send(batch([30], base=30))                  # 21..29 evicted by the emitter
             replies(sock, lambda m: m.get("type") == "ack" and m["seq"] == 30)
             assert sample(d, "wtwind_events_dropped_total", reason="out_of_order") == 1
-            assert sample(d, "wtwind_events_dropped_total", reason="seq_gap") == 9
+            assert sample(d, "wtwind_events_dropped_total", reason="seq_gap") == 1  # one hole
             sock.close()
         assert state_show(tmp_path / "state.db", "raw")["snapshot"]["events"] == 21
+
+    def test_a_gap_near_two_to_the_63_counts_one(self, tmp_path):
+        """A client's seq (and base) near 2**63 is one hole in the counter, not 9.2e18
+        events (issue 38: the counter is a count of gaps, not of what a client claims)."""
+        with daemon(tmp_path) as d:
+            sock = dealer(d.tcp)
+            sock.send(batch([1, 2], base=1))
+            far = 2 ** 63 - 2
+            sock.send(batch([far], base=far))
+            replies(sock, lambda m: m.get("type") == "ack" and m["seq"] == far)
+            assert sample(d, "wtwind_events_dropped_total", reason="seq_gap") == 1
+            sock.close()
 
 
 class TestIdleExpiry:

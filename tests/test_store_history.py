@@ -247,6 +247,21 @@ class TestPrune:
         assert res.size >= 15 and res.runs[0] == "r00" and res.used_bytes <= used // 2
         assert retention.prune(conn, now, **kw).runs == []          # under the cap: nothing more
 
+    def test_an_ended_run_that_left_memory_goes_at_once_and_one_in_memory_stays(self, tmp_path):
+        """Issue 38: ended runs just now (within the TTL) are candidates once they are out
+        of memory, so the store holds max_runs plus the runs in memory; a run in memory
+        within its TTL stays (its next snapshot would write its row again)."""
+        conn, now = self._db(tmp_path), 1e6
+        for i in range(40):
+            _row(conn, f"gone{i:02}", now - 5 + i * 0.01)
+        for i in range(20):
+            _row(conn, f"mem{i:02}", now - 5 + i * 0.01)
+        live = frozenset(f"mem{i:02}" for i in range(20))
+        res = retention.prune(conn, now, **self.KW, live=live)
+        left = {r for (r,) in conn.execute("SELECT run FROM runs")}
+        assert res.count == 40 and left == live   # 20 in memory, over max_runs 10: only they stay
+        assert retention.prune(conn, now, **self.KW).count == 10   # once out of memory: down to max_runs
+
     def test_the_budget_is_configured_and_checked(self):
         assert StateConfig().retention_days == 30 and StateConfig().max_runs == 10_000
         with pytest.raises(ConfigError, match="retention_days"):
@@ -332,3 +347,38 @@ class TestDaemon:
         assert '"store_pruned"' in log
         conn = sqlite3.connect(str(tmp_path / "wtwind.db"))
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 5
+
+
+class TestPruneUnderChurn:
+    def test_the_store_holds_max_runs_plus_those_in_memory(self, tmp_path):
+        """Issue 38: 600 runs started and ended against ``[state] max_runs`` 100 (they
+        leave memory after 1 s): the store is back to max_runs plus the runs in memory
+        within seconds, not ``ended_series_s`` (900 s) after their end (a79b833: all
+        still stored)."""
+        from helpers import raw_dealer, sample
+        from wtwin.emitters import wire
+
+        env = {"WTWIND_RUNS__ENDED_TTL_S": "1", "WTWIND_STATE__MAX_RUNS": "100",
+               "WTWIND_RUNS__MAX_RUNS_PER_CLIENT": "1000"}
+        with Daemon(extra_env=env, tmpdir=str(tmp_path)) as d:
+            db = tmp_path / "wtwind.db"
+
+            def stored() -> int:
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+                try:
+                    return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+                finally:
+                    conn.close()
+
+            sock = raw_dealer(d.tcp)
+            for start in range(0, 600, 50):
+                sock.send(wire.encode_batch([
+                    ev for i in range(start, start + 50) for ev in (
+                        {"v": 1, "type": "run_start", "run": f"churn-{i}", "seq": 1},
+                        {"v": 1, "type": "loss", "run": f"churn-{i}", "seq": 2, "step": 1, "loss": 2.0},
+                        {"v": 1, "type": "run_end", "run": f"churn-{i}", "seq": 3, "status": "completed"})]))
+            wait_for(lambda: sample(d, "wtwind_events_received_total", type="run_end") == 600, 60, 0.1,
+                     "every run ended")
+            wait_for(lambda: sample(d, "wtwind_known_runs") == 0, 60, 0.1, "the runs left memory")
+            wait_for(lambda: stored() <= 100, 30, 0.1, "the store down to max_runs")
+            sock.close()

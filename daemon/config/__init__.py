@@ -87,9 +87,13 @@ class HttpConfig:
     header_timeout_s: float = 10.0  # a request's headers, from the connection or the last request
     keepalive_timeout_s: float = 15.0  # an idle keep-alive connection is closed after this
     max_connections: int = 256  # open at once (at most a quarter of the open-file limit)
+    max_connections_per_client: int = 32  # open at once from one address
+    probe_slots: int = 32  # connections past a cap that may still ask /healthz or /readyz
 
     def __post_init__(self) -> None:
         require(0 <= self.port <= 65535, f"port: {self.port} is not a TCP port (0..65535)")
+        require(1 <= self.max_connections_per_client <= 65536, "max_connections_per_client: must be in 1..65536")
+        require(1 <= self.probe_slots <= 1024, "probe_slots: must be in 1..1024")
         require(0 < self.body_timeout_s <= 3600, "body_timeout_s: must be in (0, 3600] seconds")
         require(0 < self.header_timeout_s <= 600, "header_timeout_s: must be in (0, 600] seconds")
         require(0 < self.keepalive_timeout_s <= 3600, "keepalive_timeout_s: must be in (0, 3600] seconds")
@@ -144,6 +148,8 @@ class RunsConfig:
     max_rewinds_kept: int = 32        # rewind audit records kept per run
     max_references: int = 4           # references a run may name (docs/REFERENCES.md)
     reference_resolve_s: float = 60.0  # incomplete references looked up again after (doubling)
+    # every run's reference curves together (about 211 bytes a point held: some 320 MB)
+    max_reference_points: int = 1_500_000
 
     def __post_init__(self) -> None:
         require(1 <= self.max_kind_chars <= 4096, "max_kind_chars: must be in [1, 4096]")
@@ -151,6 +157,7 @@ class RunsConfig:
         require(0 <= self.max_rewinds_kept <= 1024, "max_rewinds_kept: must be in [0, 1024]")
         require(0 <= self.max_references <= 8, "max_references: must be in [0, 8] (the wire's bound)")
         require(self.reference_resolve_s > 0, "reference_resolve_s: must be > 0 seconds")
+        require(self.max_reference_points >= 0, "max_reference_points: must be >= 0")
         require(self.max_runs >= 1, "max_runs: must be >= 1")
         require(self.max_runs_per_client >= 1, "max_runs_per_client: must be >= 1")
         require(self.max_emitters_per_run >= 1, "max_emitters_per_run: must be >= 1")

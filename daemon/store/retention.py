@@ -1,8 +1,13 @@
 """The store's disk budget: which stored runs go, oldest first, and deleting them.
 
-Only runs the run table no longer holds are candidates ("expired": ended more than
-``ended_after_s`` ago, or silent more than ``idle_after_s``: the run table's TTLs). Of
-those, ``prune`` deletes, oldest ``last_seen`` first:
+Candidates are the runs that are over: ended and no longer in memory (``live``: the
+names the run table holds), whatever their age, and, in memory or not, runs ended more
+than ``ended_after_s`` ago or silent more than ``idle_after_s`` (the run table's TTLs).
+A run still in memory and within its TTL is never one: its next snapshot would write
+its row again without its history. So an ended run is prunable as soon as it has left
+memory, not ``ended_after_s`` after its end (issue 38: 1,000 ended runs with
+``max_runs`` 300 were all still stored), and the store holds at most ``max_runs`` runs
+plus those in memory. Of the candidates, ``prune`` deletes, oldest ``last_seen`` first:
 
 1. every run last seen more than ``retention_days`` ago;
 2. as many as the store holds past ``max_runs`` runs;
@@ -27,8 +32,8 @@ MAX_PER_PASS = 100   # runs chosen a pass
 MAX_PASS_S = 0.05    # ... deleted 10 at a time until the pass has held the writer this long
 KEEP_STATES = ("pending", "dead")   # deliveries whose alert rows stay
 
-_EXPIRED = ("SELECT run, last_seen FROM runs WHERE (status != 'running' AND last_seen < ?) "
-            "OR last_seen < ? ORDER BY last_seen LIMIT ?")
+_OVER = ("SELECT run, last_seen, status FROM runs WHERE status != 'running' OR last_seen < ? "
+         "ORDER BY last_seen LIMIT ?")
 _SIZE = ("SELECT COALESCE(length(snapshot), 0) + length(config) + COALESCE((SELECT SUM(length(data)) "
          "FROM series s WHERE s.run = r.run), 0) + COALESCE((SELECT SUM(length(body)) FROM alerts a "
          "WHERE a.run = r.run), 0) FROM runs r WHERE run = ?")
@@ -52,10 +57,22 @@ def used_bytes(conn: sqlite3.Connection) -> int:
     return pages * conn.execute("PRAGMA page_size").fetchone()[0]
 
 
+def candidates(conn: sqlite3.Connection, now: float, live: frozenset[str], ended_after_s: float,
+               idle_after_s: float) -> list[tuple[str, float]]:
+    """Up to ``MAX_PER_PASS`` runs that are over (the module's docstring), oldest first."""
+    ended_before, idle_before = now - ended_after_s, now - idle_after_s
+    rows = conn.execute(_OVER, (idle_before, MAX_PER_PASS + len(live))).fetchall()
+    return [(run, seen) for run, seen, status in rows
+            if seen < idle_before or (status != "running" and (run not in live or seen < ended_before))
+            ][:MAX_PER_PASS]
+
+
 def prune(conn: sqlite3.Connection, now: float, *, retention_s: float, max_runs: int, max_bytes: int,
-          ended_after_s: float, idle_after_s: float, max_pass_s: float = MAX_PASS_S) -> Pruned:
+          ended_after_s: float, idle_after_s: float, max_pass_s: float = MAX_PASS_S,
+          live: frozenset[str] = frozenset()) -> Pruned:
+    """``live``: the runs in memory now (none: every ended run counts as left)."""
     out, t0 = Pruned(), time.perf_counter()
-    cands = conn.execute(_EXPIRED, (now - ended_after_s, now - idle_after_s, MAX_PER_PASS)).fetchall()
+    cands = candidates(conn, now, live, ended_after_s, idle_after_s)
     total = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     i = 0
     while i < len(cands) and cands[i][1] < now - retention_s and len(out.runs) < MAX_PER_PASS:

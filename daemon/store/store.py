@@ -39,17 +39,23 @@ _LIVE = ("SELECT run, config, snapshot FROM runs WHERE snapshot IS NOT NULL AND 
          "((status = 'running' AND last_seen > ?) OR last_seen > ?) ORDER BY last_seen DESC")
 
 
+PRUNE_SOON_S = 0.1  # the next pass, when the last was capped or runs just left memory
+
+
 class Store:
     def __init__(self, cfg: StateConfig, *, ended_after_s: float = 900.0,
-                 idle_after_s: float = 24 * 3600.0) -> None:
-        """``ended_after_s``/``idle_after_s``: when a stored run has left the run table
-        (its TTLs): only those are pruned (``retention.py``)."""
+                 idle_after_s: float = 24 * 3600.0, live: Callable[[], frozenset[str]] | None = None) -> None:
+        """``ended_after_s``/``idle_after_s``: the run table's TTLs; ``live()``: the names
+        of the runs in memory now. An ended run is pruned once it has left memory, any
+        run past its TTL (``retention.py``)."""
         self.cfg = cfg
+        self.live = live or frozenset
         self.ended_after_s, self.idle_after_s = ended_after_s, idle_after_s
         self.pruned = {"age": 0, "count": 0, "size": 0}   # runs deleted, by reason
         self.pruned_bytes = 0
         self.used_bytes = 0
         self._prune_timer: asyncio.TimerHandle | None = None
+        self._pruning = False  # a pass is on the writer's queue
         self.path = cfg.path
         # DaemonConfig() built by hand has no path: memory only (config.load() always sets one)
         self.wanted = cfg.enabled and bool(cfg.path)
@@ -83,19 +89,31 @@ class Store:
     def prune(self) -> None:
         """One pruning pass on the writer thread (no fsync of its own: the configured
         mode); the next in ``prune_interval_s``, or in 0.5 s when this one was capped."""
-        cfg = self.cfg
+        cfg, live = self.cfg, self.live()  # taken on the loop, the one owner of the table
 
         def op(conn):
             return prune(conn, time.time(), retention_s=cfg.retention_days * 86400, max_runs=cfg.max_runs,
                          max_bytes=cfg.max_bytes, ended_after_s=self.ended_after_s,
-                         idle_after_s=self.idle_after_s)
+                         idle_after_s=self.idle_after_s, live=live)
 
-        if self.writer is not None:
+        if self.writer is not None and not self._pruning:
+            self._pruning = True
             self.writer.submit(op, done=self._pruned)
 
+    def prune_soon(self) -> None:
+        """Runs left memory (the server's tick): with more runs stored than ``max_runs``, a
+        pass within ``PRUNE_SOON_S`` instead of at the next ``prune_interval_s``, so the
+        store keeps up with churn."""
+        if self.writer is None or self._pruning or len(self.runs) <= self.cfg.max_runs:
+            return
+        if self._prune_timer is not None:
+            self._prune_timer.cancel()
+        self._prune_timer = self.writer.loop.call_later(PRUNE_SOON_S, self.prune)
+
     def _pruned(self, res: Pruned | None, err: BaseException | None) -> None:
+        self._pruning = False
         loop = self.writer.loop
-        again = 0.5 if res is not None and res.capped else self.cfg.prune_interval_s
+        again = PRUNE_SOON_S if res is not None and res.capped else self.cfg.prune_interval_s
         self._prune_timer = loop.call_later(again, self.prune) if not loop.is_closed() else None
         if err is not None or res is None:
             return                      # the writer logged it; the next pass tries again

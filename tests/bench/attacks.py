@@ -15,13 +15,21 @@ its NaN to the webhook and to its trainer's ``on_alert``, and the attack's own c
   and with a gap (out of order);
 - ``alerts``: 10 connections x 1,000 anonymous runs x one NaN each;
 - ``logs``: ``run_start`` events with a 4 KiB ``kind`` and ``rewind`` events; the
-  daemon's log growth in bytes per second.
+  daemon's log growth in bytes per second;
+- ``secrets`` (issue 38): 10 connections x 100 runs, a fresh secret and a NaN each;
+- ``paced`` (issue 38): 40 connections, each a new run with a fresh secret and a NaN
+  every 50 ms;
+- ``http`` (issue 38): 300 sockets from one client trickling their headers, each one
+  the daemon closes opened again.
+
+``all`` runs every attack at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 import tempfile
 import threading
@@ -180,7 +188,65 @@ def logs(d: Daemon, stop: threading.Event) -> dict:
     return {"frames_sent": sent[0], "log_mb_per_s": round(grown / 2**20 / (time.monotonic() - t0), 3)}
 
 
-ATTACKS = {"inbound": inbound, "emitters": emitters, "alerts": alerts, "logs": logs}
+def secrets_flood(d: Daemon, stop: threading.Event) -> dict:
+    """Issue 38: 10 connections x 100 runs, each run its own secret and one NaN."""
+    socks = [dealer(d.tcp) for _ in range(10)]
+    for c, sock in enumerate(socks):
+        for i in range(100):
+            sock.send(wire.encode({"v": 1, "type": "loss", "run": f"minted-{c}-{i}", "seq": 1, "step": 1,
+                                   "loss": float("nan"), "auth": secrets.token_urlsafe(32)}))
+    stop.wait()
+    for sock in socks:
+        sock.close(linger=2000)
+    return {"nan_runs": 1000}
+
+
+def paced(d: Daemon, stop: threading.Event) -> dict:
+    """Issue 38: 40 connections, each a new run with its own secret and one NaN every 50 ms."""
+    socks, i = [dealer(d.tcp) for _ in range(40)], 0
+    while not stop.wait(0.05):
+        for c, sock in enumerate(socks):
+            try:
+                sock.send(wire.encode({"v": 1, "type": "loss", "run": f"paced-{c}-{i}", "seq": 1, "step": 1,
+                                       "loss": float("nan"), "auth": secrets.token_urlsafe(32)}), zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+        i += 1
+    for sock in socks:
+        sock.close()
+    return {"nan_runs": 40 * i}
+
+
+def http_hold(d: Daemon, stop: threading.Event) -> dict:
+    """Issue 38: one client holds 300 sockets trickling their headers, reopening each one
+    the daemon closes (the sampler's /healthz comes from the same address)."""
+    import socket
+
+    def opened():
+        s = socket.create_connection(("127.0.0.1", d.http_port), timeout=5)
+        s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        s.setblocking(False)
+        return s
+
+    held, reopened = [opened() for _ in range(300)], 0
+    while not stop.wait(0.5):
+        for k, s in enumerate(held):
+            try:
+                gone = s.recv(1) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                s.close()
+                held[k], reopened = opened(), reopened + 1
+    for s in held:
+        s.close()
+    return {"sockets": 300, "reopened": reopened}
+
+
+ATTACKS = {"inbound": inbound, "emitters": emitters, "alerts": alerts, "logs": logs,
+           "secrets": secrets_flood, "paced": paced, "http": http_hold}
 
 
 def sink_config(tmp: Path, url: str) -> Path:
