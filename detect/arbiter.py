@@ -267,10 +267,10 @@ class Arbiter:
             self._pl_mode = 0
         elif self._pl_mode == 0 and (
                 (pl.observed < 0 and self._ef.score(-pl.observed) > 1.0
-                 and self._big("plateau", pl.shortfall)
+                 and self._big("slowdown", pl.shortfall)
                  and -pl.observed > STALL_Z * pl.observed_sd())
                 or (pl.observed * self._ef.stall_gate < pl.expected
-                    and self._big("plateau", self._rise(None)))):
+                    and self._big("slowdown", self._rise(None)))):
             self._pl_mode = 2
         pl_up = slowdown and self._pl_mode == 2
         drift = (fc_alert or rising or pl_up) and not (stagnation or dv_page or sp_active
@@ -288,9 +288,11 @@ class Arbiter:
             sev = "warning"
             effect = max(self._rise(fc.l_pred), pl.shortfall)
             if plateau and pl.rule not in _NO_LEARNING and not (
-                    self._big("plateau", effect) and (not slowdown or self._stalled(
-                        pl, -pl.observed > STALL_Z * pl.observed_sd() or (self._ef._lr_peak == 0.0
-                            and self._big("plateau", self._rise(fc.l_pred)))))):
+                    self._big("slowdown" if slowdown else "plateau", effect) and (
+                        not slowdown or self._stalled(
+                            pl, -pl.observed > STALL_Z * pl.observed_sd() or (
+                                self._ef._lr_peak == 0.0
+                                and self._big("slowdown", self._rise(fc.l_pred)))))):
                 sev = "info"
             elif plateau and slowdown and self._pl_mode == 0:
                 self._pl_mode = 1          # paged as a plateau: so named for the episode
