@@ -142,7 +142,8 @@ class Arbiter:
     def big(self, kind: str, effect: float) -> bool:
         """Is a deviation of ``effect`` loss units large enough to page (`effect`)? Also
         keeps, per kind, the largest score seen while its detector was active
-        (``peak_scores``: what the harness calibrates the gate on)."""
+        (``peak_scores``: what the harness calibrates the gate on; a slowdown's under
+        ``"slowdown"``, since it pages only past ``stall_gate`` too)."""
         ef = self.ef
         jump = kind in JUMPS
         score = ef.score(effect, jump)

@@ -106,7 +106,7 @@ class EffectDetector(Detector):
              "_devs", "_wob")
     OPTIONAL = ("_first", "_last", "_prev")    # None until the first point
 
-    def __init__(self, *, gate: float = 3.0, jump_gate: float = 3.0, stall_gate: float = 4.0,
+    def __init__(self, *, gate: float = 4.0, jump_gate: float = 4.0, stall_gate: float = 6.0,
                  rho: float = 0.0025,
                  halflife: float = 100.0,
                  min_points: int = 8, wobble_samples: int = 16, start_points: int = 10,

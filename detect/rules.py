@@ -188,9 +188,9 @@ def slowdown_name(a, p) -> None:
     if not a.slowdown:
         ep.slowdown_as = UNNAMED
     elif ep.slowdown_as == UNNAMED and (
-            (pl.observed < 0 and ef.score(-pl.observed) > 1.0 and a.big("plateau", pl.shortfall)
+            (pl.observed < 0 and ef.score(-pl.observed) > 1.0 and a.big("slowdown", pl.shortfall)
              and -pl.observed > STALL_Z * pl.observed_sd())
-            or (pl.observed * ef.stall_gate < pl.expected and a.big("plateau", a.rise(None)))):
+            or (pl.observed * ef.stall_gate < pl.expected and a.big("slowdown", a.rise(None)))):
         ep.slowdown_as = AS_DRIFT
     a.pl_up = a.slowdown and ep.slowdown_as == AS_DRIFT
 
@@ -225,7 +225,8 @@ def plateau(a, p) -> None:
     sev = "warning"
     effect = max(a.rise(a.fc.l_pred), pl.shortfall)
     if on and pl.rule not in NO_LEARNING and not (
-            a.big("plateau", effect) and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
+            a.big("slowdown" if a.slowdown else "plateau", effect)
+            and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
         sev = "info"
     elif on and a.slowdown and a.episode.slowdown_as == UNNAMED:
         a.episode.slowdown_as = AS_PLATEAU      # paged as a plateau: so named for the episode
@@ -240,7 +241,7 @@ def stalled_risen(a) -> bool:
     best or its forecast."""
     pl = a.pl
     return -pl.observed > STALL_Z * pl.observed_sd() or (
-        a.ef.lr_peak == 0.0 and a.big("plateau", a.rise(a.fc.l_pred)))
+        a.ef.lr_peak == 0.0 and a.big("slowdown", a.rise(a.fc.l_pred)))
 
 
 @cython.locals(stop=cython.bint, active=cython.bint, det=Detector, i=cython.Py_ssize_t)

@@ -8,7 +8,7 @@ cdef class SpikeDetector(Detector):
     cdef readonly object z, recover, recover_z, level_halflife, scale_halflife, warmup, min_points
     cdef double _c_z, _c_recover_z, _c_level_hl, _c_scale_hl, _c_min_points, _c_level, _c_scale
     cdef long long _c_recover, _c_warmup
-    cdef public double _level, _scale, _height, _dt
+    cdef public double _level, _scale, _height, _held, _dt
     cdef public long long _last, _first, _open, _later, _n
     cdef public bint _sustained
     # the last observe()

@@ -11,7 +11,10 @@ Otherwise it is a sustained spike (``severity="warning"``, active until it recov
 Every half-life spans at least ``min_points`` of the stream's usual gaps: in a log with
 a point every 500 steps, a 200-step half-life would make the scale one point's change,
 and every ordinary point after a quiet one a "spike". ``height`` in the state is the
-highest jump above the level since the spike opened.
+highest jump above the level since the spike opened; once the spike is sustained, the
+height it *holds*: the lowest of the points after the one that opened it (a PINN's loss
+jumped from 0.12 to 1.74 for one logged point, then sat 0.2 above its level for three:
+a shift of 0.2 while it lasted, not of 1.6).
 
 >>> import random
 >>> rng = random.Random(3)
@@ -71,8 +74,8 @@ class SpikeDetector(Detector):
         return Verdict("spike", self.active, self.severity or "info", self.height,
                        self.level_halflife, self.spike_step, {"height": self.height})
     ARGS = ("z", "recover", "recover_z", "level_halflife", "scale_halflife", "warmup", "min_points")
-    STATE = ("_level", "_scale", "_last", "_first", "_open", "_height", "_later", "_sustained",
-             "_dt", "_n")
+    STATE = ("_level", "_scale", "_last", "_first", "_open", "_height", "_held", "_later",
+             "_sustained", "_dt", "_n")
     OPTIONAL = ("_level", "_last", "_first", "_open")
 
     def __init__(self, *, z: float = 8.0, recover: int = 10, recover_z: float = 3.0,
@@ -99,6 +102,7 @@ class SpikeDetector(Detector):
         self._first = NO_STEP
         self._open = NO_STEP     # step of the open spike
         self._height = 0.0
+        self._held = 0.0         # the lowest height of the points after the opening one
         self._later = 0          # points seen since it opened
         self._sustained = False
         self._dt = 1.0           # EWMA of the gap between points (steps)
@@ -139,6 +143,7 @@ class SpikeDetector(Detector):
         if (z >= self._c_z and step - self._first >= self._c_warmup and self._scale > 0
                 and self._n >= 10):
             self._open, self._height, self._later = step, loss - self._level, 0
+            self._held = self._height
             self.last_z, self.active, self.severity, self._since, self.height = (
                 z, False, None, step, self._height)
             return
@@ -153,6 +158,8 @@ class SpikeDetector(Detector):
         since = self._open
         if loss - self._level > self._height:
             self._height = loss - self._level
+        if self._later == 1 or loss - self._level < self._held:
+            self._held = loss - self._level
         height = self._height
         if z < self._c_recover_z:
             sustained = self._sustained
@@ -169,7 +176,7 @@ class SpikeDetector(Detector):
             self._sustained = True
         if self._sustained:
             self.last_z, self.active, self.severity, self._since, self.height = (
-                z, True, "warning", since, height)
+                z, True, "warning", since, self._held)
             return
         self.last_z, self.active, self.severity, self._since, self.height = (
             z, False, None, since, height)

@@ -20,7 +20,10 @@ import pytest
 
 TRANSFORMS = ("x0.01", "x100", "+1000", "every10th", "twice", "gap20", "resume")
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
-FOLDERS = ("real-logs", "real-logs-lr")
+FOLDERS = ("real-logs", "real-logs-lr", "real-logs-3")
+# the preset a user would pick for a manifest's ``kind`` (docs/PRESETS.md)
+PRESET_OF_KIND = {"finetuning": "finetuning", "vision-language": "finetuning",
+                  "rl": "stationary", "gan": "stationary"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def entries(own: bool = True) -> list[Entry]:
                 path = SHARED / folder / r["file"]
                 if not path.exists():
                     continue
-                preset = "finetuning" if r.get("kind") == "finetuning" else "pretraining"
+                preset = PRESET_OF_KIND.get(r.get("kind", ""), "pretraining")
                 out.append(Entry(r["file"], path, r["label"], _group(r["file"], r["repo"]), preset))
     if own:
         from own_runs import RUNS

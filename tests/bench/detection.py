@@ -116,7 +116,7 @@ def thresholds(stats: list[dict], exclude: str | None) -> dict:
     out = {}
     for g in calibrate.GATES:
         groups = calibrate.by_group([(r["group"], r["stats"][g]) for r in stats])
-        out[g] = calibrate.choose(groups, exclude, calibrate.FLOORS.get(g, calibrate.FLOOR))
+        out[g] = calibrate.choose(groups, exclude, calibrate.FLOORS[g])
     for b in BASELINES:
         groups = calibrate.by_group([(r["group"], r["base"][b]) for r in stats])
         out[b] = calibrate.choose(groups, exclude) * 1.0001 + 1e-12
