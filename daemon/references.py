@@ -339,13 +339,14 @@ def _read_stored(conn, names: list[str], yours: Callable[[str, str | None], bool
     """On the writer thread: each stored run's owner and train history as columns (None:
     none); the history of a run that is not ``yours(name, owner)`` is not read at all."""
     from .series import TRAIN_FIELDS
-    from .store import codec, envelope, series_rows
+    from .store import envelope, series_rows
+    from .store.snapshot_head import decode_head
 
     out = {}
     for name in names:
         row = conn.execute("SELECT snapshot FROM runs WHERE run = ?", (name,)).fetchone()
         try:
-            owner = codec.decode_head(row[0]).get("owner") if row and row[0] else None
+            owner = decode_head(row[0]).get("owner") if row and row[0] else None
         except Exception:  # an unreadable snapshot: nobody's
             owner = None
         if not yours(name, owner):

@@ -98,6 +98,7 @@ class ForecastDetector(ForecastFit):
     default_law = "power"
     lr_law = "schedule"        # what ``law="auto"`` fits when lr is sent
     ARGS = CONFIG_ARGS          # `ForecastConfig`'s fields
+    CONFIG = ForecastConfig
     STATE = (
         "_lb", "_bins", "_edge", "_last", "_dt", "_s1", "_s2", "_mom", "_lr", "_warm",
         "_lrmax", "_lrlow", "_restart", "_bk", "_pend", "_mc", "_shaped", "_law", "_p",

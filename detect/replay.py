@@ -14,7 +14,7 @@ alert transitions and builds nothing per event around the monitor's own call.
 >>> events = [("loss", t, 2.6 + 9 * t ** -0.35 + rng.gauss(0, 0.05)
 ...            + (1e-3 * (t - 5000) if t > 5000 else 0.0), None) for t in range(1, 8001)]
 >>> [(a.kind, a.severity, a.status, a.step) for a in alerts(events)]
-[('drift', 'info', 'firing', 5113), ('drift', 'warning', 'firing', 5120), ('drift', 'critical', 'firing', 5879), ('divergence', 'critical', 'firing', 6377)]
+[('drift', 'info', 'firing', 5113), ('drift', 'warning', 'firing', 5135), ('drift', 'critical', 'firing', 5879), ('divergence', 'critical', 'firing', 6377)]
 """
 
 from __future__ import annotations

@@ -50,9 +50,20 @@ out_path, snaps_path, restore_from, *logs = sys.argv[1:]
 result = {"compiled": detect.COMPILED, "build": detect.BUILD,
           "files": {m: getattr(sys.modules["wtwin.detect." + m], "__file__", "")
                     for m in detect.build.MODULES}, "logs": {}, "restored": {}}
+
+
+def _signature(c) -> list:
+    """The pure ``__init__``'s arguments; a detector built from a config record
+    (``__init__(self, **args)``, `ForecastConfig`) takes that record's fields."""
+    import dataclasses
+    params = [p for p in inspect.signature(c.__init__).parameters.values() if p.name != "self"]
+    if [p.kind for p in params] == [inspect.Parameter.VAR_KEYWORD] and hasattr(c, "CONFIG"):
+        return [f.name for f in dataclasses.fields(c.CONFIG)]
+    return [p.name for p in params]
+
+
 if not detect.COMPILED:    # a compiled __init__ has no signature: ARGS says it
-    result["args"] = {n: [list(c.ARGS), [p for p in inspect.signature(c.__init__).parameters
-                                        if p != "self"]] for n, c in REGISTRY.items()
+    result["args"] = {n: [list(c.ARGS), _signature(c)] for n, c in REGISTRY.items()
                       if hasattr(c, "ARGS")}
 snaps = {}
 for path in logs:

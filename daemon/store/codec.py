@@ -20,6 +20,7 @@ import msgpack
 
 from ..ingest_marks import EmitterMarks
 from ..series import Spark
+from .snapshot_head import decode_head, unpack
 
 SNAPSHOT_FORMAT = 3
 READABLE_FORMATS = (1, 2, 3)
@@ -46,8 +47,7 @@ def _pack(obj) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def _unpack(blob: bytes):
-    return msgpack.unpackb(blob, raw=False, strict_map_key=False)
+_unpack = unpack
 
 
 def monitor_bytes(run) -> bytes:
@@ -94,11 +94,6 @@ def encode(run) -> Row:
                run.first_seen, run.last_seen, run.step, _pack(d)))
     row.chunks = chunks
     return row
-
-
-def decode_head(blob: bytes) -> dict[str, Any]:
-    """The snapshot with the detectors' state left as bytes (formats 2 and 3)."""
-    return _unpack(blob)
 
 
 def decode(blob: bytes) -> dict[str, Any]:
