@@ -53,8 +53,8 @@ result = {"compiled": detect.COMPILED, "build": detect.BUILD,
 
 
 def _signature(c) -> list:
-    """The pure ``__init__``'s arguments; a detector built from a config record
-    (``__init__(self, **args)``, `ForecastConfig`) takes that record's fields."""
+    # the pure __init__'s arguments; a detector built from a config record
+    # (__init__(self, **args), ForecastConfig) takes that record's fields
     import dataclasses
     params = [p for p in inspect.signature(c.__init__).parameters.values() if p.name != "self"]
     if [p.kind for p in params] == [inspect.Parameter.VAR_KEYWORD] and hasattr(c, "CONFIG"):
