@@ -39,6 +39,7 @@ ALERTNAMES = {
     "stalled": "WTwinRunStalled",
     "spectral": "WTwinSpectralOutOfBand",
     "resume_jump": "WTwinResumeJump",
+    "frozen_loader": "WTwinLossDegradation",
     "behind": "WTwinRunBehindReference",   # daemon/references.py
 }
 

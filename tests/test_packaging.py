@@ -94,9 +94,9 @@ def base_venv(wheel, tmp_path_factory) -> Path:
 
 class TestWheel:
     def test_the_base_wheel_is_pure_and_small(self, wheel):
-        """Nothing compiled (py3-none-any, no extension), at most 1.07 MB of our own code
-        (1 MB until the reference runs added 0.06 MB, 1.05 MB until the shared build rules,
-        the schema, the emitter's settings and describe() added 0.02 MB: docs/INSTALL.md)."""
+        """Nothing compiled (py3-none-any, no extension), at most 1.15 MB of our own code
+        (1.10 MB with the verdict records and named rules: docs/INSTALL.md). The bound
+        catches an accident (a data file, a vendored library), not growth line by line."""
         import zipfile
 
         assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
@@ -107,7 +107,7 @@ class TestWheel:
         # (uPlot, MIT: 0.05 MB of the web page's static files)
         ours = sum(i.file_size for i in infos if not i.filename.startswith("wtwin-")
                    and not i.filename.rpartition("/")[2].startswith(VENDORED))
-        assert ours <= 1_070_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
+        assert ours <= 1_150_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
 
     def test_metadata_base_is_the_emitter_only(self, wheel):
         """The wheel requires pyzmq and msgpack and nothing else outside an extra."""
@@ -160,7 +160,7 @@ DETECT = textwrap.dedent("""
                       "alerts": [[a.kind, a.severity, a.status, a.step] for a in alerts(events)]}))
 """)
 # replay.py's doctest: the same run, the same alerts in either build
-ALERTS = [["drift", "info", "firing", 5113], ["drift", "warning", "firing", 5120],
+ALERTS = [["drift", "info", "firing", 5113], ["drift", "warning", "firing", 5135],
           ["drift", "critical", "firing", 5879], ["divergence", "critical", "firing", 6377]]
 
 
