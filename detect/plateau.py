@@ -6,7 +6,11 @@ Four rules:
 - *frozen*: the loss has repeated one exact value for ``frozen_points`` points in a
   row (at increasing steps): the logger stopped updating (two MLPerf Mask R-CNN runs
   printed one value for 36,000 iterations after a NaN their meters hid, while the lr
-  moved on). A healthy loss does not repeat itself to the last digit 20 times.
+  moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
+  the log rounds it to its last digits (`resolution`): a loss at the print's floor
+  (0.0, or two printed digits at most, as a fine-tune that memorizes sits at 0.0002) that
+  came there from near 0 (the floor too, or 1% of its starting level) is not frozen; one
+  that dropped there from farther is (an fp16 run whose trainer turns NaN into a flat 0.0).
 
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
   ``grace`` steps after the first point (and at least ``min_points`` points), the best
@@ -71,10 +75,12 @@ from . import base
 from .base import check, decay, fraction, positive, register
 from .finding import Verdict
 from .plateau_slope import PlateauSlope
+from .resolution import NONE, RAW as _RAW, decimals, quantum
 
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+RAW = cython.declare(cython.longlong, _RAW)
 _new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
@@ -123,8 +129,8 @@ class PlateauDetector(PlateauSlope):
             "min_progress_z")
     STATE = ("_lnoise", "_same", "_prev", "_level", "_last_n", "_dprev", "_first", "_last",
              "_ref", "_best", "_n", "_ring", "_dt", "_sums", "_u", "_t", "_noise", "_slopes",
-             "_armed", "_slow", "_onset", "_hole")
-    OPTIONAL = ("_prev", "_level", "_dprev", "_first", "_last", "_u")
+             "_armed", "_slow", "_onset", "_hole", "_before", "_dec")
+    OPTIONAL = ("_prev", "_level", "_dprev", "_first", "_last", "_u", "_before")
 
     def __init__(self, *, grace: int = 3000, min_progress: float = 0.02, min_points: int = 4,
                  window: int = 1000, flat: float = 0.25, halflife: float = 50.0,
@@ -158,6 +164,8 @@ class PlateauDetector(PlateauSlope):
         self._lnoise = 0.0     # EWMA of |change of the level| between points
         self._same = 0         # points in a row equal to the one before, to the last digit
         self._prev = NAN
+        self._before = NAN     # the value before the one repeated (NaN: repeated from the start)
+        self._dec = NONE       # the decimals the log prints (`resolution`)
         self._c_lr = math.log(slow_ratio)
         self._c_level = 0.5 ** (1.0 / halflife)     # per-step EWMA weight (a constant)
         self._level = NAN
@@ -187,6 +195,15 @@ class PlateauDetector(PlateauSlope):
                                    self.z, self.shortfall, self.repeats, self.progress_z,
                                    self.expected, self.observed, self.onset))
 
+    @cython.locals(q=cython.double)
+    def _at_floor(self, loss: float) -> bool:
+        """The repeated value is the print's floor, reached from near 0: 0.0 or two printed
+        digits at most, and so was the value before it, or it was within 1% of the starting
+        level."""
+        q = quantum(self._dec)
+        return ((loss == 0.0 or abs(loss) < 100.0 * q)
+                and not (abs(self._before) >= 100.0 * q and abs(self._before) > 0.01 * abs(self._ref)))
+
     @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
                    level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
                    progress=cython.double, sd=cython.double, pz=cython.double,
@@ -208,8 +225,13 @@ class PlateauDetector(PlateauSlope):
         if step < self._last:
             self._reset_slope()
         if step > self._last:
-            self._same = self._same + 1 if loss == self._prev else 0
+            if loss == self._prev:
+                self._same += 1
+            else:
+                self._same, self._before = 0, self._prev
             self._prev = loss
+            if self._dec < RAW:
+                self._dec = decimals(self._dec, loss)
         z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -INF
         self.z = z
         dt = step - self._last
@@ -231,7 +253,7 @@ class PlateauDetector(PlateauSlope):
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
         self.progress = progress
-        if self._same + 1 >= self.frozen_points:
+        if self._same + 1 >= self.frozen_points and not self._at_floor(loss):
             self.active, self.rule, self.level, self.repeats = True, "frozen", loss, self._same + 1
             return True
         self.level = level
