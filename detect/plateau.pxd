@@ -11,4 +11,4 @@ cdef long long RAW
 cdef class PlateauDetector(PlateauSlope):
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
     cdef void see(self, Point p) except *
-    cdef bint _at_floor(self, double loss) except -1
+    cdef bint _print_repeats(self, double loss) except -1

@@ -7,10 +7,11 @@ Four rules:
   row (at increasing steps): the logger stopped updating (two MLPerf Mask R-CNN runs
   printed one value for 36,000 iterations after a NaN their meters hid, while the lr
   moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
-  the log rounds it to its last digits (`resolution`): a loss at the print's floor
-  (0.0, or two printed digits at most, as a fine-tune that memorizes sits at 0.0002) that
-  came there from near 0 (the floor too, or 1% of its starting level) is not frozen; one
-  that dropped there from farther is (an fp16 run whose trainer turns NaN into a flat 0.0).
+  the log rounds it (`resolution`) and it moves by less than a printed digit a point: a
+  value that came within two printed digits of the one before it is not frozen (a
+  fine-tune that memorizes sits at 0.0002, printed at 4 decimals), one that jumped there
+  is (an fp16 run whose trainer turns NaN into a flat 0.0), and so is a value repeated
+  in a log that is not rounded, but for 0.0 from the first point on.
 
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
   ``grace`` steps after the first point (and at least ``min_points`` points), the best
@@ -196,13 +197,13 @@ class PlateauDetector(PlateauSlope):
                                    self.expected, self.observed, self.onset))
 
     @cython.locals(q=cython.double)
-    def _at_floor(self, loss: float) -> bool:
-        """The repeated value is the print's floor, reached from near 0: 0.0 or two printed
-        digits at most, and so was the value before it, or it was within 1% of the starting
-        level."""
+    def _print_repeats(self, loss: float) -> bool:
+        """The repeats are the print's: in a rounded log, the value came within two printed
+        digits of the one before it; or it is 0.0 from the first point on."""
         q = quantum(self._dec)
-        return ((loss == 0.0 or abs(loss) < 100.0 * q)
-                and not (abs(self._before) >= 100.0 * q and abs(self._before) > 0.01 * abs(self._ref)))
+        if self._before != self._before:
+            return loss == 0.0
+        return q > 0.0 and abs(loss - self._before) <= 2.0 * q
 
     @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
                    level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
@@ -253,7 +254,7 @@ class PlateauDetector(PlateauSlope):
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
         self.progress = progress
-        if self._same + 1 >= self.frozen_points and not self._at_floor(loss):
+        if self._same + 1 >= self.frozen_points and not self._print_repeats(loss):
             self.active, self.rule, self.level, self.repeats = True, "frozen", loss, self._same + 1
             return True
         self.level = level
