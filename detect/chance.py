@@ -106,9 +106,11 @@ class ChanceDetector(Detector):
         return f" = ln {round(n)}" if abs(n - round(n)) < 1e-6 * n else ""
 
     def observe(self, step: int, loss: float) -> None:
-        if self._c_band <= 0.0 or step <= self._last:
+        if step <= self._last:
             return
         self._last = step
+        if self._c_band <= 0.0:
+            return
         self._at = self._at + 1 if abs(loss - self.level) <= self._c_band else 0
         self.active = self._at >= self._c_points
 

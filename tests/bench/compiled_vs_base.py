@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
 SUBJECT = "RunMonitor.update_loss (all detectors)"
-PARTS = ("detect", "daemon", "emitters", "sinks")
+PARTS = ("compiled", "detect", "daemon", "emitters", "offline", "sinks")
 
 
 def package(tree: Path, tmp: Path) -> str:
