@@ -38,7 +38,8 @@ def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
     the firing transitions, as the daemon would page them."""
     series = [] if keep_series else None
     transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series)
-    alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message}
+    alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message,
+               "details": a.details}
               for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
     pages = [a["step"] for a in alerts if a["severity"] in PAGE]
     out = {"alerts": alerts, "steps": n, "first_alert_step": min(pages) if pages else None,

@@ -41,7 +41,8 @@ def scrub(text: str) -> str:
 
 def alert_view(a: Any) -> dict[str, Any]:
     return {"kind": a.kind, "severity": a.severity, "status": a.status, "step": a.step,
-            "started_at": num(a.started_at), "message": scrub(a.message)}
+            "started_at": num(a.started_at), "message": scrub(a.message),
+            "details": scrub(getattr(a, "details", ""))}
 
 
 def status_of(r: Any) -> str:
@@ -98,7 +99,7 @@ def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
     out.update(preset=d["preset"], config=safe_config(d["config"]), state=None,
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
                forecast_wait=None, series=series, eval=evals,
-               markers=[dict(m, message=scrub(m["message"])) for m in d["markers"]],
+               markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in d["markers"]],
                spectral=None, rewinds=rewinds_view(d["rewinds"]), references=stored_references(d.get("references")))
     return out
 
@@ -167,7 +168,7 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
         forecast_wait=no_forecast(r.preset, series),
         series=with_earlier(series, r.spark.points()),
         eval=r.series.eval.columns(),
-        markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
+        markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in r.series.markers],
         spectral=spectral_view(spectral),
         rewinds=rewinds_view(r.rewinds),
         references=references_view(r.refs),

@@ -162,6 +162,19 @@ const WT = (() => {
     return out;
   }
 
+  /* A page's sentence with its runbook link clickable; its statistics (`details`: scores,
+     CUSUMs, noise units) folded away under it. */
+  function message(text, details) {
+    const cell = el("span", { class: "message" });
+    const parts = String(text || "").split(/(https?:\/\/[^\s]+?)(?=[.,;)]?(?:\s|$))/);
+    parts.forEach((part, i) => cell.append(i % 2
+      ? el("a", { href: part, class: "runbook", target: "_blank", rel: "noopener", text: "runbook" })
+      : document.createTextNode(part)));
+    if (!details) return cell;
+    return el("span", {}, cell, el("details", { class: "stats" },
+      el("summary", { text: "details" }), el("code", { text: details })));
+  }
+
   function alertTable(rows, empty) {
     if (!rows.length) return el("p", { class: "muted", text: empty });
     const tb = el("tbody");
@@ -171,7 +184,7 @@ const WT = (() => {
         el("td", { text: a.kind }),
         el("td", {}, el("span", { class: `badge sev-${a.severity}`, text: a.severity })),
         el("td", { text: a.status }),
-        el("td", { class: "msg", text: a.message || "" })));
+        el("td", { class: "msg" }, message(a.message, a.details))));
     }
     return el("table", { class: "alerts" },
       el("thead", {}, el("tr", {}, ...["step", "kind", "severity", "status", "message"].map(h => el("th", { text: h })))), tb);
@@ -306,9 +319,11 @@ const WT = (() => {
       }), lossData(data, this.logy), box("chart-loss"))];
       this.charts.push(new uPlot(Object.assign({}, base, {
         height: 130,
-        scales: { x: { time: false } },
+        /* W runs from about -15 to thousands: a symmetric log (asinh) axis, linear
+           within +-1, so both its sign and its decades read */
+        scales: { x: { time: false }, y: { distr: 4, asinh: 1 } },
         series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
-        axes: [{ label: "step" }, { label: "W", values: ticks, size: 60 }],
+        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60 }],
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
@@ -374,6 +389,6 @@ const WT = (() => {
     }
   }
 
-  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES,
+  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, message, RunCharts, SEVERITIES,
     forecastWait, sparkline, lossText, spansDecade };
 })();

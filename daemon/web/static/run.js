@@ -1,7 +1,7 @@
 /* One run: polls /api/runs/<id>; loss vs forecast, W and LR, alerts, spectral alpha. */
 "use strict";
 (() => {
-  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts, forecastWait, lossText } = WT;
+  const { el, fmt, ago, getJSON, poll, alertTable, message, RunCharts, forecastWait, lossText } = WT;
   const id = decodeURIComponent(location.pathname.slice("/runs/".length));
   const charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
   document.getElementById("title").textContent = id;
@@ -80,7 +80,8 @@
     config(p.config);
     rewinds(p.rewinds);
     document.getElementById("firing").replaceChildren(...p.firing.map(a =>
-      el("div", { class: `banner sev-${a.severity}`, text: `${a.severity}: ${a.kind} since step ${a.step}. ${a.message || ""}` })));
+      el("div", { class: `banner sev-${a.severity}` }, `${a.severity}: ${a.kind} since step ${a.step}. `,
+        message(a.message, a.details))));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     charts.update(p);
     const ref = p.references;
