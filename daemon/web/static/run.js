@@ -34,6 +34,20 @@
         el("span", { class: "value", text: typeof v === "number" ? fmt(v) : String(v) }))));
   }
 
+  /* A name used again is a new run: the earlier runs of this name, or the current one. */
+  function names(n) {
+    const box = document.getElementById("names");
+    const link = r => el("a", { href: `/runs/${encodeURIComponent(r)}`, class: "run-link", text: r });
+    const parts = [];
+    if (n && n.current) parts.push("An earlier run of this name; the current run: ", link(n.current), ". ");
+    if (n && n.earlier && n.earlier.length) {
+      parts.push("Earlier runs of this name: ");
+      n.earlier.forEach((r, i) => parts.push(...(i ? [", "] : []), link(r)));
+    }
+    box.hidden = !parts.length;
+    box.replaceChildren(...parts);
+  }
+
   function rewinds(list) {
     const box = document.getElementById("rewinds-box");
     box.hidden = !(list && list.length);
@@ -77,6 +91,7 @@
     }
     document.getElementById("facts").replaceChildren(...facts(p));
     document.getElementById("stored").hidden = !p.stored;
+    names(p.names);
     config(p.config);
     rewinds(p.rewinds);
     document.getElementById("firing").replaceChildren(...p.firing.map(a =>

@@ -1,0 +1,124 @@
+"""A name used again is a new run (issue 37 item 4): a real wtwind, real emitters. The
+ended run keeps its page, history and alerts under ``<name>~1``, reachable from the new
+one; a resume stays explicit (``resume=True``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from helpers import Daemon, http_get, wait_for
+
+from wtwin.daemon.incarnations import archived_of
+from wtwin.emitters import connect
+
+
+def curve(t: int) -> float:
+    return 2.0 + 8.0 * (t + 50) ** -0.45 + 0.02 * math.sin(t * 1.7)
+
+
+def run_json(d, name: str) -> dict | None:
+    from urllib.parse import quote
+
+    status, body = http_get(f"{d.url}/api/runs/{quote(name, safe='')}", timeout=5)
+    return json.loads(body) if status == 200 else None
+
+
+def at(d, name: str, step: int, status: str | None = None) -> dict:
+    def ok():
+        r = run_json(d, name)
+        return r if r and r.get("step") == step and (status is None or r["status"] == status) else None
+    return wait_for(ok, 30, 0.05, f"{name} at step {step} ({status or 'any status'})")
+
+
+def nan_run(d, name: str):
+    e = connect(d.ipc, run=name)
+    for t in range(1, 301):
+        e.loss(t, curve(t) if t < 250 else float("nan"))
+    return e
+
+
+def test_archived_names_are_found_newest_first():
+    names = {"a", "a~1", "a~2", "a~10", "a~x", "ab~3", "b~1"}
+    assert archived_of("a", names) == ["a~10", "a~2", "a~1"]
+
+
+class TestNameUsedAgain:
+    def test_a_new_run_after_run_end_keeps_the_old_page_and_alerts(self, tmp_path):
+        """The NaN run's page, its 300 points and its critical stay under mlp-nan~1; the
+        new mlp-nan has its own 120 points, no resume_jump and no NaN alert, and each page
+        links the other. After a restart the archived run is read from the store."""
+        d = Daemon(tmpdir=str(tmp_path)).start()
+        try:
+            old = nan_run(d, "mlp-nan")
+            at(d, "mlp-nan", 300)
+            old.close("failed")
+            at(d, "mlp-nan", 300, "failed")
+            new = connect(d.ipc, run="mlp-nan")
+            for t in range(1, 121):
+                new.loss(t, curve(t))
+            cur = at(d, "mlp-nan", 120, "running")
+            arch = at(d, "mlp-nan~1", 300, "failed")
+            assert cur["names"] == {"earlier": ["mlp-nan~1"], "current": None}
+            assert arch["names"] == {"earlier": [], "current": "mlp-nan"}
+            kinds = {m["kind"] for m in cur["markers"]}
+            assert not kinds & {"nonfinite", "resume_jump"}, cur["markers"]
+            assert any(m["kind"] == "nonfinite" and m["severity"] == "critical"
+                       for m in arch["markers"]), arch["markers"]
+            assert len(cur["series"]["step"]) == 120 and max(arch["series"]["step"]) == 300
+            assert '"event": "run_name_reused"' in d.log()
+            new.close("completed")
+            at(d, "mlp-nan", 120, "completed")
+        finally:
+            d.stop()
+        gone = {"WTWIND_RUNS__ENDED_TTL_S": "0", "WTWIND_RUNS__ENDED_SERIES_S": "0"}
+        with Daemon(tmpdir=str(tmp_path), extra_env=gone) as d2:   # both from the store
+            arch = at(d2, "mlp-nan~1", 300, "failed")
+            assert arch["stored"] and arch["names"]["current"] == "mlp-nan"
+            assert any(m["kind"] == "nonfinite" for m in arch["markers"]), arch["markers"]
+            cur = at(d2, "mlp-nan", 120, "completed")
+            assert cur["names"]["earlier"] == ["mlp-nan~1"]
+            third = connect(d2.ipc, run="mlp-nan")   # a stored ended run's name: read, then archived
+            for t in range(1, 41):
+                third.loss(t, curve(t))
+            cur = at(d2, "mlp-nan", 40, "running")
+            assert cur["names"]["earlier"] == ["mlp-nan~2", "mlp-nan~1"]
+            assert at(d2, "mlp-nan~2", 120, "completed")["names"]["current"] == "mlp-nan"
+            third.close()
+
+    def test_resume_true_goes_on_with_the_ended_run(self, tmp_path):
+        """``resume=True`` (what the callbacks send on a checkpoint resume) continues the
+        ended run: no archived name, its alerts and points stay one run's."""
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            first = connect(d.ipc, run="goes-on")
+            for t in range(1, 201):
+                first.loss(t, curve(t))
+            first.close("completed")
+            at(d, "goes-on", 200, "completed")
+            again = connect(d.ipc, run="goes-on", resume=True)
+            for t in range(201, 301):
+                again.loss(t, curve(t))
+            cur = at(d, "goes-on", 300, "running")
+            assert cur["names"] == {"earlier": [], "current": None}
+            assert run_json(d, "goes-on~1") is None
+            assert len(cur["series"]["step"]) == 300
+            again.close()
+
+    def test_a_third_run_of_the_name_is_archived_as_2(self, tmp_path):
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            for k, n in enumerate((50, 60, 70)):
+                e = connect(d.ipc, run="thrice")
+                for t in range(1, n + 1):
+                    e.loss(t, curve(t))
+                e.close("completed")
+                at(d, "thrice", n, "completed")
+            assert run_json(d, "thrice")["names"]["earlier"] == ["thrice~2", "thrice~1"]
+            assert at(d, "thrice~1", 50)["step"] == 50 and at(d, "thrice~2", 60)["step"] == 60
+
+
+def test_emitter_resume_sends_resumed_from():
+    from wtwin.emitters.settings import EmitterSettings
+
+    assert EmitterSettings(run="r", resume=True).run_start()["resumed_from"] == "r"
+    assert "resumed_from" not in EmitterSettings(run="r").run_start()
+    assert EmitterSettings(run="r", resume=True, resumed_from="q").run_start()["resumed_from"] == "q"
