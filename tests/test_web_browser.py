@@ -233,6 +233,32 @@ class TestBrowser:
         page.wait_for_selector(".alert-marker.sev-critical")
         shoot(page, shots, "run.png")
 
+    def test_w_reads_on_a_symlog_axis_and_pages_link_their_runbook(self, fed, page):
+        """Issue 37 item 8: W from -15 to 6,743 gets ticks on both sides of 0 and up to its
+        thousands (the run page's own chart code); a page's runbook is a link and its
+        statistics fold under "details"; the NaN run's banner links its runbook."""
+        page.goto(fed.url + "/runs/diverging")
+        banner = page.wait_for_selector(".banner.sev-critical a.runbook")
+        assert banner.get_attribute("href").endswith("/docs/runbooks/WTwinLossNonFinite.md")
+        assert "first check" in page.locator(".banner.sev-critical").first.inner_text()
+        assert page.evaluate("() => document.querySelector('#charts').runCharts.charts[1].scales.y.distr") == 4
+        ticks = page.evaluate("""() => {
+            const div = document.createElement("div"); div.style.width = "900px"; document.body.append(div);
+            const step = Array.from({length: 400}, (_, i) => i + 1), none = step.map(() => null);
+            const W = step.map(i => -15 + 6758 * (i / 400) ** 4);
+            const c = new WT.RunCharts(div);
+            c.update({series: {step, loss: step.map(i => 3 - i / 1000), l_pred: none, band_lo: none,
+                               band_hi: none, W, lr: null, grad_norm: null},
+                      eval: {step: [], val_loss: []}, markers: [], references: null});
+            const out = c.charts[1].axes[1]._values; c.destroy(); div.remove(); return out; }""")
+        nums = [float(t) for t in ticks if t]
+        assert len(nums) >= 5 and min(nums) < 0 and max(nums) >= 1000, ticks
+        row = page.evaluate("""() => WT.alertTable([{step: 5, kind: "drift", severity: "warning",
+            status: "firing", message: "loss rose; first check the lr: https://github.com/wtwin/wtwin/blob/main/docs/runbooks/WTwinLossDegradation.md",
+            details: "W=26.31"}], "").outerHTML""")
+        assert 'class="runbook"' in row and "WTwinLossDegradation.md" in row
+        assert "<summary>details</summary>" in row and "W=26.31" in row
+
     def test_a_run_with_few_points_says_why_it_has_no_forecast(self, fed, page):
         """23 points logged every 10 steps: the page says it waits for step 310, 8 more points."""
         page.goto(fed.url + "/runs/hf-few")
