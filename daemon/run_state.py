@@ -73,6 +73,9 @@ class RunState:
         self.frozen = None             # a stored detector snapshot not yet restored (store/)
         self._series: RunSeries | None = None
         self.history: dict | None = None   # the stored history's envelopes (store/codec.py)
+        # restored from the store: its plot series hold only what came since (the page
+        # puts the stored history in front: web/__init__.py)
+        self.restored = False
         self.keep_history = keep_history
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False

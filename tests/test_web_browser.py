@@ -259,6 +259,33 @@ class TestBrowser:
         assert 'class="runbook"' in row and "WTwinLossDegradation.md" in row
         assert "<summary>details</summary>" in row and "W=26.31" in row
 
+    def test_the_loss_axis_fits_the_data_not_a_runaway_forecast(self, fed, page):
+        """Issue 37 item 7: a forecast that dives far below the loss leaves the axis alone
+        (it is cut off); reference curves below the loss are inside it; the caption says
+        what the points are, live and stored."""
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        assert "newest 1,024 points as logged" in page.locator("#series-caption").inner_text()
+        ys = page.evaluate("""() => {
+            const div = document.createElement("div"); div.style.width = "900px"; document.body.append(div);
+            const step = Array.from({length: 300}, (_, i) => i + 1), none = step.map(() => null);
+            const loss = step.map(i => 3 - i / 300), l_pred = step.map(i => 3 - i / 5);
+            const p = {series: {step, loss, l_pred, band_lo: l_pred.map(v => v - 1), band_hi: l_pred.map(v => v + 1),
+                                W: none, lr: null, grad_norm: null},
+                       eval: {step: [], val_loss: []}, markers: [], references: null};
+            const c = new WT.RunCharts(div);
+            c.update(p);
+            const alone = [c.charts[0].scales.y.min, c.charts[0].scales.y.max];
+            c.update(Object.assign({}, p, {references: {curves: {ref: {step: [1, 300], loss: [2.5, 0.5]}}}}));
+            const refs = [c.charts[0].scales.y.min, c.charts[0].scales.y.max];
+            c.destroy(); div.remove(); return [alone, refs]; }""")
+        (lo, hi), (rlo, _) = ys
+        assert 1.8 < lo < 2.0 and 3.0 < hi < 3.2, ys        # not the forecast's -57
+        assert rlo <= 0.5, ys                               # the reference is inside
+        page.goto(fed.url + "/runs/finished")
+        page.wait_for_selector(".chart-loss canvas")
+        assert "lowest and highest value" in page.locator("#series-caption").inner_text()
+
     def test_a_run_with_few_points_says_why_it_has_no_forecast(self, fed, page):
         """23 points logged every 10 steps: the page says it waits for step 310, 8 more points."""
         page.goto(fed.url + "/runs/hf-few")

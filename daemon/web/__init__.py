@@ -104,10 +104,14 @@ class Handlers:
         name = request.match_info["run"]
         r = self.server.table.get(name)
         shard = self._shard()
-        if r is not None:
-            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False, "shard": shard,
-                          **views.run_detail(r, self._spectral(r)), "names": self._names(name)})
         path = self._store_path()
+        if r is not None:
+            out = views.run_detail(r, self._spectral(r))
+            if getattr(r, "restored", False) and path is not None:   # its stored history first
+                rec = await asyncio.get_running_loop().run_in_executor(None, history.run_record, path, name)
+                out = views.with_stored(out, rec, r.series.train.columns())
+            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False, "shard": shard,
+                          **out, "names": self._names(name)})
         rec = None
         if path is not None:
             rec = await asyncio.get_running_loop().run_in_executor(None, history.run_record, path, name)

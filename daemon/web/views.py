@@ -176,6 +176,35 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
     return out
 
 
+def with_stored(out: dict[str, Any], rec: dict[str, Any] | None, live: dict[str, list]) -> dict[str, Any]:
+    """A run restored from the store, as its page: the stored history (``rec``:
+    ``history.run_record``) before the first point its plot series holds since the
+    restore (``live``), and the stored alert transitions before the live ones, so the
+    page right after a restart is the page the store gives once the run leaves memory.
+    ``series_from``: the step the exact points begin at (before it: min/max buckets)."""
+    if rec is None or rec.get("series") is None:
+        return out
+    first = live["step"][0] if live["step"] else math.inf
+    out["series"] = _before(rec["series"], live, first)
+    evals = out["eval"]
+    out["eval"] = _before(rec.get("eval") or {"step": [], "val_loss": []}, evals,
+                          evals["step"][0] if evals["step"] else first)
+    seen = {(m["step"], m["kind"], m["status"], m["severity"]) for m in out["markers"]}
+    older = [dict(m, message=scrub(m["message"]), details=scrub(m.get("details", "")))
+             for m in rec.get("markers") or ()
+             if (m["step"], m["kind"], m["status"], m["severity"]) not in seen]
+    out["markers"] = older + out["markers"]
+    out["series_from"] = None if first == math.inf else num(first)
+    out["from_store"] = True
+    return out
+
+
+def _before(stored: dict[str, list], live: dict[str, list], first: float) -> dict[str, list]:
+    n = sum(1 for s in stored["step"] if s is not None and s < first)
+    return {f: list(stored.get(f, [None] * len(stored["step"]))[:n]) + list(col)
+            for f, col in live.items()}
+
+
 def with_earlier(series: dict[str, list], spark: list) -> dict[str, list]:
     """The series with the sparkline's points from before its first step in front: after a
     daemon restart the plot series starts again empty, the stored sparkline does not."""

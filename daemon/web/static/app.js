@@ -224,6 +224,33 @@ const WT = (() => {
     return pos.length > 1 && Math.max(...pos) / Math.min(...pos) > 10;
   }
 
+  /* The loss axis's range: the run's loss and eval points, and its reference curves, in
+     the visible steps; never the forecast or its band, which may leave the data's range
+     (a stored forecast that dives to 1e-4 must not squash the loss into one line): they
+     are drawn clipped. Null when nothing is finite (uPlot's own range then). */
+  function lossRange(u, log, refs) {
+    const xs = u.data[0], x0 = u.scales.x.min, x1 = u.scales.x.max;
+    let lo = Infinity, hi = -Infinity;
+    const take = (x, y) => {
+      if (typeof y !== "number" || !Number.isFinite(y) || (log && y <= 0)) return;
+      if (x0 !== undefined && x0 !== null && (x < x0 || x > x1)) return;
+      if (y < lo) lo = y;
+      if (y > hi) hi = y;
+    };
+    for (const i of [1, 5]) {
+      const ys = u.data[i] || [];
+      for (let j = 0; j < xs.length; j++) take(xs[j], ys[j]);
+    }
+    for (const c of refs && refs.curves ? Object.values(refs.curves) : []) {
+      c.step.forEach((s, k) => take(s, c.loss[k]));
+    }
+    if (!(lo <= hi)) return null;
+    if (log) return [lo / 1.1, hi * 1.1];
+    if (lo === hi) return lo > 0 ? [lo * 0.9, hi * 1.1] : [lo - 1, hi + 1];
+    const pad = (hi - lo) * 0.05;
+    return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
+  }
+
   /* Shade the x-ranges where the run's loss was non-finite (a train point with a null loss). */
   function shadeNonfinite(u) {
     const xs = u.data[0], ys = u.data[1], { top, height } = u.bbox;
@@ -302,7 +329,8 @@ const WT = (() => {
       this.charts = [new uPlot(Object.assign({}, base, {
         height: 340,
         scales: { x: { time: false },
-          y: this.logy ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
+          y: { distr: this.logy ? 3 : 1, range: (u, lo, hi) => lossRange(u, self.logy, self.refs)
+            || (self.logy ? [lo / 1.1, hi * 1.1] : around(u, lo, hi)) } },
         series: [
           { label: "step" },
           { label: "loss", stroke: "#1f4e9c", width: 1, spanGaps: false },
@@ -389,6 +417,6 @@ const WT = (() => {
     }
   }
 
-  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, message, RunCharts, SEVERITIES,
+  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, message, RunCharts, SEVERITIES, lossRange,
     forecastWait, sparkline, lossText, spansDecade };
 })();

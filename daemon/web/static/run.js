@@ -34,6 +34,16 @@
         el("span", { class: "value", text: typeof v === "number" ? fmt(v) : String(v) }))));
   }
 
+  /* What the points drawn are: the store's buckets, the live series, or both. */
+  function seriesCaption(p) {
+    const buckets = "the lowest and highest value of each stretch of steps the store keeps";
+    if (p.stored || (p.from_store && (p.series_from === undefined || p.series_from === null)))
+      return `each point pair: ${buckets}`;
+    if (p.series_from !== undefined && p.series_from !== null)
+      return `before step ${p.series_from} (the daemon restarted): ${buckets}; from it on: every point as logged`;
+    return "the newest 1,024 points as logged; older steps averaged into log-spaced bins";
+  }
+
   /* A name used again is a new run: the earlier runs of this name, or the current one. */
   function names(n) {
     const box = document.getElementById("names");
@@ -92,6 +102,7 @@
     document.getElementById("facts").replaceChildren(...facts(p));
     document.getElementById("stored").hidden = !p.stored;
     names(p.names);
+    document.getElementById("series-caption").textContent = seriesCaption(p);
     config(p.config);
     rewinds(p.rewinds);
     document.getElementById("firing").replaceChildren(...p.firing.map(a =>
