@@ -15,6 +15,7 @@ import re
 from typing import Any, Iterable
 
 from wtwin.detect.alert import SEVERITIES
+from wtwin.detect.messages import RUNBOOKS
 
 from ..series import TRAIN_FIELDS
 from .forecast_wait import forecast_wait
@@ -28,6 +29,9 @@ _PATHISH = re.compile(r"(?<![\w.])(?:~|[A-Za-z]:)?[/\\](?:[\w.\-]+[/\\])*[\w.\-]
                       r"|(?:[\w.\-]+[/\\]){2,}[\w.\-]+")                             # a/b/c
 
 
+_RUNBOOK = re.compile("(" + re.escape(RUNBOOKS) + r"\w+\.md)")
+
+
 def num(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
@@ -35,8 +39,11 @@ def num(x: Any) -> float | None:
 
 
 def scrub(text: str) -> str:
-    """Replace every path-like token in ``text`` by its last component."""
-    return _PATHISH.sub(lambda m: re.split(r"[/\\]", m.group(0))[-1], str(text))
+    """Replace every path-like token in ``text`` by its last component; a page's runbook
+    link (`messages.RUNBOOKS`) stays whole."""
+    parts = _RUNBOOK.split(str(text))
+    return "".join(p if i % 2 else _PATHISH.sub(lambda m: re.split(r"[/\\]", m.group(0))[-1], p)
+                   for i, p in enumerate(parts))
 
 
 def alert_view(a: Any) -> dict[str, Any]:
