@@ -99,7 +99,7 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
                                enabled=state.is_world_process_zero, all_ranks=True,
                                # a checkpoint resume (resume_from_checkpoint) goes on with the run
-                               resume=state.global_step > 0)
+                               resume=getattr(state, "global_step", 0) > 0)
         if self.rewind is not None:
             self.rewind.attach(self.tracker.emitter)
 

@@ -122,3 +122,51 @@ def test_emitter_resume_sends_resumed_from():
     assert EmitterSettings(run="r", resume=True).run_start()["resumed_from"] == "r"
     assert "resumed_from" not in EmitterSettings(run="r").run_start()
     assert EmitterSettings(run="r", resume=True, resumed_from="q").run_start()["resumed_from"] == "q"
+
+
+class TestCallbacksResume:
+    """What the callbacks send: a checkpoint resume goes on with the run, a fresh
+    training of the same name is a new run (against a real wtwind)."""
+
+    class Args:
+        learning_rate, per_device_train_batch_size, gradient_accumulation_steps = 1e-3, 2, 1
+        world_size, lr_scheduler_type, output_dir = 1, "linear", None
+
+    def begin(self, d, tmp_path, monkeypatch, step: int):
+        import pytest
+
+        transformers = pytest.importorskip("transformers")
+        from wtwin.emitters.hf import WTwinCallback
+
+        monkeypatch.setenv("WTWIN_SECRET_DIR", str(tmp_path / "secrets"))
+
+        class State:
+            max_steps, is_world_process_zero, global_step = 400, True, step
+
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=1, n_embd=8,
+                                                                     vocab_size=16))
+        cb = WTwinCallback(endpoint=d.ipc, run="hf-run", raw_loss=False, embedded=False)
+        cb.on_train_begin(self.Args(), State(), None, model=model)
+        return cb.tracker.emitter
+
+    def test_hf_resume_from_checkpoint_goes_on_and_a_fresh_start_is_new(self, tmp_path, monkeypatch):
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            first = self.begin(d, tmp_path, monkeypatch, 0)
+            assert "resumed_from" not in first.settings.run_start()
+            for t in range(1, 101):
+                first.loss(t, curve(t))
+            first.close("completed")
+            at(d, "hf-run", 100, "completed")
+            resumed = self.begin(d, tmp_path, monkeypatch, 100)   # resume_from_checkpoint
+            assert resumed.settings.run_start()["resumed_from"] == "hf-run"
+            for t in range(101, 151):
+                resumed.loss(t, curve(t))
+            assert len(at(d, "hf-run", 150, "running")["series"]["step"]) == 150
+            resumed.close("completed")
+            at(d, "hf-run", 150, "completed")
+            fresh = self.begin(d, tmp_path, monkeypatch, 0)       # trained again from scratch
+            for t in range(1, 31):
+                fresh.loss(t, curve(t))
+            assert at(d, "hf-run", 30, "running")["names"]["earlier"] == ["hf-run~1"]
+            assert at(d, "hf-run~1", 150, "completed")
+            fresh.close()

@@ -346,12 +346,12 @@ const WT = (() => {
           u => drawMarkers(u, self.markers)] }),
       }), lossData(data, this.logy), box("chart-loss"))];
       this.charts.push(new uPlot(Object.assign({}, base, {
-        height: 130,
+        height: 160,
         /* W runs from about -15 to thousands: a symmetric log (asinh) axis, linear
            within +-1, so both its sign and its decades read */
         scales: { x: { time: false }, y: { distr: 4, asinh: 1 } },
         series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
-        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60 }],
+        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60, space: 16 }],
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
