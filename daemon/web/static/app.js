@@ -224,6 +224,23 @@ const WT = (() => {
     return pos.length > 1 && Math.max(...pos) / Math.min(...pos) > 10;
   }
 
+  /* W's symmetric log axis: its range holds 0 (W's alarm side changes there), its ticks
+     are the decades on both sides (at most about 8 labels: every other decade past that). */
+  function symlogRange(u, lo, hi) {
+    if (lo === null || hi === null) return [-1, 1];
+    return [Math.min(lo, 0) * 1.3 - 1, Math.max(hi, 0) * 1.3 + 1];
+  }
+
+  function symlogSplits(u, axisIdx, min, max) {
+    const top = v => (v >= 1 ? Math.floor(Math.log10(v)) : -1);
+    const neg = top(-min), pos = top(max), step = Math.max(1, Math.ceil((neg + pos + 3) / 8));
+    const out = [];
+    for (let k = neg; k >= 0; k--) if ((neg - k) % step === 0) out.push(-(10 ** k));
+    out.push(0);
+    for (let k = 0; k <= pos; k++) if (k % step === 0) out.push(10 ** k);
+    return out.filter(v => v >= min && v <= max);
+  }
+
   /* The loss axis's range: the run's loss and eval points, and its reference curves, in
      the visible steps; never the forecast or its band, which may leave the data's range
      (a stored forecast that dives to 1e-4 must not squash the loss into one line): they
@@ -349,9 +366,9 @@ const WT = (() => {
         height: 160,
         /* W runs from about -15 to thousands: a symmetric log (asinh) axis, linear
            within +-1, so both its sign and its decades read */
-        scales: { x: { time: false }, y: { distr: 4, asinh: 1 } },
+        scales: { x: { time: false }, y: { distr: 4, asinh: 1, range: symlogRange } },
         series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
-        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60, space: 16 }],
+        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60, splits: symlogSplits, filter: (u, splits) => splits }],
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
