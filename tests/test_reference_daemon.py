@@ -126,6 +126,34 @@ class TestBehind:
         emit.close()
 
 
+class TestScheduleDiffers:
+    def test_another_lr_is_told_to_the_trainer_once_as_info(self, daemon):
+        """Issue 37 item 6: a run whose lr differs from its reference's (1e-4 vs 1e-3) gets
+        one ``schedule_differs`` info at its ``on_alert``, with both lrs; no page."""
+        emit = connect(daemon.ipc, run="lr-a", secret=TEAM)
+        for step, loss in enumerate(curve(1), 1):
+            emit.loss(step, loss, lr=1e-3)
+        at_step(daemon, "lr-a", STEPS)
+        got: list[dict] = []
+        b = connect(daemon.ipc, run="lr-b", reference="lr-a", secret=TEAM, on_alert=got.append)
+        for step, loss in enumerate(curve(2, power=0.35)[:1500], 1):
+            b.loss(step, loss, lr=1e-4)
+        at_step(daemon, "lr-b", 1500)
+        told = wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "schedule_differs"], 15, 0.05,
+                        "schedule_differs at the trainer")
+        for step in range(1501, 1600):           # more losses, more polls: still once
+            b.loss(step, 2.5, lr=1e-4)
+        at_step(daemon, "lr-b", 1599)
+        b.poll()
+        told = [x for x in got if x["kind"] == "schedule_differs"]
+        assert len(told) == 1 and told[0]["severity"] == "info", told
+        assert "lr differs from lr-a's (0.0001 vs 0.001" in told[0]["message"], told[0]["message"]
+        assert not [x for x in got if x["kind"] == "behind"]
+        assert daemon.log().count('"event": "schedule_differs"') == 1
+        emit.close()
+        b.close()
+
+
 class TestInsideAPrincipal:
     """Issue 38: groups and references stay inside a principal (its secret, or its key)."""
 

@@ -289,6 +289,27 @@ class TestBrowser:
         page.wait_for_selector(".chart-loss canvas")
         assert "lowest and highest value" in page.locator("#series-caption").inner_text()
 
+    def test_the_reference_gap_has_no_stripes_at_eval_steps(self, fed, page):
+        """Issue 37 item 6: the shaded gap to a reference is as dense at an eval step (a row
+        of its own in the joined data) as beside it."""
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        cols = page.evaluate("""async () => {
+            const div = document.createElement("div"); div.style.width = "900px"; document.body.append(div);
+            const step = Array.from({length: 1000}, (_, i) => i + 0.5), none = step.map(() => null);
+            const loss = step.map(s => 3 - s / 1000);
+            const c = new WT.RunCharts(div);
+            c.update({series: {step, loss, l_pred: none, band_lo: none, band_hi: none, W: none, lr: null,
+                               grad_norm: null},
+                      eval: {step: [150, 250, 350, 450, 550, 650, 750, 850, 950], val_loss: Array(9).fill(2.9)},
+                      markers: [], references: {curves: {ref: {step: [0, 1000], loss: [2.2, 1.2]}}}});
+            await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+            const u = c.charts[0], ctx = u.ctx, y = Math.round(u.valToPos(2.0, "y", true));
+            const alpha = s => ctx.getImageData(Math.round(u.valToPos(s, "x", true)), y, 1, 1).data[3];
+            const out = [alpha(450), alpha(453), alpha(447), alpha(650)];   // evals at 450, 650
+            c.destroy(); div.remove(); return out; }""")
+        assert min(cols) > 0 and max(cols) - min(cols) <= 2, cols
+
     def test_a_run_with_few_points_says_why_it_has_no_forecast(self, fed, page):
         """23 points logged every 10 steps: the page says it waits for step 310, 8 more points."""
         page.goto(fed.url + "/runs/hf-few")
