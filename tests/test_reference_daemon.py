@@ -150,8 +150,18 @@ class TestScheduleDiffers:
         assert "lr differs from lr-a's (0.0001 vs 0.001" in told[0]["message"], told[0]["message"]
         assert not [x for x in got if x["kind"] == "behind"]
         assert daemon.log().count('"event": "schedule_differs"') == 1
+        c_got: list[dict] = []        # a sibling at lr/10 that hardly learns: far behind, a page
+        c = connect(daemon.ipc, run="lr-c", reference="lr-a", secret=TEAM, on_alert=c_got.append)
+        for step in range(1, 1501):
+            c.loss(step, 6.5 - 0.2 * step / 3000 + random.Random(step).gauss(0, 0.02), lr=1e-4)
+        at_step(daemon, "lr-c", 1500)
+        wait_for(lambda: c.poll() or [x for x in c_got if x["kind"] == "behind"], 15, 0.05,
+                 "the behind page at the trainer")
+        page = next(x for x in c_got if x["kind"] == "behind")
+        assert page["severity"] == "warning" and "lr differs (0.0001 vs 0.001)" in page["message"], page
         emit.close()
         b.close()
+        c.close()
 
 
 class TestInsideAPrincipal:
