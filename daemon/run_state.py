@@ -17,6 +17,7 @@ import structlog
 
 from wtwin.detect import Finding, MonitorState, RunMonitor
 from wtwin.detect.alert import Alert
+from wtwin.detect.chance import chance_of
 from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
 from wtwin.emitters.wire import KIND_PRESETS
@@ -223,10 +224,12 @@ class RunState:
         self.kind = _cut(ev.get("kind", self.kind), self.max_kind_chars)
         named = ev.get("preset")
         preset = named or KIND_PRESETS.get(self.kind or "")  # a named preset wins
-        if preset and preset != self.preset and self.step is None:
+        chance = chance_of(self.config)     # the loss at chance, from the classes it names
+        if self.step is None and ((preset and preset != self.preset) or chance):
             try:
-                self.monitor = RunMonitor(preset)
-                self.preset = preset
+                self.monitor = RunMonitor(preset or self.preset,
+                                          **({"chance": {"level": chance}} if chance else {}))
+                self.preset = preset or self.preset
             except ValueError:
                 pass  # unknown preset: keep the daemon's default
         if preset and preset == self.preset:

@@ -2,7 +2,7 @@
 
 One detector a module, each registered by name in `REGISTRY`: ``forecast``,
 ``finetuning``, ``spike``, ``nonfinite``, ``divergence``, ``plateau``, ``overfit``,
-``resume_jump``, ``rise``, ``frozen_loader``, ``effect`` and ``gradnorm`` (context for
+``resume_jump``, ``rise``, ``frozen_loader``, ``chance``, ``effect`` and ``gradnorm`` (context for
 pages, never a page). Adding one: docs/ARCHITECTURE.md, "Adding a detector".
 
 Two builds of one source (docs/COMPILED.md): the modules of `build.MODULES` compiled to C
@@ -25,7 +25,7 @@ if not COMPILED:
     _build.load_pure(__name__, os.path.dirname(__file__))
 
 from . import base as _base  # noqa: E402
-from . import divergence, effect, forecast, frozen_loader, gradnorm, nonfinite, overfit, plateau, resume, rise, spike  # noqa: E402,F401
+from . import chance, divergence, effect, forecast, frozen_loader, gradnorm, nonfinite, overfit, plateau, resume, rise, spike  # noqa: E402,F401
 from . import reference  # noqa: E402,F401  (the reference detector: compiled with the others)
 from .base import REGISTRY, Detector  # noqa: E402
 from .finding import Finding, MonitorState  # noqa: E402

@@ -21,6 +21,7 @@ KINDS = (
     "stalled",
     "resume_jump",
     "frozen_loader",
+    "chance",
     "spectral",
     "behind",
 )

@@ -12,6 +12,7 @@ cdef class EffectDetector(Detector):
     cdef public long long _n, _first, _last, _k, _kw
     cdef public double _dt, _noise, _prev, _level, _fast, _start, _best, _next
     cdef public double _pred_best, _lr_peak, _lr_low, _wob
+    cdef public bint _lr_up
     cdef public list _lags, _devs
 
     cpdef void feed(self, long long step, double loss, bint judging=*, object l_pred=*,

@@ -103,7 +103,7 @@ class EffectDetector(Detector):
             "wobble_samples", "start_points", "clip")
     STATE = ("_n", "_first", "_last", "_dt", "_noise", "_prev", "_level", "_fast", "_start",
              "_best", "_lags", "_next", "_k", "_kw", "_pred_best", "_lr_peak", "_lr_low",
-             "_devs", "_wob")
+             "_devs", "_wob", "_lr_up")
     OPTIONAL = ("_first", "_last", "_prev")    # None until the first point
 
     def __init__(self, *, gate: float = 4.0, jump_gate: float = 4.0, stall_gate: float = 6.0,
@@ -140,6 +140,7 @@ class EffectDetector(Detector):
         self._pred_best = INF     # the lowest forecast seen (monitor: a rise the schedule explains)
         self._lr_peak = 0.0       # the highest lr seen, and the lowest once it fell
         self._lr_low = INF
+        self._lr_up = False       # the lr rose at the last point, above every earlier one
         self._devs = []           # the last wobble_samples |third differences|
         self._wob = 0.0           # their lower quartile
 
@@ -163,6 +164,7 @@ class EffectDetector(Detector):
         if lr is not None:
             v = lr
             if v == v:                             # the lowest lr since the warm-up's peak
+                self._lr_up = v > self._lr_peak
                 if v >= self._lr_peak:
                     self._lr_peak = v
                 elif v < self._lr_low:
@@ -268,6 +270,12 @@ class EffectDetector(Detector):
     def lr_peak(self) -> float:
         """The largest lr seen (0.0 while none was sent)."""
         return self._lr_peak
+
+    @property
+    def lr_rising(self) -> bool:
+        """The lr rose at the last point above every lr before it: a warm-up that has not
+        given the run its lr yet (False while none was sent)."""
+        return self._lr_up
 
     @property
     def spacing(self) -> float:

@@ -4,15 +4,17 @@ from .base cimport Detector, Point
 
 cdef long long NO_STEP
 cdef double _NOISY
+cdef long long RAW
 
 cdef class FrozenLoaderDetector(Detector):
     cdef readonly object ratio, fast_halflife, slow_halflife, warmup
     cdef double _c_log_ratio, _c_fast, _c_slow
     cdef long long _c_warmup
-    cdef public long long _last, _n
+    cdef public long long _last, _n, _dec
     cdef public double _prev, _dprev, _fast, _slow, _lf, _ls, _flips
     cdef public bint _on, _up
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
+    cdef double _half_digit(self)
     cdef void see(self, Point p) except *
     cdef bint asks(self) except -1

@@ -17,7 +17,14 @@ differences changed sign in over 30% of the points: a noiseless curve's never do
 shrinking curvature is no collapse). While active the slow averages are held, so a loader
 that stays frozen keeps it active and one that recovers clears it. A point at the same
 step as the previous one (a log written twice) and a loss exactly equal to the previous
-one (a frozen logger: `plateau`'s ``frozen`` rule) do not count.
+one (a frozen logger: `plateau`'s ``frozen`` rule) do not count. In a rounded log
+(`resolution`), a second difference under half a printed digit counts as half a digit,
+with no sign, in the fast average only (the usual scatter is what the print shows): the
+print cannot show less (what it held was the binary residue of the
+decimals, 1e-9 and below, which made a noiseless power law printed at 5 decimals look
+like a collapse). A loss that memorizes one batch still collapses, from a hundred
+digits to under one within a few dozen points (our own runs, printed at 4 decimals as
+Hugging Face's Trainer prints them); a healthy one shrinks to the print's floor slowly.
 
 >>> import random
 >>> rng = random.Random(0)
@@ -44,11 +51,13 @@ if not cython.compiled:        # compiled: libc's (collapse.pxd)
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, positive, register
 from .finding import Verdict
+from .resolution import NONE, RAW as _RAW, decimals, quantum
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 # the scatter was noise: its second differences changed sign this often (white noise: ~0.77;
 # a noiseless curve, whose "scatter" is its own curvature shrinking: 0)
 _NOISY = cython.declare(cython.double, 0.3)
+RAW = cython.declare(cython.longlong, _RAW)
 
 _new = tuple.__new__     # a FrozenLoaderState without the NamedTuple's Python-level __new__
 
@@ -82,7 +91,7 @@ class FrozenLoaderDetector(Detector):
                 "(a frozen data loader)")
     ARGS = ("ratio", "fast_halflife", "slow_halflife", "warmup")
     STATE = ("_last", "_prev", "_dprev", "_fast", "_slow", "_lf", "_ls", "_n", "_on", "_up",
-             "_flips")
+             "_flips", "_dec")
     OPTIONAL = ("_last", "_prev", "_dprev", "_fast", "_slow", "_lf", "_ls")
 
     def __init__(self, *, ratio: float = 0.007, fast_halflife: float = 10.0,
@@ -104,14 +113,17 @@ class FrozenLoaderDetector(Detector):
         self._n = 0
         self._on = self._up = False
         self._flips = 0.0         # EWMA (slow) of "the second difference changed sign"
+        self._dec = NONE          # the decimals the log prints (`resolution`)
         self.active = False
 
     @cython.locals(u=cython.double, c=cython.double, k=cython.double, d=cython.double,
-                   flip=cython.bint)
+                   h=cython.double, flip=cython.bint, under=cython.bint)
     def observe(self, step: int, loss: float) -> None:
         if step == self._last or not isfinite(loss):
             return
         self._last = step
+        if self._dec < RAW:
+            self._dec = decimals(self._dec, loss)
         if self._prev != self._prev:
             self._prev = self._lf = self._ls = loss
             return
@@ -123,11 +135,16 @@ class FrozenLoaderDetector(Detector):
             self._dprev = d
             return
         d, self._dprev = d - self._dprev, d
-        if d == 0.0:
+        h = self._half_digit()
+        under = abs(d) < h
+        if under:               # under the print: as small as it can show, and no sign
+            u, flip = log(h), False
+        elif d == 0.0:
             return
-        flip = (d > 0.0) != self._up
-        self._up = d > 0.0
-        u = log(abs(d))
+        else:
+            flip = (d > 0.0) != self._up
+            self._up = d > 0.0
+            u = log(abs(d))
         self._n += 1
         if self._fast != self._fast:
             self._fast = self._slow = u
@@ -137,12 +154,18 @@ class FrozenLoaderDetector(Detector):
         self._fast = c * self._fast + (1.0 - c) * u
         self._lf = c * self._lf + (1.0 - c) * loss
         if not self._on:
-            self._slow = k * self._slow + (1.0 - k) * u
+            if not under:       # the usual scatter is what the print shows
+                self._slow = k * self._slow + (1.0 - k) * u
             self._ls = k * self._ls + (1.0 - k) * loss
             self._flips = k * self._flips + (1.0 - k) * flip
         self._on = (self._n > self._c_warmup and self._fast - self._slow < self._c_log_ratio
                     and self._lf < self._ls and self._flips > _NOISY)
         self.active = self._on
+
+    def _half_digit(self) -> float:
+        """Half a printed digit (`resolution`; 0.0 in a log not rounded): a second
+        difference smaller than that is 0, what is left of the decimals in binary."""
+        return 0.5 * quantum(self._dec) if 0 <= self._dec < RAW else 0.0
 
     @property
     def scatter(self) -> float:

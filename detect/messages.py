@@ -34,6 +34,8 @@ CHECKS = {
     "resume_jump": ("that the checkpoint resumed is the one the run saved last (weights, "
                     "optimizer and data position)", "WTwinResumeJump"),
     "frozen_loader": ("the data loader's iterator and sampler", "WTwinLossDegradation"),
+    "chance": ("that the labels match the inputs and the lr is not zero or huge",
+               "WTwinLossAtChance"),
 }
 _DEFAULT_CHECK = ("the run page and the runbook", "WTwinCriticalAlertsRaised")
 

@@ -47,7 +47,8 @@ if not cython.compiled:        # compiled: C functions, cimported in monitor.pxd
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
-            "nonfinite": "critical", "overfit": "warning", "frozen_loader": "critical"}
+            "nonfinite": "critical", "overfit": "warning", "frozen_loader": "critical",
+            "chance": "critical"}
 LEGACY = {"collapse": "frozen_loader"}    # snapshot keys of detectors since renamed
 
 _new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
@@ -76,6 +77,7 @@ def _build(preset: str, overrides: dict) -> dict:
         raise ConfigError(f"preset must be one of {PRESETS}, got {preset!r}")
     spec = {k: dict(v) for k, v in PRESET_PARAMS[preset].items()}
     main = "finetuning" if "finetuning" in spec else "forecast"
+    spec.update({k: dict(v) for k, v in EVERY_RUN.items() if k not in spec})
     for key, val in overrides.items():
         if isinstance(val, dict):
             if key not in spec:
@@ -83,7 +85,6 @@ def _build(preset: str, overrides: dict) -> dict:
             spec[key].update(val)
         else:
             spec[main][key] = val
-    spec.update({k: dict(v) for k, v in EVERY_RUN.items() if k not in spec})
     return {name: REGISTRY[name](**kw) for name, kw in spec.items()}
 
 

@@ -5,7 +5,10 @@ from libc.math cimport exp, isfinite, log
 from .base cimport Point, decay
 from .plateau_slope cimport PlateauSlope
 
+cdef long long RAW
+
 
 cdef class PlateauDetector(PlateauSlope):
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
     cdef void see(self, Point p) except *
+    cdef bint _print_repeats(self, double loss) except -1

@@ -6,7 +6,12 @@ Four rules:
 - *frozen*: the loss has repeated one exact value for ``frozen_points`` points in a
   row (at increasing steps): the logger stopped updating (two MLPerf Mask R-CNN runs
   printed one value for 36,000 iterations after a NaN their meters hid, while the lr
-  moved on). A healthy loss does not repeat itself to the last digit 20 times.
+  moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
+  the log rounds it (`resolution`) and it moves by less than a printed digit a point: a
+  value that came within two printed digits of the one before it is not frozen (a
+  fine-tune that memorizes sits at 0.0002, printed at 4 decimals), one that jumped there
+  is (an fp16 run whose trainer turns NaN into a flat 0.0), and so is a value repeated
+  in a log that is not rounded, but for 0.0 from the first point on.
 
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
   ``grace`` steps after the first point (and at least ``min_points`` points), the best
@@ -71,10 +76,12 @@ from . import base
 from .base import check, decay, fraction, positive, register
 from .finding import Verdict
 from .plateau_slope import PlateauSlope
+from .resolution import NONE, RAW as _RAW, decimals, quantum
 
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+RAW = cython.declare(cython.longlong, _RAW)
 _new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
 
@@ -123,8 +130,8 @@ class PlateauDetector(PlateauSlope):
             "min_progress_z")
     STATE = ("_lnoise", "_same", "_prev", "_level", "_last_n", "_dprev", "_first", "_last",
              "_ref", "_best", "_n", "_ring", "_dt", "_sums", "_u", "_t", "_noise", "_slopes",
-             "_armed", "_slow", "_onset", "_hole")
-    OPTIONAL = ("_prev", "_level", "_dprev", "_first", "_last", "_u")
+             "_armed", "_slow", "_onset", "_hole", "_before", "_dec")
+    OPTIONAL = ("_prev", "_level", "_dprev", "_first", "_last", "_u", "_before")
 
     def __init__(self, *, grace: int = 3000, min_progress: float = 0.02, min_points: int = 4,
                  window: int = 1000, flat: float = 0.25, halflife: float = 50.0,
@@ -158,6 +165,8 @@ class PlateauDetector(PlateauSlope):
         self._lnoise = 0.0     # EWMA of |change of the level| between points
         self._same = 0         # points in a row equal to the one before, to the last digit
         self._prev = NAN
+        self._before = NAN     # the value before the one repeated (NaN: repeated from the start)
+        self._dec = NONE       # the decimals the log prints (`resolution`)
         self._c_lr = math.log(slow_ratio)
         self._c_level = 0.5 ** (1.0 / halflife)     # per-step EWMA weight (a constant)
         self._level = NAN
@@ -187,6 +196,15 @@ class PlateauDetector(PlateauSlope):
                                    self.z, self.shortfall, self.repeats, self.progress_z,
                                    self.expected, self.observed, self.onset))
 
+    @cython.locals(q=cython.double)
+    def _print_repeats(self, loss: float) -> bool:
+        """The repeats are the print's: in a rounded log, the value came within two printed
+        digits of the one before it; or it is 0.0 from the first point on."""
+        q = quantum(self._dec)
+        if self._before != self._before:
+            return loss == 0.0
+        return q > 0.0 and abs(loss - self._before) <= 2.0 * q
+
     @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
                    level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
                    progress=cython.double, sd=cython.double, pz=cython.double,
@@ -208,8 +226,13 @@ class PlateauDetector(PlateauSlope):
         if step < self._last:
             self._reset_slope()
         if step > self._last:
-            self._same = self._same + 1 if loss == self._prev else 0
+            if loss == self._prev:
+                self._same += 1
+            else:
+                self._same, self._before = 0, self._prev
             self._prev = loss
+            if self._dec < RAW:
+                self._dec = decimals(self._dec, loss)
         z = self._slowdown(step, loss) if self.slowdown and step + 1.0 > self._t else -INF
         self.z = z
         dt = step - self._last
@@ -231,7 +254,7 @@ class PlateauDetector(PlateauSlope):
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
         self.progress = progress
-        if self._same + 1 >= self.frozen_points:
+        if self._same + 1 >= self.frozen_points and not self._print_repeats(loss):
             self.active, self.rule, self.level, self.repeats = True, "frozen", loss, self._same + 1
             return True
         self.level = level

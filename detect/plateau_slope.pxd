@@ -16,8 +16,8 @@ cdef class PlateauSlope(Detector):
     cdef double _c_slow_keep, _c_slow_z, _c_accel_z, _c_slow_points, _c_slow_effect, _c_clip
     cdef double _c_lr, _c_level
     # learned state (STATE; _sums, _armed, _onset, _hole, _last_n, _slopes, _ring: properties)
-    cdef public double _lnoise, _prev, _level, _dprev, _ref, _best, _dt, _u, _t, _noise
-    cdef public long long _same, _first, _last, _n
+    cdef public double _lnoise, _prev, _before, _level, _dprev, _ref, _best, _dt, _u, _t, _noise
+    cdef public long long _same, _first, _last, _n, _dec
     cdef public bint _slow
     cdef long long _v_last_n
     cdef double _sW, _sWu, _sWuu, _sWy, _sWuy, _sV, _sVu, _sVuu

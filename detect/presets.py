@@ -48,12 +48,14 @@ PRESET_PARAMS = {
     "custom": PRETRAINING,
 }
 
-# every preset runs these too, with their defaults (a preset may not override them): the
-# obvious failures, the grad norm's context for a page, and the frozen data loader
+# every preset runs these too, with their defaults (a preset may not override them, a run
+# may: the chance level is the run's own): the obvious failures, the grad norm's context
+# for a page, the frozen data loader, the loss at chance
 EVERY_RUN = {
     "nonfinite": {},
     "gradnorm": {},
     "frozen_loader": {},
+    "chance": {},
 }
 
 PRESETS = tuple(PRESET_PARAMS)   # the names, as the config and CLI validate them

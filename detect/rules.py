@@ -219,7 +219,10 @@ def drift_due(a, p) -> None:
 @cython.locals(on=cython.bint, effect=cython.double)
 def plateau(a, p) -> None:
     """Learning stopped: no progress, a frozen logged loss, a slowdown that stalled the run
-    (`Arbiter.stalled`), a stagnation under a falling forecast. One incident, one page:
+    (`Arbiter.stalled`), a stagnation under a falling forecast. No progress while the lr
+    still rises is a warm-up's (a DeBERTa fine-tune sat at 1.39 until its lr neared its
+    peak at step 1,300, then fell to 0.7): ``info`` until the lr stops rising. One
+    incident, one page:
     a slowdown or stagnation under a page of the loss level is that page's flat tail (LR
     x100 and shuffled labels paged `plateau` beside their critical divergence)."""
     pl = a.pl
@@ -230,7 +233,9 @@ def plateau(a, p) -> None:
         return
     sev = "warning"
     effect = max(a.rise(a.fc.l_pred), pl.shortfall)
-    if on and pl.rule not in NO_LEARNING and not (
+    if on and pl.rule == "no_learning" and a.ef.lr_rising:
+        sev = "info"        # the warm-up has not given the run its lr yet
+    elif on and pl.rule not in NO_LEARNING and not (
             a.big("slowdown" if a.slowdown else "plateau", effect)
             and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
         sev = "info"

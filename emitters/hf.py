@@ -51,6 +51,7 @@ from transformers import TrainerCallback
 from . import run_secret
 from .alert_filter import AlertFilter
 from .framework import STOP_KEY, FrameworkCallback, write_stop_record
+from .model_classes import classes_of
 from .rewind import NOT_DISTRIBUTED, Rewind
 from .tracker import Tracker
 
@@ -91,6 +92,9 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
                   "gradient_accumulation_steps": args.gradient_accumulation_steps,
                   "max_steps": state.max_steps, "world_size": args.world_size,
                   "lr_scheduler_type": _plain(args.lr_scheduler_type)}
+        classes = classes_of(type(model).__name__, getattr(model, "config", None))
+        if classes:     # the loss at chance is ln(classes): the daemon's `chance` detector
+            config["classes"] = classes
         # no preset named: a model loaded from pretrained weights is being fine-tuned
         origin = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
         kind = "finetuning" if origin else "pretraining"

@@ -1,7 +1,8 @@
 """``wtwin``: the offline CLI. Runs the daemon's detectors over a finished log.
 
     wtwin monitor PATH [--preset P] [--loss-col C] [--json] [--plot out.png] [--all]
-                       [--fail-on warning|critical] [--reference REF ...]
+                       [--fail-on warning|critical] [--classes N | --chance LOSS]
+                       [--reference REF ...]
     wtwin demo
 
 ``--reference REF`` (repeatable): also page when the run falls behind these runs
@@ -26,18 +27,22 @@ from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
 
 from . import checks, plot, progress, references, stops
+from .chance_level import chance_level
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
 
 
 def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
-                include_info: bool = False) -> dict:
+                include_info: bool = False, chance: float = 0.0) -> dict:
     """Replay ``log`` through the detection library (`wtwin.detect.replay.scan`: the daemon's
     detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
-    the firing transitions, as the daemon would page them."""
+    the firing transitions, as the daemon would page them. ``chance``: the loss at chance
+    (`wtwin.detect.chance`; 0.0: unknown)."""
     series = [] if keep_series else None
-    transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series)
+    overrides = {"chance": {"level": chance}} if chance else {}
+    transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series,
+                          **overrides)
     alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message,
                "details": a.details}
               for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
@@ -101,9 +106,12 @@ def analyse(log, a, refs=()) -> dict:
     times the three apart with these same functions. ``refs``: reference runs
     (`ReferenceCurve`), whose ``behind`` pages join the alerts."""
     preset, source = checks.choose_preset(log, a.preset)
+    chance, chance_from = chance_level(a.path, getattr(a, "classes", None), getattr(a, "chance", None))
     shown = progress.with_progress(log, progress.wanted(a.json))
-    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
+    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all, chance=chance)
     res["preset_from"] = source
+    if chance:
+        res["chance"] = {"level": chance, "from": chance_from}
     res["caveats"] = checks.warmup_caveats(log, preset)
     stopped = stops.found(a.path, log.meta)   # the callback stopped training on these
     if stopped:
@@ -184,6 +192,12 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--all", action="store_true", help="also list info findings")
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
+    m.add_argument("--classes", type=int, metavar="N",
+                   help="the classes the loss is over (vocabulary size, labels): page a loss "
+                        "that sits at ln N, a uniform guess (default: the config.json beside "
+                        "a trainer_state.json)")
+    m.add_argument("--chance", type=float, metavar="LOSS",
+                   help="the loss at chance, when it is not ln of a class count")
     m.add_argument("--reference", action="append", metavar="REF",
                    help="a log of a run this one should match (repeatable: several, or a "
                         "sweep's siblings); page when the run falls behind it")

@@ -40,6 +40,7 @@ ALERTNAMES = {
     "spectral": "WTwinSpectralOutOfBand",
     "resume_jump": "WTwinResumeJump",
     "frozen_loader": "WTwinLossDegradation",
+    "chance": "WTwinLossAtChance",
     "behind": "WTwinRunBehindReference",   # daemon/references.py
 }
 

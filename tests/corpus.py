@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from wtwin.detect.resolution import NONE, RAW, decimals
+
 TRANSFORMS = ("x0.01", "x100", "+1000", "every10th", "twice", "gap20", "resume")
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
 FOLDERS = ("real-logs", "real-logs-lr", "real-logs-3")
@@ -74,13 +76,28 @@ def require_data() -> None:
     pytest.skip(f"no real logs at {SHARED}")
 
 
+def printed(loss: list) -> int:
+    """The decimals a log's loss events are printed with (`RAW`: not rounded)."""
+    d = NONE
+    for ev in loss:
+        d = decimals(d, ev[2])
+        if d >= RAW:
+            break
+    return d
+
+
 def transform(events: list, how: str) -> list:
     """A clean log as it might also arrive: scaled, offset, thinned, logged twice, with a
-    20% gap, or crashed at 70% and resumed from a checkpoint at 50%."""
+    20% gap, or crashed at 70% and resumed from a checkpoint at 50%. A rounded log stays
+    rounded: scaled or offset, it prints the same digits (x0.01 two decimals more)."""
     loss = [ev for ev in events if ev[0] == "loss"]
     steps = [ev[1] for ev in loss]
     if how in ("x0.01", "x100", "+1000"):
         f = {"x0.01": lambda v: v * 0.01, "x100": lambda v: v * 100, "+1000": lambda v: v + 1000}[how]
+        d = printed(loss)
+        if d < RAW:
+            places = max(0, d + {"x0.01": 2, "x100": -2, "+1000": 0}[how])
+            return [(k, s, round(f(v), places), lr) for k, s, v, lr in events]
         return [(k, s, f(v), lr) for k, s, v, lr in events]
     if how == "every10th":
         keep = set(steps[::10])

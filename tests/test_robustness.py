@@ -17,12 +17,10 @@ KNOWN: dict = {
     # (the MLPerf RNN-T (Dell) stall, 8200-12500 at a constant lr, paged `plateau` at 9773
     # as logged and under x0.01, x100, +1000 and resume until 2026-12-04 22:20: its level's
     # fall is now judged with its standard error, `monitor._stalled`)
-    # real-logs-3, paged as logged at the shipped gates (issue 36, open): a 20-epoch NER
-    # fine-tune whose per-step loss is printed at 4 decimals (frozen_loader, critical) and
-    # two fine-tunes that memorize toward 0 (plateau). ("*": under any transform too.)
-    ("hf_state_bert_ner_20ep_long.csv", "*"): True,
-    ("hf_state_distilbert_hatespeech_to_zero.csv", "*"): True,
-    ("hf_state_kaggle_deberta_13k.csv", "*"): True,
+    # (real-logs-3: a 20-epoch NER fine-tune printed at 4 decimals paged frozen_loader
+    # critical and a hate-speech fine-tune that memorizes to 0.0 plateau, until the detectors
+    # knew the print's resolution, detect/resolution.py; a DeBERTa fine-tune paged "no
+    # learning" in its lr warm-up until the warm-up was the plateau rule's, rules.plateau)
 }
 
 

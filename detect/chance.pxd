@@ -1,0 +1,15 @@
+# The C side of chance.py (docs/COMPILED.md).
+from .base cimport Detector, Point
+
+cdef long long NO_STEP
+
+cdef class ChanceDetector(Detector):
+    cdef readonly double level, tolerance
+    cdef readonly long long points
+    cdef double _c_band
+    cdef long long _c_points
+    cdef public long long _last, _at
+    cdef readonly bint active
+    cpdef observe(self, long long step, double loss)
+    cdef void see(self, Point p) except *
+    cdef bint asks(self) except -1

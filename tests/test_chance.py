@@ -1,0 +1,115 @@
+"""A loss at chance pages critical (issue 36): a QLoRA fine-tune at lr 5 froze at exactly
+10.3735 = ln 32000 from its second log, and no other detector saw it (flat, finite, not
+above its start). The trainer names the classes (``classes``/``vocab_size``/``num_labels``
+or ``chance`` in its config; the Hugging Face callback from the model's class); offline,
+``--classes``/``--chance`` or the ``config.json`` beside a ``trainer_state.json``."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from helpers import Daemon, wait_for
+from test_offline_cli import wtwin
+from wtwin.detect import RunMonitor
+from wtwin.detect.chance import ChanceDetector, chance_of
+from wtwin.emitters import connect
+from wtwin.emitters.model_classes import classes_of
+
+LN32K = math.log(32000)
+QLORA = [10.3735] * 10          # the case: printed at 4 decimals, from its second log on
+
+
+def _fired(losses, **overrides):
+    mon, out = RunMonitor("finetuning", **overrides), []
+    for s, x in enumerate(losses, 1):
+        out += [(s, f.kind, f.severity) for f in mon.update_loss(s, x).findings if f.active]
+    return out
+
+
+class TestChanceOf:
+    @pytest.mark.parametrize("config,level", [
+        ({"vocab_size": 32000}, LN32K), ({"classes": 10}, math.log(10)),
+        ({"num_labels": 3}, math.log(3)), ({"chance": 2.5}, 2.5),
+        ({"classes": 10, "vocab_size": 30522}, math.log(10)),   # the callback's word first
+        ({}, 0.0), ({"vocab_size": True}, 0.0), ({"vocab_size": "32000"}, 0.0),
+        ({"vocab_size": 1}, 0.0), ({"chance": float("nan")}, 0.0), ({"chance": -1.0}, 0.0),
+        ("not a dict", 0.0)])
+    def test_a_config_names_its_chance_level_or_nothing(self, config, level):
+        assert chance_of(config) == pytest.approx(level)
+
+    @pytest.mark.parametrize("cls,config,n", [
+        ("LlamaForCausalLM", {"vocab_size": 32000}, 32000),
+        ("PeftModelForCausalLM", {"vocab_size": 32000}, 32000),
+        ("BertForSequenceClassification", {"vocab_size": 30522, "num_labels": 3}, 3),
+        ("BertForSequenceClassification", {"num_labels": 1, "problem_type": "regression"}, None),
+        ("BertModel", {"vocab_size": 30522}, None)])
+    def test_the_model_class_says_what_the_loss_is_over(self, cls, config, n):
+        assert classes_of(cls, config) == n
+
+
+class TestDetector:
+    def test_the_qlora_case_pages_critical_at_its_second_point(self):
+        assert _fired(QLORA, chance={"level": LN32K})[0] == (2, "chance", "critical")
+
+    def test_without_a_chance_level_it_is_idle(self):
+        assert not [f for f in _fired(QLORA) if f[1] == "chance"]
+
+    def test_a_model_that_starts_at_chance_and_learns_is_silent(self):
+        """A language model at its random initialization starts near ln V and leaves it."""
+        rng = random.Random(0)
+        losses = [LN32K + 0.6 * math.exp(-s / 40) - 0.004 * s + rng.gauss(0, 0.02)
+                  for s in range(1, 400)]
+        assert not [f for f in _fired(losses, chance={"level": LN32K}) if f[1] == "chance"]
+
+    def test_a_model_that_collapses_back_to_chance_pages(self):
+        rng = random.Random(1)
+        losses = [2.0 + 6 * (s + 5) ** -0.3 + rng.gauss(0, 0.02) for s in range(1, 300)]
+        fired = _fired(losses + [LN32K + 1e-4] * 5, chance={"level": LN32K})
+        assert (301, "chance", "critical") in fired
+
+    def test_the_state_survives_a_snapshot(self):
+        det = ChanceDetector(level=LN32K)
+        det.update(1, 10.3735)
+        again = ChanceDetector(level=LN32K)
+        again.restore(det.snapshot())
+        assert again.update(2, 10.3735).active
+
+
+class TestOffline:
+    def test_classes_on_the_command_line(self, tmp_path):
+        log = tmp_path / "qlora.csv"
+        log.write_text("step,loss\n" + "".join(f"{s},{x}\n" for s, x in enumerate(QLORA, 1)))
+        r = wtwin("monitor", str(log), "--classes", "32000", "--fail-on", "critical")
+        assert r.returncode == 1 and "ln 32000" in r.stdout, r.stdout + r.stderr
+        assert wtwin("monitor", str(log), "--fail-on", "critical").returncode == 0
+        bad = wtwin("monitor", str(log), "--classes", "1")
+        assert bad.returncode == 2 and "2 classes or more" in bad.stderr
+
+    def test_the_model_config_beside_a_trainer_state(self, tmp_path):
+        rows = [{"step": s, "loss": x, "learning_rate": 5.0} for s, x in enumerate(QLORA, 1)]
+        (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": rows}))
+        (tmp_path / "config.json").write_text(json.dumps(
+            {"architectures": ["LlamaForCausalLM"], "vocab_size": 32000}))
+        r = wtwin("monitor", str(tmp_path / "trainer_state.json"), "--json")
+        res = json.loads(r.stdout)
+        assert res["chance"]["level"] == pytest.approx(LN32K)
+        assert [(a["kind"], a["severity"], a["step"]) for a in res["alerts"]][0] == ("chance", "critical", 2)
+
+
+def test_the_daemon_pages_the_trainer_that_named_its_vocabulary(tmp_path):
+    """Real wtwind, real emitter: ``vocab_size`` in the run's config, the loss at ln 32000."""
+    with Daemon(tmpdir=str(tmp_path)) as d:
+        got: list[dict] = []
+        emit = connect(d.ipc, run="qlora-lr5", on_alert=got.append, config={"vocab_size": 32000},
+                       kind="finetuning")
+        for step, loss in enumerate(QLORA, 1):
+            emit.loss(step, loss)
+        wait_for(lambda: emit.poll() or [a for a in got if a["kind"] == "chance"], 30, 0.05,
+                 "the chance page at the trainer")
+        (a,) = [a for a in got if a["kind"] == "chance"][:1]
+        assert a["severity"] == "critical" and a["step"] == 2 and "ln 32000" in a["message"]
+        emit.close()
