@@ -170,3 +170,29 @@ class TestCallbacksResume:
             assert at(d, "hf-run", 30, "running")["names"]["earlier"] == ["hf-run~1"]
             assert at(d, "hf-run~1", 150, "completed")
             fresh.close()
+
+    def test_lightning_fit_from_a_checkpoint_sends_a_resume(self, tmp_path, monkeypatch):
+        """``fit(ckpt_path=...)`` sets ``trainer.ckpt_path`` before ``setup``: the run_start
+        says ``resumed_from``; a plain ``fit`` does not."""
+        import pytest
+
+        pytest.importorskip("lightning")
+        from wtwin.emitters.lightning import WTwinCallback
+
+        monkeypatch.setenv("WTWIN_SECRET_DIR", str(tmp_path / "secrets"))
+
+        class Trainer:
+            max_steps, max_epochs, world_size, accumulate_grad_batches = 10, 1, 1, 1
+            is_global_zero, default_root_dir, checkpoint_callbacks = True, str(tmp_path), ()
+
+            def __init__(self, ckpt_path):
+                self.ckpt_path = ckpt_path
+
+        with Daemon(tmpdir=str(tmp_path)) as d:
+            sent = {}
+            for name, ckpt in (("fresh", None), ("resumed", str(tmp_path / "last.ckpt"))):
+                cb = WTwinCallback(run=f"pl-{name}", endpoint=d.ipc, embedded=False)
+                cb.setup(Trainer(ckpt), object(), "fit")
+                sent[name] = cb.tracker.emitter.settings.run_start().get("resumed_from")
+                cb.tracker.emitter.close()
+            assert sent == {"fresh": None, "resumed": "pl-resumed"}
