@@ -34,6 +34,7 @@ import structlog
 from wtwin import emitters
 from wtwin.emitters import fast_decode, wire
 
+from .incarnations import is_new
 from .logsetup import RateLimited
 from .run_state import NO_LR
 
@@ -42,13 +43,14 @@ log = structlog.get_logger("wtwind")
 
 class Ingest:
     def __init__(self, *, stats, table, admission, link, restores, publish, changed, submit,
-                 max_frame_bytes: int, references=None) -> None:
+                 max_frame_bytes: int, references=None, incarnations=None) -> None:
         """``publish(alert)``: journal and deliver (``AlertPath.publish``); ``changed(run)``:
         mark for the next snapshot (``Snapshots.changed``); ``submit(event)``: a checkpoint
         to the job runner (``SpectralService.submit``)."""
         self.stats, self.table, self.admission, self.link = stats, table, admission, link
         self.restores, self.publish, self.changed, self.submit = restores, publish, changed, submit
         self.max_frame_bytes, self.references = max_frame_bytes, references  # references.py
+        self.incarnations = incarnations  # incarnations.py: a name used again
         self._rejects_log = RateLimited(log)
         # ``fast(frame, no_lr)``: the frame's run, emitter, secret, base and body items, or
         # None (emitters/fast_decode.py); pure, msgpack is faster than it: not used
@@ -177,6 +179,10 @@ class Ingest:
                     continue  # already processed, or a gap to re-send first
             if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
                 self.restores.thaw(run)
+            if ev is not None and ev["type"] == "run_start" and self.incarnations is not None \
+                    and is_new(run, ev):   # an ended run's name used again: a new run
+                run = self.incarnations.begin(run, now)
+                marks = run.marks
             try:
                 alerts = run.observe_loss(step, loss, lr, grad_norm, tokens, now) if ev is None \
                     else run.observe(ev, now)

@@ -49,6 +49,7 @@ from wtwin.emitters import wire
 log = structlog.get_logger("wtwind.references")
 NAN = math.nan
 BEHIND = 1                  # detect.reference.STATES.index("behind")
+SCHEDULE = 2                # detect.reference.STATES.index("schedule_differs")
 MAX_REFERENCES = 4          # references a run may name (more: the first ones, and a warning)
 MAX_POINTS = 2048           # points kept of a reference's curve
 RESOLVE_S = 60.0            # an incomplete run's references are looked up again after this ...
@@ -68,7 +69,8 @@ class RunReference:
     references are resolved (None until then, or when none resolved). ``refresh(step)``
     (set by `References.start`) looks the references up again once ``due`` (a time)."""
 
-    __slots__ = ("names", "group", "tracker", "frozen", "_behind", "due", "every", "warned", "refresh")
+    __slots__ = ("names", "group", "tracker", "frozen", "_behind", "due", "every", "warned", "refresh",
+                 "tell", "told")
 
     def __init__(self, names: list[str], group: str | None, frozen: dict | None = None) -> None:
         self.names, self.group, self.frozen = names, group, frozen
@@ -76,6 +78,10 @@ class RunReference:
         self._behind = False
         self.due, self.every, self.warned = math.inf, 0.0, frozenset()
         self.refresh: Callable[[int], None] | None = None
+        # ``tell(message)``: an info to the trainer (set by `References.resolve`); ``told``:
+        # the run's lr schedule was said to differ from its reference's (once a run)
+        self.tell: Callable[[str], None] | None = None
+        self.told = False
 
     @property
     def points(self) -> int:
@@ -92,6 +98,9 @@ class RunReference:
         if tracker is None:
             return []
         k = tracker.feed(step, loss, NAN if lr is None else lr, NAN if tokens is None else tokens)
+        if k == SCHEDULE and not self.told and self.tell is not None:
+            self.told = True
+            self.tell(schedule_message(tracker, lr))
         if k != BEHIND and not self._behind:
             return []
         was, self._behind = self._behind, k == BEHIND
@@ -108,7 +117,21 @@ class RunReference:
     def snapshot(self) -> dict:
         tr = self.tracker
         return {"names": self.names, "group": self.group,
-                "tracker": tr.snapshot() if tr is not None else self.frozen}
+                "tracker": tr.snapshot() if tr is not None else self.frozen, "told": self.told}
+
+
+def schedule_message(tracker: ReferenceTracker, lr) -> str:
+    """The info a trainer gets once when its lr differs from its reference's: whose, both
+    lrs at this step (the reference's interpolated on its curve)."""
+    v = tracker.verdict()
+    ref = next((c for c in tracker.references if c.name == v.reference), None)
+    theirs = NAN
+    if ref is not None and ref.has_lr:
+        xs = np.asarray(ref.steps, dtype=float)
+        theirs = float(np.interp(v.step, xs, np.asarray(ref.lrs, dtype=float)))
+    return (f"lr differs from {v.reference}'s ({lr:.3g} vs {theirs:.3g} at step {v.step:,}): "
+            "the runs follow other schedules, so the loss is not compared with it (the run is "
+            "monitored as usual)")
 
 
 def curve_from_columns(name: str, cols: dict, max_points: int = MAX_POINTS) -> ReferenceCurve | None:
@@ -221,6 +244,7 @@ class References:
         refs = run.refs
         if refs.refresh is None:     # restored runs too (daemon/restores.py)
             refs.refresh = lambda step: self.resolve(run, quiet=True, upto=step)
+            refs.tell = lambda message: self.tell(run, message)
         curves, stored, missing, incomplete, foreign = [], [], [], False, []
         wanted = [(n, True) for n in refs.names if n != run.run]
         wanted += [(n, False) for n in self.siblings(run, foreign) if n not in refs.names]
@@ -323,6 +347,15 @@ class References:
         for s, x, lr, tok in zip(cols["step"], cols["loss"], cols["lr"], cols["tokens"]):
             if s is not None and x is not None and s < upto:
                 tracker.feed(int(s), float(x), NAN if lr is None else lr, NAN if tok is None else tok)
+
+    def tell(self, run, message: str) -> None:
+        """The run's lr schedule differs from its reference's: logged once, told to the
+        trainer as an ``info`` alert of kind ``schedule_differs`` (its ``on_alert``)."""
+        log.info("schedule_differs", run=run.run, message=message)
+        frame = wire.reply("alert", run=run.run, kind="schedule_differs", severity="info",
+                           status="firing", step=run.step or 0, message=message)
+        for identity in run.identities.values():
+            self.send(identity, frame)
 
     def warn(self, run, name: str, why: str) -> None:
         """A reference that cannot be used: logged, counted, told to the trainer."""

@@ -74,6 +74,9 @@ class RunState:
         self.frozen = None             # a stored detector snapshot not yet restored (store/)
         self._series: RunSeries | None = None
         self.history: dict | None = None   # the stored history's envelopes (store/codec.py)
+        # restored from the store: its plot series hold only what came since (the page
+        # puts the stored history in front: web/__init__.py)
+        self.restored = False
         self.keep_history = keep_history
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
         self.stalled = False
@@ -341,11 +344,12 @@ class RunTable:
     def get(self, run: str) -> RunState | None:
         return self._runs.get(run)
 
-    def get_or_create(self, run: str, now: float, creator=None) -> RunState | None:
-        """The run ``run``; a new one is charged to ``creator`` (admission.py)."""
+    def get_or_create(self, run: str, now: float, creator=None, force: bool = False) -> RunState | None:
+        """The run ``run``; a new one is charged to ``creator`` (admission.py). ``force``:
+        past ``max_runs`` (a new run of a name whose ended run was archived beside it)."""
         state = self._runs.get(run)
         if state is None:
-            if len(self._runs) >= self.max_runs:
+            if len(self._runs) >= self.max_runs and not force:
                 self.refused += 1
                 return None
             state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
@@ -355,6 +359,13 @@ class RunTable:
 
     def forget(self, run: str) -> RunState | None:
         return self._runs.pop(run, None)
+
+    def rename(self, run: str, to: str) -> None:
+        """Move the run ``run`` to the name ``to`` (an ended run whose name is used again:
+        `incarnations`)."""
+        state = self._runs.pop(run)
+        state.run = to
+        self._runs[to] = state
 
     def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float,
                ended_series_s: float = 0.0) -> list[RunState]:

@@ -371,4 +371,5 @@ class RunSeries:
     def mark(self, alert: Any) -> None:
         """Remember an alert transition (an `Alert` value) as a marker on the chart."""
         self.markers.append({"step": alert.step, "kind": alert.kind, "severity": alert.severity,
-                             "status": alert.status, "message": alert.message})
+                             "status": alert.status, "message": alert.message,
+                             "details": alert.details})

@@ -27,6 +27,7 @@ from .admission import Admission
 from .alert_path import AlertPath, page_group
 from .config import DaemonConfig, build_sinks
 from .emitter_link import EmitterLink
+from .incarnations import Incarnations
 from .ingest import Ingest
 from .jobs.service import JobsCollector, SpectralService, watch_factory
 from .metrics import DaemonCollector
@@ -92,9 +93,11 @@ def build(config: DaemonConfig) -> Parts:
                                changed=snapshots.mark)
     admission = Admission(config.runs, table, stats, send, curve=curve is not None,
                           restore=restores.fill)
+    incarnations = Incarnations(table, store, snapshots, admission)
     ingest = Ingest(stats=stats, table=table, admission=admission, link=link, restores=restores,
                     publish=alerts.publish, changed=snapshots.changed, submit=spectral.submit,
-                    max_frame_bytes=config.listen.max_frame_bytes, references=references)
+                    max_frame_bytes=config.listen.max_frame_bytes, references=references,
+                    incarnations=incarnations)
     registry = CollectorRegistry(auto_describe=True)  # a name registered twice raises
     runs = config.runs
     for collector in (DaemonCollector(table, stats, max_series_runs=runs.max_series_runs,

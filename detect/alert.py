@@ -35,6 +35,7 @@ class Alert:
 
     ``started_at``/``ended_at`` are Unix seconds (wall clock of the daemon when the
     alert fired/resolved); ``step`` is the training step of the offending event.
+    ``message`` is the sentence a person reads; ``details`` the statistics behind it.
     """
 
     run: str
@@ -45,6 +46,7 @@ class Alert:
     started_at: float
     ended_at: float | None = None
     message: str = ""
+    details: str = ""
     loss: float | None = None
     forecast: float | None = None
     W: float | None = None

@@ -19,7 +19,7 @@ cdef class Episode:
     cdef public double shift_from
 
 cdef class Arbiter:
-    cdef public dict emitted, held, peak_scores
+    cdef public dict emitted, held, peak_scores, since
     cdef public list out
     cdef readonly object rec
     cdef public bint alert
@@ -42,7 +42,9 @@ cdef class Arbiter:
 
     cdef void attach(self, dict d) except *
     cdef bint due(self, str kind, bint active, str severity) except -1
-    cdef void push(self, str kind, bint active, str severity, object step, str text) except *
+    cdef void push(self, str kind, bint active, str severity, object step, str text,
+                   str details=*) except *
+    cdef object onset(self, str kind, object step)
     cdef bint paging(self, tuple kinds) except -1
     cdef void escalate(self, object step) except *
     cdef bint big(self, str kind, double effect) except -1

@@ -22,6 +22,7 @@ try:
 except ImportError:            # no Cython: the pure build runs (compiled/cython_shim.py)
     from wtwin.compiled import cython_shim as cython
 
+from . import messages
 from .alert import KINDS
 from .finding import Finding
 from .recovery import HELD_KINDS, Recovery
@@ -62,6 +63,7 @@ class Arbiter:
 
     def __init__(self) -> None:
         self.emitted = {}
+        self.since = {}            # per active kind: the step its finding became active
         self.ever = 0              # `BITS` of the kinds in ``emitted``
         self.out = []              # the findings of the update in progress (`push`)
         self.rec = Recovery()      # the band each page of the loss level left (`recovery`)
@@ -83,8 +85,9 @@ class Arbiter:
         self.own_kinds = tuple([det.KIND for det in self.own])
         self.incidents = HELD_KINDS + self.own_kinds
 
-    def restore(self, emitted: dict, recovery: dict) -> None:
+    def restore(self, emitted: dict, recovery: dict, since: dict | None = None) -> None:
         self.emitted = {k: list(v) for k, v in emitted.items()}
+        self.since = dict(since or {})
         self.ever = 0
         for k in self.emitted:
             self.ever |= BITS.get(k, 0)
@@ -102,11 +105,18 @@ class Arbiter:
             return False    # a kind that pages keeps paging until its detector is quiet
         return not (prev[0] == active and (prev[1] == severity or not active))
 
-    def push(self, kind: str, active: bool, severity: str, step, text) -> None:
+    def push(self, kind: str, active: bool, severity: str, step, text, details: str = "") -> None:
         """Emit the finding `due` allowed (into this update's findings); ``text`` is the
-        message of an active one, formatted only when a finding is emitted."""
+        headline of an active one (`messages`), formatted only when a finding is emitted,
+        ``details`` its statistics. A page (warning, critical) ends with the first thing
+        to check and its runbook (`messages.check`)."""
+        prev = self.emitted.get(kind)
         self.emitted[kind] = [active, severity]
         self.ever |= BITS.get(kind, 0)
+        if active and (prev is None or not prev[0]):
+            self.since[kind] = step
+        elif not active:
+            self.since.pop(kind, None)
         if active and severity != "info":
             self.rec.paged(kind, step, self.ef)
         elif not active and kind in self.held:
@@ -115,10 +125,15 @@ class Arbiter:
         if not active:
             text = f"{kind} resolved"
         elif severity != "info":
-            grad = self.gn.context(step, GRAD_CONTEXT_STEPS)
-            if grad:
-                text += f" ({grad})"
-        self.out.append(Finding(kind, severity, active, step, text))
+            text += messages.check(kind, self.gn.context(step, GRAD_CONTEXT_STEPS))
+        self.out.append(Finding(kind, severity, active, step, text, details))
+
+    def onset(self, kind: str, step):
+        """The step ``kind``'s active finding began (``step`` when it is not active yet)."""
+        v = self.emitted.get(kind)
+        if v is not None and v[0]:
+            return self.since.get(kind, step)
+        return step
 
     def paging(self, kinds: tuple) -> bool:
         """Does a page (warning or critical) of one of ``kinds`` fire?"""
@@ -136,7 +151,8 @@ class Arbiter:
             if v[0] and v[1] == "critical":
                 return
         for kind in self.rec.overdue(step, self.ef):
-            self.push(kind, True, "critical", step, self.rec.message(kind, step))
+            head, det = self.rec.message(kind, step, self.ef.progress)
+            self.push(kind, True, "critical", step, head, det)
             return
 
     def big(self, kind: str, effect: float) -> bool:
@@ -175,12 +191,8 @@ class Arbiter:
         return ratio > self.ef.stall_gate
 
     def size(self, effect: float) -> str:
-        """The effect a page states, in loss units and against the run's own yardsticks."""
-        progress = self.ef.progress
-        share = f", {effect / progress:.1%} of the run's progress" if progress > 0 else ""
-        if progress > 0 and effect > 10 * progress:     # not "26274.5%" (BERT's 7.97 -> 14.4)
-            share = f", {effect / progress:.0f}x the run's progress ({progress:.3g})"
-        return f" [{effect:+.3g}{share}]"
+        """The effect a page states, in loss units and against the run's own progress."""
+        return messages.size(effect, self.ef.progress)
 
     def rise(self, l_pred) -> float:
         """The deviation of a drift or a plateau in loss units: the level above its best,

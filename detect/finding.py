@@ -10,7 +10,8 @@ class Finding(NamedTuple):
 
     ``active`` True means the condition holds now (the run state turns the first active
     finding of a kind into a firing alert, and the first inactive one after it into a
-    resolved alert). ``severity`` is ``info``, ``warning`` or ``critical``.
+    resolved alert). ``severity`` is ``info``, ``warning`` or ``critical``. ``message``:
+    the sentence a person reads (`messages`); ``details``: the statistics behind it.
     """
 
     kind: str
@@ -18,6 +19,7 @@ class Finding(NamedTuple):
     active: bool
     step: int
     message: str = ""
+    details: str = ""
 
 
 class MonitorState(NamedTuple):

@@ -216,14 +216,14 @@ class RunMonitor:
         a = self.arbiter
         return {"v": 1, "preset": self.preset, "overrides": dict(self.overrides),
                 "emitted": {k: list(v) for k, v in a.emitted.items()},
-                "recovery": a.rec.snapshot(),
+                "recovery": a.rec.snapshot(), "since": dict(a.since),
                 "detectors": {k: det.snapshot(copy) for k, det in self._d.items()}}
 
     def restore(self, snap: dict) -> None:
         if snap.get("v") != 1 or "detectors" not in snap:
             raise ConfigError("monitor snapshot is not version 1")
         self.__init__(snap["preset"], **snap.get("overrides", {}))
-        self.arbiter.restore(snap["emitted"], snap.get("recovery", {}))
+        self.arbiter.restore(snap["emitted"], snap.get("recovery", {}), snap.get("since"))
         for k, s in snap["detectors"].items():
             self._d[LEGACY.get(k, k)].restore(s)
 

@@ -107,7 +107,8 @@ class AlertPolicy:
         alert = Alert(run=self.run, kind=finding.kind, severity=finding.severity,
                       status="firing", step=finding.step,
                       started_at=current.started_at if current else now,
-                      message=finding.message, loss=_f(loss), forecast=_f(forecast), W=_f(W))
+                      message=finding.message, details=finding.details, loss=_f(loss),
+                      forecast=_f(forecast), W=_f(W))
         self._firing[finding.kind] = alert
         return alert
 
@@ -142,7 +143,7 @@ class AlertPolicy:
         self._resolved_sev[kind] = current.severity
         return Alert(run=self.run, kind=current.kind, severity=current.severity,
                      status="resolved", step=step, started_at=current.started_at,
-                     ended_at=now, message=message or current.message,
+                     ended_at=now, message=message or current.message, details=current.details,
                      loss=_f(loss), forecast=_f(forecast), W=_f(W))
 
     def resolve_all(self, step: int, now: float, message: str) -> list[Alert]:

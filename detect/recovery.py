@@ -24,6 +24,8 @@ Plain values, no I/O, no clock; the cost is paid only while a page is held.
 
 from __future__ import annotations
 
+from . import messages
+
 HELD_KINDS = ("drift", "spike", "divergence")   # the pages of a loss level above its best
 ESCALATE_AFTER = 5.0     # x tau: a page not recovered for this long becomes critical,
 CRITICAL_OF_PROGRESS = 0.1   # when this far above its best level, as a share of progress
@@ -78,11 +80,15 @@ class Recovery:
                 if step - h[0] >= ESCALATE_AFTER * tau and not self.recovered(k)
                 and self.level() - h[1] >= bar]
 
-    def message(self, kind: str, step: int) -> str:
+    def message(self, kind: str, step: int, progress: float) -> tuple:
+        """The page of an escalation, as (headline, details) (`messages`)."""
         since, best, top = self.held[kind]
-        return (f"{kind} not recovered for {step - since:,} steps (paged at step {since}): "
-                f"loss {self.level():.4g} (median of its last {len(self.recent)} points) "
-                f"against a level of {best:.4g} before it (band up to {top:.4g})")
+        level = self.level()
+        return (f"{kind} not recovered for {step - since:,} steps since its page at step "
+                f"{since}: loss {level:.4g} stands {messages.size(level - best, progress)} "
+                f"above its level {best:.4g} before it",
+                f"loss the median of its last {len(self.recent)} points; the band it left "
+                f"went up to {top:.6g}")
 
     def snapshot(self) -> dict:
         return {"held": {k: list(v) for k, v in self.held.items()}, "recent": list(self.recent)}

@@ -7,14 +7,14 @@ cdef long long NO_STEP
 
 cdef class ReferenceTracker:
     cdef readonly object references, config
-    cdef double _c_gate, _c_ngate, _c_hl, _c_persist, _c_lrtol, _c_lag, _c_warm, _c_tau
+    cdef double _c_gate, _c_ngate, _c_hl, _c_persist, _c_lrtol, _c_lag, _c_warm, _c_tau, _c_far, _c_lrlag
     cdef long long _c_minpts
-    cdef public list _xs, _lv, _lr, _names, _noise, _start, _has_lr, _cur, _curl, _lv_now, _lrbad
+    cdef public list _xs, _lv, _lr, _names, _noise, _start, _has_lr, _cur, _curl, _lv_now, _lrbad, _lrref
     cdef public object _tok
     cdef public int _by_tokens, _state, _worst
     cdef public long long _n, _since, _held, _step, _cstep
-    cdef public double _x, _dt, _level, _prev, _scat, _gx, _gprev, _wander, _gap, _units, _spread
-    cdef public bint _resolved, _cond, _still
+    cdef public double _x, _dt, _level, _prev, _scat, _gx, _gprev, _wander, _gap, _units, _spread, _lrnow
+    cdef public bint _resolved, _cond, _still, _sched
 
     cpdef int feed(self, long long step, double loss, double lr=*, double tokens=*) except? -1
     cdef void _level_in(self, double x, double loss) except *

@@ -75,13 +75,15 @@ class ReferenceConfig:
     persist: float = 0.02      # the gap must hold over this fraction of the steps so far ...
     min_points: int = 3        # ... and this many updates (and the lr this many to differ)
     lr_tol: float = 0.1        # |lr - lr_ref| / lr_ref above this: a different schedule
+    lr_far: float = 1.25       # another lr: behind by this fraction of the reference's progress ...
+    lr_lag: float = 0.75       # ... and more than it fell in the last ``lr_lag`` of its steps
     start_points: int = 10     # the reference's start: its highest loss among these first points
 
     def __post_init__(self) -> None:
         num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)   # noqa: E731
-        for n in ("gate", "noise_gate", "halflife", "lr_tol"):
+        for n in ("gate", "noise_gate", "halflife", "lr_tol", "lr_far"):
             check(num(getattr(self, n)) and getattr(self, n) > 0, n, getattr(self, n), "a number > 0")
-        for n in ("warm", "persist", "lag"):
+        for n in ("warm", "persist", "lag", "lr_lag"):
             check(num(getattr(self, n)) and 0 <= getattr(self, n) < 1, n, getattr(self, n),
                   "a fraction in [0, 1)")
         for n in ("min_points", "start_points"):
@@ -92,7 +94,9 @@ class ReferenceConfig:
 # the tracker's learned state (`snapshot`): every field but the references' and the config's
 _STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt", "_level", "_prev",
           "_scat", "_gx", "_gprev", "_wander", "_gap", "_units", "_spread", "_state", "_worst",
-          "_resolved", "_cond", "_still", "_cur", "_curl", "_lrbad", "_lv_now")
+          "_resolved", "_cond", "_still", "_cur", "_curl", "_lrbad", "_lv_now", "_sched", "_lrnow",
+          "_lrref")
+# (``_sched``, ``_lrnow``, ``_lrref`` came later: a snapshot without them keeps their fresh values)
 
 
 def _plain(v):
@@ -139,6 +143,7 @@ class ReferenceTracker:
         self._c_gate, self._c_ngate = config.gate, config.noise_gate
         self._c_hl, self._c_persist, self._c_lrtol = config.halflife, config.persist, config.lr_tol
         self._c_minpts, self._c_lag, self._c_warm = config.min_points, config.lag, config.warm
+        self._c_far, self._c_lrlag = config.lr_far, config.lr_lag
         self._c_tau = config.halflife / math.log(2.0)
         self._xs, self._lv, self._lr = [], [], []
         self._names, self._noise, self._start = [], [], []
@@ -154,6 +159,8 @@ class ReferenceTracker:
         self._has_lr = [r.has_lr for r in refs]
         self._cur, self._curl, self._lv_now = [0] * len(refs), [0] * len(refs), [NAN] * len(refs)
         self._lrbad = [0] * len(refs)
+        self._lrref = [NAN] * len(refs)        # each reference's lr at the last comparison
+        self._lrnow, self._sched = NAN, False   # the run's lr then; every reference's differs
         self._by_tokens = -1                   # decided at the first update: 1 tokens, 0 steps
         self._n, self._since, self._held = 0, NO_STEP, 0
         self._x, self._dt, self._level, self._prev, self._scat = NAN, 1.0, NAN, NAN, 0.0
@@ -189,7 +196,7 @@ class ReferenceTracker:
             return self._state
         if self._state == BEHIND:
             if not self._still:
-                self._state, self._resolved = OK, True
+                self._state, self._resolved = SCHEDULE if self._sched else OK, True
             return self._state
         if self._cond:
             if self._since == NO_STEP:
@@ -202,7 +209,7 @@ class ReferenceTracker:
             self._since, self._held = NO_STEP, 0
             if not self._still:
                 self._wander_in(float(step))
-        self._state = OK
+        self._state = SCHEDULE if self._sched else OK
         return self._state
 
     @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
@@ -249,7 +256,7 @@ class ReferenceTracker:
                    worst=cython.double, s=cython.double, s2=cython.double, xl=cython.double,
                    lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
                    ok=cython.bint, still=cython.bint, eff=cython.double, st=cython.double,
-                   nz=cython.double, nref=cython.int)
+                   nz=cython.double, nref=cython.int, other=cython.bint, bar=cython.double)
     def _compare(self, x: float, lr: float) -> int:
         """The gap to each reference at ``x``; the state it allows (OK: judged, with
         ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
@@ -263,6 +270,7 @@ class ReferenceTracker:
                 continue
             lv = self._at(i, x, self._cur, self._lv)
             self._lv_now[i] = lv
+            self._lrref[i] = NAN
             if isfinite(lr) and self._has_lr[i]:
                 lr_ref = self._at(i, x, self._cur, self._lr)
                 if isfinite(lr_ref) and fabs(lr - lr_ref) > self._c_lrtol * max(fabs(lr_ref), 1e-12):
@@ -270,16 +278,17 @@ class ReferenceTracker:
                 else:
                     self._lrbad[i] = 0
                 if self._lrbad[i] >= self._c_minpts:
-                    sched += 1
-                    self._lv_now[i] = NAN
-                    continue
+                    sched += 1          # compared, against the far bar (``lr_far``, ``lr_lag``)
+                    self._lrref[i] = lr_ref
             m += 1
             s += lv
             s2 += lv * lv
             if x < xs[0] + self._c_warm * (xs[len(xs) - 1] - xs[0]) or self._n < 2:
                 warm = True
+        self._lrnow = lr
+        self._sched = sched == m and m > 0
         if m == 0 or warm:
-            return WARMING if warm else (SCHEDULE if sched else NO_OVERLAP)
+            return (SCHEDULE if self._sched else WARMING) if warm else NO_OVERLAP
         self._spread = sqrt(max(s2 / m - (s / m) * (s / m), 0.0) * m / (m - 1)) if m > 1 else 0.0
         a = 0.5 ** (self._dt / self._c_hl)
         live = self._scat * MAD / sqrt(2.0) * sqrt((1.0 - a) / (1.0 + a))
@@ -293,13 +302,15 @@ class ReferenceTracker:
             gap = self._level - lv
             st = self._start[i]
             u = gap / (st - lv) if st > lv else (INF if gap > 0.0 else 0.0)
-            xl = x * (1.0 - self._c_lag * eff)
+            other = isfinite(self._lrref[i])      # another lr: only a far gap counts
+            bar = self._c_far if other else self._c_gate
+            xl = x * (1.0 - (self._c_lrlag if other else self._c_lag) * eff)
             xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
             lag = self._at(i, xl if xl > xs[0] else xs[0], self._curl, self._lv) - lv
             nz = self._noise[i]
             noise = sqrt(live * live + nz * nz + self._wander * self._wander + self._spread * self._spread)
-            ok = ok and u > self._c_gate and gap > lag and gap > self._c_ngate * noise
-            still = still and u > 0.5 * self._c_gate and gap > self._c_ngate * noise
+            ok = ok and u > bar and gap > lag and gap > self._c_ngate * noise
+            still = still and u > 0.5 * bar and gap > self._c_ngate * noise
             if u > worst:
                 worst, self._worst, self._gap, self._units = u, i, gap, u
         self._cond, self._still, self._cstep = ok, still, self._step
@@ -335,6 +346,8 @@ class ReferenceTracker:
             raise ConfigError(f"this snapshot was taken against references {snap.get('references')!r}, "
                               f"not {list(self._names)!r}")
         for k in _STATE:
+            if k not in snap:       # a field added since the snapshot was taken
+                continue
             v = snap[k]
             if k == "_since":
                 self._since = NO_STEP if v is None else v
@@ -346,9 +359,11 @@ class ReferenceTracker:
         """The value of the last update's comparison (a ``behind`` not compared at this
         update keeps the gap it was last compared at, and says when)."""
         state, name = STATES[self._state], self._names[self._worst]
-        if state not in ("ok", "behind"):
+        if state not in ("ok", "behind", "schedule_differs") or (
+                state == "schedule_differs" and not isfinite(self._gap)):
             gap = units = NAN
-            msg = {"schedule_differs": f"lr differs from the reference's by over {self._c_lrtol:.0%}",
+            msg = {"schedule_differs": f"lr differs from the reference's by over {self._c_lrtol:.0%}"
+                   f"{self._lrs(self._worst)}",
                    "no_overlap": f"step {self._step:,} is outside every reference's steps",
                    "warming": f"step {self._step:,} is in the first {self._c_warm:.0%} of the reference's steps"
                    if self._n else "no finite loss yet"}[state]
@@ -358,4 +373,16 @@ class ReferenceTracker:
                f"({abs(units):.0%} of {name}'s progress by then)")
         if self._cstep != self._step:
             msg += f"; not compared since (step {self._step:,})"
+        if isfinite(self._lrref[self._worst]):
+            msg += f"; lr differs{self._lrs(self._worst)}"
+        elif self._sched:
+            msg += "; lr differs"
+        if state == "schedule_differs":
+            msg += f": compared only for a gap over {self._c_far:.0%} of its progress"
         return ReferenceVerdict(state, name, gap, units, msg, self._step, self._resolved)
+
+    def _lrs(self, i: int) -> str:
+        """" (1e-4 vs 1e-3)": the run's lr and reference ``i``'s at the last comparison."""
+        if not (isfinite(self._lrnow) and isfinite(self._lrref[i])):
+            return ""
+        return f" ({self._lrnow:.3g} vs {self._lrref[i]:.3g})"

@@ -61,10 +61,8 @@ def resume(a, p) -> None:
         if not (sev == "info" or a.big("resume_jump", abs(rj.jump))):
             sev = "info"
         if a.due("resume_jump", True, sev):
-            at = a.rewound_to
-            where = f"detectors rewound to step {at}" if at is not None else "detectors started over"
-            a.push("resume_jump", True, sev, p.step, f"step went back from {rj.from_step} to "
-                   f"{p.step}; loss moved by {rj.jump:+.4g} ({where})")
+            head, det = messages.resume(rj, p.step, a.rewound_to, a.ef.progress)
+            a.push("resume_jump", True, sev, p.step, head, det)
     elif a.ever & _RJ and a.due("resume_jump", False, "info"):
         a.push("resume_jump", False, "info", p.step, "")
 
@@ -139,8 +137,12 @@ def divergence(a, p) -> None:
     else:
         a.episode.shift_from = _NAN
     if (dv_active or a.ever & _DV) and a.due("divergence", dv_active, sev):
-        a.push("divergence", dv_active, sev, p.step, messages.divergence(dv, shifted)
-               + a.size(up) if dv_active else "")
+        if dv_active:
+            head, det = messages.divergence(dv, shifted, up, a.ef.progress,
+                                            a.onset("divergence", p.step))
+            a.push("divergence", True, sev, p.step, head, det)
+        else:
+            a.push("divergence", False, sev, p.step, "")
     a.dv_page = dv_active and sev == "critical"
 
 
@@ -167,13 +169,17 @@ def spike(a, p) -> None:
     if sev is not None and sev == "info":
         if a.due("spike", True, "info"):
             a.push("spike", True, "info", p.step,
-                   f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered")
+                   f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered",
+                   f"height {sp.height:.6g}")
     elif sp.active or a.ever & _SP:
         sev = "warning" if not sp.active or a.big("spike", sp.height) else "info"
         active = sp.active and not a.dv_page
         if a.due("spike", active, sev):
-            a.push("spike", active, sev, p.step, f"loss shifted up by {sp.height:.3g} at step "
-                   f"{sp.spike_step} and has not come back" + a.size(sp.height) if active else "")
+            if active:
+                head, det = messages.spike(sp, a.ef.progress)
+                a.push("spike", True, sev, p.step, head, det)
+            else:
+                a.push("spike", False, sev, p.step, "")
 
 
 def slowdown_name(a, p) -> None:
@@ -236,8 +242,11 @@ def plateau(a, p) -> None:
     elif on and a.slowdown and a.episode.slowdown_as == UNNAMED:
         a.episode.slowdown_as = AS_PLATEAU      # paged as a plateau: so named for the episode
     if a.due("plateau", on, sev):
-        a.push("plateau", on, sev, p.step, messages.plateau(pl, a.fc) + (
-            a.size(effect) if pl.rule not in NO_LEARNING else "") if on else "")
+        if on:
+            head, det = messages.plateau(pl, a.fc, effect, a.ef.progress)
+            a.push("plateau", True, sev, p.step, head, det)
+        else:
+            a.push("plateau", False, sev, p.step, "")
 
 
 def stalled_risen(a) -> bool:
@@ -278,8 +287,11 @@ def drift(a, p) -> None:
     effect = a.drift_effect()
     sev = "warning" if not a.drift or a.big("drift", effect) else "info"
     if a.due("drift", a.drift, sev):
-        a.push("drift", a.drift, sev, p.step,
-               messages.drift(a, p.x) + a.size(effect) if a.drift else "")
+        if a.drift:
+            head, det = messages.drift(a, p.x, effect, a.onset("drift", p.step))
+            a.push("drift", True, sev, p.step, head, det)
+        else:
+            a.push("drift", False, sev, p.step, "")
 
 
 def escalated(a, p) -> bool:
@@ -306,8 +318,9 @@ def evaluation(a, step, val: float) -> None:
     ov = a.ov
     ov.observe(step, val)
     if a.due("overfit", ov.active, "warning"):
-        a.push("overfit", ov.active, "warning", step,
-               f"validation loss {ov.val_mean:.4g} (mean of its last {ov.span} evals) "
-               f"has stood above its best {ov.best_val:.4g} by more than {ov.margin:.3g} "
-               f"for {ov.above} evals in a row while the training loss still falls"
-               if ov.active else "")
+        if ov.active:
+            head, det = messages.overfit(ov, ov.val_mean - ov.best_val, a.ef.progress,
+                                         a.onset("overfit", step))
+            a.push("overfit", True, "warning", step, head, det)
+        else:
+            a.push("overfit", False, "warning", step, "")

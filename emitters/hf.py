@@ -101,7 +101,9 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset, kind=kind,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=state.is_world_process_zero, all_ranks=True)
+                               enabled=state.is_world_process_zero, all_ranks=True,
+                               # a checkpoint resume (resume_from_checkpoint) goes on with the run
+                               resume=getattr(state, "global_step", 0) > 0)
         if self.rewind is not None:
             self.rewind.attach(self.tracker.emitter)
 

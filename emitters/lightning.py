@@ -77,7 +77,10 @@ class WTwinCallback(FrameworkCallback, Callback):
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,
-                               enabled=trainer.is_global_zero, all_ranks=True)
+                               enabled=trainer.is_global_zero, all_ranks=True,
+                               # fit(ckpt_path=...) goes on with the run: a resume
+                               resume=bool(getattr(trainer, "ckpt_path", None))
+                               or self._pending_state is not None)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
         if self.rewind is not None and trainer.world_size > 1:

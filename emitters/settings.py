@@ -34,6 +34,9 @@ class EmitterSettings:
     preset: str | None = None
     kind: str | None = None          # selects the daemon's preset when none is named
     resumed_from: str | None = None
+    # this trainer goes on with an ended run of the same name (a checkpoint resume): without
+    # it, a run_start under the name of an ended run starts a new run (docs/PROTOCOL.md)
+    resume: bool = False
     reference: str | Sequence[str] | None = None   # docs/REFERENCES.md
     group: str | None = None
     # the I/O thread's bounds and pace
@@ -77,5 +80,7 @@ class EmitterSettings:
         for name in ("preset", "kind", "resumed_from"):
             if getattr(self, name):
                 start[name] = getattr(self, name)
+        if self.resume and not self.resumed_from and self.run is not None:
+            start["resumed_from"] = self.run      # goes on with itself
         start.update(wire.reference_fields(self.reference, self.group))
         return start

@@ -41,7 +41,7 @@ class Tracker:
                  config: dict | None = None, monitor: dict | None = None,
                  cooldown_s: float = 60.0, all_ranks: bool = False,
                  enabled: bool = True, max_alerts: int = 1000,
-                 secret_dir: str | None = None) -> None:
+                 secret_dir: str | None = None, resume: bool = False) -> None:
         # an explicit preset wins; else the run's kind picks it (wire.KIND_PRESETS)
         self.preset = preset or KIND_PRESETS.get(kind or "", "pretraining")
         self.on_alert = on_alert
@@ -59,7 +59,7 @@ class Tracker:
         if use_daemon:
             self.emitter = emitter if emitter is not None else connect(
                 endpoint, run, all_ranks=all_ranks, config=config, preset=preset, kind=kind,
-                secret_dir=secret_dir)  # None: the user's state directory (run_secret.py)
+                secret_dir=secret_dir, resume=resume)  # None: the user's state directory (run_secret.py)
             self.emitter.on_alert = self._from_daemon
         if embedded or (embedded is None and not use_daemon):
             self.monitor = EmbeddedMonitor(self.preset, run=self.run or "local", cooldown_s=cooldown_s,

@@ -43,7 +43,8 @@ def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
     overrides = {"chance": {"level": chance}} if chance else {}
     transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series,
                           **overrides)
-    alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message}
+    alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message,
+               "details": a.details}
               for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
     pages = [a["step"] for a in alerts if a["severity"] in PAGE]
     out = {"alerts": alerts, "steps": n, "first_alert_step": min(pages) if pages else None,

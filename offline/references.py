@@ -55,6 +55,6 @@ def behind(log, references: list[ReferenceCurve],
         prev = code
     v = tracker.verdict()
     alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message,
-               "status": a.status} for a in out]
+               "details": a.details, "status": a.status} for a in out]
     return alerts, {"state": v.state, "reference": v.reference, "gap": v.gap,
                     "units": v.units, "message": v.message}

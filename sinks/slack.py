@@ -89,6 +89,9 @@ def _alert_blocks(a: Alert, link: str | None) -> list[dict[str, Any]]:
         "text": {"type": "mrkdwn", "text": headline},
         "fields": [{"type": "mrkdwn", "text": f"*{k}*\n{v}"} for k, v in fields],
     }
+    if a.details:       # the statistics behind the sentence: small print, not the headline
+        stats = {"type": "context", "elements": [{"type": "mrkdwn", "text": _esc(a.details)}]}
+        return [section, stats, {"type": "divider"}]
     return [section, {"type": "divider"}]
 
 

@@ -88,6 +88,7 @@ def am_alert(a: Alert, generator_url: str = "") -> dict[str, Any]:
     annotations = {
         "summary": summary,
         "description": a.message or summary,
+        "details": a.details,
         "step": str(a.step),
         "loss": _fmt(a.loss),
         "forecast": _fmt(a.forecast),

@@ -52,6 +52,10 @@ max_attempts = 30
 type = "webhook"
 name = "hook"
 url = "{hook_url}"
+
+[[routes]]          # every journaled transition, info too (sinks get warning+ by default)
+sinks = ["hook"]
+severities = ["info", "warning", "critical"]
 """)
     return path
 

@@ -98,7 +98,7 @@ class TestAlerts:
         with connect(daemon.ipc, run="resumed") as first:
             for t in range(1, 3001):
                 first.loss(t, loss(t), lr=lr(t))
-        with connect(daemon.ipc, run="resumed") as second:
+        with connect(daemon.ipc, run="resumed", resume=True) as second:   # an explicit resume
             for t in range(2001, 6001):
                 second.loss(t, loss(t), lr=lr(t))
         def page():

@@ -43,7 +43,7 @@ class TestMonitorCommand:
         assert doc["preset_from"] == "default" and doc["caveats"] == []
         assert doc["steps"] == 8000 and doc["preset"] == "pretraining"
         assert 5000 < doc["first_alert_step"] < 5800
-        assert all(set(a) == {"step", "kind", "severity", "message"} for a in doc["alerts"])
+        assert all(set(a) == {"step", "kind", "severity", "message", "details"} for a in doc["alerts"])
 
     def test_human_verdict_clean(self, tmp_path):
         p = tmp_path / "run.csv"

@@ -54,7 +54,7 @@ class TestAtChance:
         assert esc.status == "firing" and 1900 <= esc.step <= 2100
         paged = min(a.step for a in pages(out) if a.kind == esc.kind)
         assert f"not recovered for {esc.step - paged:,} steps" in esc.message, esc.message
-        assert f"(paged at step {paged})" in esc.message, esc.message
+        assert f"since its page at step {paged}" in esc.message, esc.message
         assert s.policy.firing[esc.kind].severity == "critical"
 
     def test_a_snapshot_keeps_the_band(self):

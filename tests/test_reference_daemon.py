@@ -126,6 +126,44 @@ class TestBehind:
         emit.close()
 
 
+class TestScheduleDiffers:
+    def test_another_lr_is_told_to_the_trainer_once_as_info(self, daemon):
+        """Issue 37 item 6: a run whose lr differs from its reference's (1e-4 vs 1e-3) gets
+        one ``schedule_differs`` info at its ``on_alert``, with both lrs; no page."""
+        emit = connect(daemon.ipc, run="lr-a", secret=TEAM)
+        for step, loss in enumerate(curve(1), 1):
+            emit.loss(step, loss, lr=1e-3)
+        at_step(daemon, "lr-a", STEPS)
+        got: list[dict] = []
+        b = connect(daemon.ipc, run="lr-b", reference="lr-a", secret=TEAM, on_alert=got.append)
+        for step, loss in enumerate(curve(2, power=0.35)[:1500], 1):
+            b.loss(step, loss, lr=1e-4)
+        at_step(daemon, "lr-b", 1500)
+        told = wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "schedule_differs"], 15, 0.05,
+                        "schedule_differs at the trainer")
+        for step in range(1501, 1600):           # more losses, more polls: still once
+            b.loss(step, 2.5, lr=1e-4)
+        at_step(daemon, "lr-b", 1599)
+        b.poll()
+        told = [x for x in got if x["kind"] == "schedule_differs"]
+        assert len(told) == 1 and told[0]["severity"] == "info", told
+        assert "lr differs from lr-a's (0.0001 vs 0.001" in told[0]["message"], told[0]["message"]
+        assert not [x for x in got if x["kind"] == "behind"]
+        assert daemon.log().count('"event": "schedule_differs"') == 1
+        c_got: list[dict] = []        # a sibling at lr/10 that hardly learns: far behind, a page
+        c = connect(daemon.ipc, run="lr-c", reference="lr-a", secret=TEAM, on_alert=c_got.append)
+        for step in range(1, 1501):
+            c.loss(step, 6.5 - 0.2 * step / 3000 + random.Random(step).gauss(0, 0.02), lr=1e-4)
+        at_step(daemon, "lr-c", 1500)
+        wait_for(lambda: c.poll() or [x for x in c_got if x["kind"] == "behind"], 15, 0.05,
+                 "the behind page at the trainer")
+        page = next(x for x in c_got if x["kind"] == "behind")
+        assert page["severity"] == "warning" and "lr differs (0.0001 vs 0.001)" in page["message"], page
+        emit.close()
+        b.close()
+        c.close()
+
+
 class TestInsideAPrincipal:
     """Issue 38: groups and references stay inside a principal (its secret, or its key)."""
 

@@ -70,6 +70,7 @@ EXPECTED_ALERT = {
     "labels": {"team": "llm", "alertname": "WTwinLossDegradation", "run": "gpt-7b", "kind": "drift",
                "severity": "warning"},
     "annotations": {"summary": "drift on run gpt-7b at step 1200", "description": "loss 4.1 sigma above forecast",
+                    "details": "",
                     "step": "1200", "loss": "2.41", "forecast": "2.3", "W": "3.2",
                     "idempotency_key": alert().idempotency_key},
     "startsAt": "2023-11-14T22:13:20.000Z",

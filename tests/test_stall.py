@@ -54,7 +54,7 @@ class TestStall:
         t, kind, sev, msg = got[0]
         assert kind == "plateau" and sev == "warning" and 12000 < t < 20000
         assert "stopped improving" in msg and "steps since step" in msg
-        assert "its own earlier pace would have taken it" in msg
+        assert "short of its own earlier pace" in msg
 
     def test_a_quarter_of_the_decline_is_a_stall(self):
         got = pages(slowed(0.25, 1), RunMonitor(effect=GATES_3))
@@ -128,8 +128,13 @@ class TestOverfit:
             mon.update_loss(t, law(t))
             if t % 250 == 0:
                 st = mon.update_eval(t, {"val_loss": 3.2 + max(0.0, t - 4000) * 1e-4})
-                msgs += [f.message for f in st.findings if f.active and f.kind == "overfit"]
-        assert msgs and "evals in a row" in msgs[0] and "mean of its last 4 evals" in msgs[0]
+                msgs += [(f.message, f.details) for f in st.findings
+                         if f.active and f.kind == "overfit"]
+        # the sentence: what, how large, since when, what to check; the statistics: details
+        head, details = msgs[0]
+        assert head.startswith("validation loss ") and "above its best 3.2" in head, head
+        assert "of the run's progress" in head and "since step" in head and "runbooks/" in head
+        assert "evals in a row" in details and "mean of its last 4 evals" in details, details
 
 
 def shifted(f, seed: int = 0):

@@ -233,6 +233,83 @@ class TestBrowser:
         page.wait_for_selector(".alert-marker.sev-critical")
         shoot(page, shots, "run.png")
 
+    def test_w_reads_on_a_symlog_axis_and_pages_link_their_runbook(self, fed, page):
+        """Issue 37 item 8: W from -15 to 6,743 gets ticks on both sides of 0 and up to its
+        thousands (the run page's own chart code); a page's runbook is a link and its
+        statistics fold under "details"; the NaN run's banner links its runbook."""
+        page.goto(fed.url + "/runs/diverging")
+        banner = page.wait_for_selector(".banner.sev-critical a.runbook")
+        assert banner.get_attribute("href").endswith("/docs/runbooks/WTwinLossNonFinite.md")
+        assert "first check" in page.locator(".banner.sev-critical").first.inner_text()
+        assert page.evaluate("() => document.querySelector('#charts').runCharts.charts[1].scales.y.distr") == 4
+        ticks = page.evaluate("""async () => {
+            const div = document.createElement("div"); div.style.width = "900px"; document.body.append(div);
+            const step = Array.from({length: 400}, (_, i) => i + 1), none = step.map(() => null);
+            const W = step.map(i => -15 + 6758 * (i / 400) ** 4);
+            const c = new WT.RunCharts(div);
+            c.update({series: {step, loss: step.map(i => 3 - i / 1000), l_pred: none, band_lo: none,
+                               band_hi: none, W, lr: null, grad_norm: null},
+                      eval: {step: [], val_loss: []}, markers: [], references: null});
+            await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));   // uPlot commits later
+            const out = c.charts[1].axes[1]._values; c.destroy(); div.remove(); return out; }""")
+        nums = [float(t) for t in ticks if t]
+        assert len(nums) >= 4 and min(nums) < 0 and 0 in nums and max(nums) >= 1000, ticks
+        row = page.evaluate("""() => WT.alertTable([{step: 5, kind: "drift", severity: "warning",
+            status: "firing", message: "loss rose; first check the lr: https://github.com/wtwin/wtwin/blob/main/docs/runbooks/WTwinLossDegradation.md",
+            details: "W=26.31"}], "").outerHTML""")
+        assert 'class="runbook"' in row and "WTwinLossDegradation.md" in row
+        assert "<summary>details</summary>" in row and "W=26.31" in row
+
+    def test_the_loss_axis_fits_the_data_not_a_runaway_forecast(self, fed, page):
+        """Issue 37 item 7: a forecast that dives far below the loss leaves the axis alone
+        (it is cut off); reference curves below the loss are inside it; the caption says
+        what the points are, live and stored."""
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        assert "newest 1,024 points as logged" in page.locator("#series-caption").inner_text()
+        ys = page.evaluate("""async () => {
+            const div = document.createElement("div"); div.style.width = "900px"; document.body.append(div);
+            const step = Array.from({length: 300}, (_, i) => i + 1), none = step.map(() => null);
+            const loss = step.map(i => 3 - i / 300), l_pred = step.map(i => 3 - i / 5);
+            const p = {series: {step, loss, l_pred, band_lo: l_pred.map(v => v - 1), band_hi: l_pred.map(v => v + 1),
+                                W: none, lr: null, grad_norm: null},
+                       eval: {step: [], val_loss: []}, markers: [], references: null};
+            const c = new WT.RunCharts(div), drawn = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+            c.update(p);
+            await drawn();
+            const alone = [c.charts[0].scales.y.min, c.charts[0].scales.y.max];
+            c.update(Object.assign({}, p, {references: {curves: {ref: {step: [1, 300], loss: [2.5, 0.5]}}}}));
+            await drawn();
+            const refs = [c.charts[0].scales.y.min, c.charts[0].scales.y.max];
+            c.destroy(); div.remove(); return [alone, refs]; }""")
+        (lo, hi), (rlo, _) = ys
+        assert 1.8 < lo < 2.0 and 3.0 < hi < 3.2, ys        # not the forecast's -57
+        assert rlo <= 0.5, ys                               # the reference is inside
+        page.goto(fed.url + "/runs/finished")
+        page.wait_for_selector(".chart-loss canvas")
+        assert "lowest and highest value" in page.locator("#series-caption").inner_text()
+
+    def test_the_reference_gap_has_no_stripes_at_eval_steps(self, fed, page):
+        """Issue 37 item 6: the shaded gap to a reference is as dense at an eval step (a row
+        of its own in the joined data) as beside it."""
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        cols = page.evaluate("""async () => {
+            const div = document.createElement("div"); div.style.width = "900px"; document.body.append(div);
+            const step = Array.from({length: 1000}, (_, i) => i + 0.5), none = step.map(() => null);
+            const loss = step.map(s => 3 - s / 1000);
+            const c = new WT.RunCharts(div);
+            c.update({series: {step, loss, l_pred: none, band_lo: none, band_hi: none, W: none, lr: null,
+                               grad_norm: null},
+                      eval: {step: [150, 250, 350, 450, 550, 650, 750, 850, 950], val_loss: Array(9).fill(2.9)},
+                      markers: [], references: {curves: {ref: {step: [0, 1000], loss: [2.2, 1.2]}}}});
+            await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+            const u = c.charts[0], ctx = u.ctx, y = Math.round(u.valToPos(2.0, "y", true));
+            const alpha = s => ctx.getImageData(Math.round(u.valToPos(s, "x", true)), y, 1, 1).data[3];
+            const out = [alpha(450), alpha(453), alpha(447), alpha(650)];   // evals at 450, 650
+            c.destroy(); div.remove(); return out; }""")
+        assert min(cols) > 0 and max(cols) - min(cols) <= 2, cols
+
     def test_a_run_with_few_points_says_why_it_has_no_forecast(self, fed, page):
         """23 points logged every 10 steps: the page says it waits for step 310, 8 more points."""
         page.goto(fed.url + "/runs/hf-few")

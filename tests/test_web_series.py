@@ -118,7 +118,7 @@ class TestRunSeries:
                           started_at=0.0, message=f"m{step}"))
         assert [m["step"] for m in rs.markers] == [2, 3, 4]
         assert rs.markers[-1] == {"step": 4, "kind": "spike", "severity": "info",
-                                  "status": "firing", "message": "m4"}
+                                  "status": "firing", "message": "m4", "details": ""}
 
     def test_eval_takes_val_loss_and_ignores_non_numbers(self):
         """Eval metrics feed the eval series by val_loss (or loss)."""
@@ -135,6 +135,8 @@ class TestViews:
         assert scrub("ckpt /data/team/run7/step_100.pt failed") == "ckpt step_100.pt failed"
         assert scrub("in runs/a/b.safetensors") == "in b.safetensors"
         assert scrub("grad ratio 3/4") == "grad ratio 3/4"
+        book = "https://github.com/wtwin/wtwin/blob/main/docs/runbooks/WTwinLossSpike.md"
+        assert scrub(f"at /data/x/y.pt; first check the batch: {book}.") == f"at y.pt; first check the batch: {book}."
 
     def test_safe_config_drops_paths_urls_and_secrets(self):
         """Numbers and short words stay; secret-ish keys and path-ish values go."""

@@ -126,7 +126,9 @@ def restore(run, config_json: str, blob: bytes) -> dict[str, Any]:
 
         run.refs = RunReference([n for n in refs["names"] if isinstance(n, str)], refs.get("group"),
                                 refs.get("tracker"))
+        run.refs.told = bool(refs.get("told"))
     run.history = d.get("history")    # the envelopes' state: the series resume from it
+    run.restored = True
     spectral = d.get("spectral") or {}
     if spectral.get("watch") is not None:
         run.spectral_watch().restore(spectral["watch"])

@@ -145,4 +145,5 @@ def _marker(body: str) -> dict[str, Any] | None:
     if not a.get("kind"):
         return None
     return {"step": a.get("step"), "kind": a["kind"], "severity": a.get("severity"),
-            "status": a.get("status"), "message": str(a.get("message") or "")}
+            "status": a.get("status"), "message": str(a.get("message") or ""),
+            "details": str(a.get("details") or "")}

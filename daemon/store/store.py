@@ -154,6 +154,18 @@ class Store:
         self.runs.update(row[0] for row in rows)
         self.writer.submit(lambda conn: write_runs(conn, rows), done=done)
 
+    def rename_run(self, name: str, to: str) -> None:
+        """The run ``name``'s rows (its snapshot, history and alerts) become ``to``'s: an
+        ended run whose name is used again (daemon/incarnations.py). Queued before any
+        later snapshot of either run, so a write of ``to`` never meets ``name``'s row."""
+        self.runs.add(to)
+
+        def op(conn):
+            for table in ("runs", "series", "alerts"):
+                conn.execute(f"UPDATE {table} SET run = ? WHERE run = ?", (to, name))
+
+        self.writer.submit(op, full=True)
+
     def commit_alert(self, row: tuple | None, write: Op, done: Done) -> None:
         """One ``synchronous=FULL`` transaction: the run's snapshot row (``codec.encode``, or
         None) and ``write`` (the alert row and its outbox rows: ``SqliteOutbox.stage``);

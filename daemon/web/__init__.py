@@ -16,6 +16,7 @@ import time
 import structlog
 from aiohttp import web
 
+from ..incarnations import SEP, archived_of
 from ..store import history
 from . import pages, views
 from .analyze import AnalyzeError, analyze_file, private_tmpdir, save_upload
@@ -103,10 +104,14 @@ class Handlers:
         name = request.match_info["run"]
         r = self.server.table.get(name)
         shard = self._shard()
-        if r is not None:
-            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False, "shard": shard,
-                          **views.run_detail(r, self._spectral(r))})
         path = self._store_path()
+        if r is not None:
+            out = views.run_detail(r, self._spectral(r))
+            if getattr(r, "restored", False) and path is not None:   # its stored history first
+                rec = await asyncio.get_running_loop().run_in_executor(None, history.run_record, path, name)
+                out = views.with_stored(out, rec, r.series.train.columns())
+            return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": False, "shard": shard,
+                          **out, "names": self._names(name)})
         rec = None
         if path is not None:
             rec = await asyncio.get_running_loop().run_in_executor(None, history.run_record, path, name)
@@ -116,7 +121,15 @@ class Handlers:
                 f"python -m wtwin.emitters shard RUN ENDPOINTS)")
             return _json({"error": f"no run named {name!r}, live or stored{where}", "shard": shard}, 404)
         return _json({"now": time.time(), "poll_ms": POLL_MS, "stored": True, "shard": shard,
-                      **views.stored_detail(rec)})
+                      **views.stored_detail(rec), "names": self._names(name)})
+
+    def _names(self, name: str) -> dict:
+        """The other runs of ``name`` (daemon/incarnations.py): ``earlier``, newest first,
+        and, for an archived ``<name>~<n>``, the ``current`` run of its name."""
+        names = {r.run for r in self.server.table} | set(self.server.store.runs)
+        base, sep, n = name.rpartition(SEP)
+        current = base if sep and n.isdigit() and base in names else None
+        return {"earlier": archived_of(name, names), "current": current}
 
     def _shard(self) -> str | None:
         """This daemon's shard name (``[shard] name``; None for a single daemon)."""

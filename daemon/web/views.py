@@ -15,6 +15,7 @@ import re
 from typing import Any, Iterable
 
 from wtwin.detect.alert import SEVERITIES
+from wtwin.detect.messages import RUNBOOKS
 
 from ..series import TRAIN_FIELDS
 from .forecast_wait import forecast_wait
@@ -28,6 +29,9 @@ _PATHISH = re.compile(r"(?<![\w.])(?:~|[A-Za-z]:)?[/\\](?:[\w.\-]+[/\\])*[\w.\-]
                       r"|(?:[\w.\-]+[/\\]){2,}[\w.\-]+")                             # a/b/c
 
 
+_RUNBOOK = re.compile("(" + re.escape(RUNBOOKS) + r"\w+\.md)")
+
+
 def num(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
@@ -35,13 +39,17 @@ def num(x: Any) -> float | None:
 
 
 def scrub(text: str) -> str:
-    """Replace every path-like token in ``text`` by its last component."""
-    return _PATHISH.sub(lambda m: re.split(r"[/\\]", m.group(0))[-1], str(text))
+    """Replace every path-like token in ``text`` by its last component; a page's runbook
+    link (`messages.RUNBOOKS`) stays whole."""
+    parts = _RUNBOOK.split(str(text))
+    return "".join(p if i % 2 else _PATHISH.sub(lambda m: re.split(r"[/\\]", m.group(0))[-1], p)
+                   for i, p in enumerate(parts))
 
 
 def alert_view(a: Any) -> dict[str, Any]:
     return {"kind": a.kind, "severity": a.severity, "status": a.status, "step": a.step,
-            "started_at": num(a.started_at), "message": scrub(a.message)}
+            "started_at": num(a.started_at), "message": scrub(a.message),
+            "details": scrub(getattr(a, "details", ""))}
 
 
 def status_of(r: Any) -> str:
@@ -98,7 +106,7 @@ def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
     out.update(preset=d["preset"], config=safe_config(d["config"]), state=None,
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
                forecast_wait=None, series=series, eval=evals,
-               markers=[dict(m, message=scrub(m["message"])) for m in d["markers"]],
+               markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in d["markers"]],
                spectral=None, rewinds=rewinds_view(d["rewinds"]), references=stored_references(d.get("references")))
     return out
 
@@ -167,12 +175,41 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
         forecast_wait=no_forecast(r.preset, series),
         series=with_earlier(series, r.spark.points()),
         eval=r.series.eval.columns(),
-        markers=[dict(m, message=scrub(m["message"])) for m in r.series.markers],
+        markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in r.series.markers],
         spectral=spectral_view(spectral),
         rewinds=rewinds_view(r.rewinds),
         references=references_view(r.refs),
     )
     return out
+
+
+def with_stored(out: dict[str, Any], rec: dict[str, Any] | None, live: dict[str, list]) -> dict[str, Any]:
+    """A run restored from the store, as its page: the stored history (``rec``:
+    ``history.run_record``) before the first point its plot series holds since the
+    restore (``live``), and the stored alert transitions before the live ones, so the
+    page right after a restart is the page the store gives once the run leaves memory.
+    ``series_from``: the step the exact points begin at (before it: min/max buckets)."""
+    if rec is None or rec.get("series") is None:
+        return out
+    first = live["step"][0] if live["step"] else math.inf
+    out["series"] = _before(rec["series"], live, first)
+    evals = out["eval"]
+    out["eval"] = _before(rec.get("eval") or {"step": [], "val_loss": []}, evals,
+                          evals["step"][0] if evals["step"] else first)
+    seen = {(m["step"], m["kind"], m["status"], m["severity"]) for m in out["markers"]}
+    older = [dict(m, message=scrub(m["message"]), details=scrub(m.get("details", "")))
+             for m in rec.get("markers") or ()
+             if (m["step"], m["kind"], m["status"], m["severity"]) not in seen]
+    out["markers"] = older + out["markers"]
+    out["series_from"] = None if first == math.inf else num(first)
+    out["from_store"] = True
+    return out
+
+
+def _before(stored: dict[str, list], live: dict[str, list], first: float) -> dict[str, list]:
+    n = sum(1 for s in stored["step"] if s is not None and s < first)
+    return {f: list(stored.get(f, [None] * len(stored["step"]))[:n]) + list(col)
+            for f, col in live.items()}
 
 
 def with_earlier(series: dict[str, list], spark: list) -> dict[str, list]:

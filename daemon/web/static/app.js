@@ -162,6 +162,19 @@ const WT = (() => {
     return out;
   }
 
+  /* A page's sentence with its runbook link clickable; its statistics (`details`: scores,
+     CUSUMs, noise units) folded away under it. */
+  function message(text, details) {
+    const cell = el("span", { class: "message" });
+    const parts = String(text || "").split(/(https?:\/\/[^\s]+?)(?=[.,;)]?(?:\s|$))/);
+    parts.forEach((part, i) => cell.append(i % 2
+      ? el("a", { href: part, class: "runbook", target: "_blank", rel: "noopener", text: "runbook" })
+      : document.createTextNode(part)));
+    if (!details) return cell;
+    return el("span", {}, cell, el("details", { class: "stats" },
+      el("summary", { text: "details" }), el("code", { text: details })));
+  }
+
   function alertTable(rows, empty) {
     if (!rows.length) return el("p", { class: "muted", text: empty });
     const tb = el("tbody");
@@ -171,7 +184,7 @@ const WT = (() => {
         el("td", { text: a.kind }),
         el("td", {}, el("span", { class: `badge sev-${a.severity}`, text: a.severity })),
         el("td", { text: a.status }),
-        el("td", { class: "msg", text: a.message || "" })));
+        el("td", { class: "msg" }, message(a.message, a.details))));
     }
     return el("table", { class: "alerts" },
       el("thead", {}, el("tr", {}, ...["step", "kind", "severity", "status", "message"].map(h => el("th", { text: h })))), tb);
@@ -209,6 +222,50 @@ const WT = (() => {
   function spansDecade(col) {
     const pos = col.filter(v => typeof v === "number" && v > 0);
     return pos.length > 1 && Math.max(...pos) / Math.min(...pos) > 10;
+  }
+
+  /* W's symmetric log axis: its range holds 0 (W's alarm side changes there), its ticks
+     are the decades on both sides (at most about 8 labels: every other decade past that). */
+  function symlogRange(u, lo, hi) {
+    if (lo === null || hi === null) return [-1, 1];
+    return [Math.min(lo, 0) * 1.3 - 1, Math.max(hi, 0) * 1.3 + 1];
+  }
+
+  function symlogSplits(u, axisIdx, min, max) {
+    const top = v => (v >= 1 ? Math.floor(Math.log10(v)) : -1);
+    const neg = top(-min), pos = top(max), step = Math.max(1, Math.ceil((neg + pos + 3) / 8));
+    const out = [];
+    for (let k = neg; k >= 0; k--) if ((neg - k) % step === 0) out.push(-(10 ** k));
+    out.push(0);
+    for (let k = 0; k <= pos; k++) if (k % step === 0) out.push(10 ** k);
+    return out.filter(v => v >= min && v <= max);
+  }
+
+  /* The loss axis's range: the run's loss and eval points, and its reference curves, in
+     the visible steps; never the forecast or its band, which may leave the data's range
+     (a stored forecast that dives to 1e-4 must not squash the loss into one line): they
+     are drawn clipped. Null when nothing is finite (uPlot's own range then). */
+  function lossRange(u, log, refs) {
+    const xs = u.data[0], x0 = u.scales.x.min, x1 = u.scales.x.max;
+    let lo = Infinity, hi = -Infinity;
+    const take = (x, y) => {
+      if (typeof y !== "number" || !Number.isFinite(y) || (log && y <= 0)) return;
+      if (x0 !== undefined && x0 !== null && (x < x0 || x > x1)) return;
+      if (y < lo) lo = y;
+      if (y > hi) hi = y;
+    };
+    for (const i of [1, 5]) {
+      const ys = u.data[i] || [];
+      for (let j = 0; j < xs.length; j++) take(xs[j], ys[j]);
+    }
+    for (const c of refs && refs.curves ? Object.values(refs.curves) : []) {
+      c.step.forEach((s, k) => take(s, c.loss[k]));
+    }
+    if (!(lo <= hi)) return null;
+    if (log) return [lo / 1.1, hi * 1.1];
+    if (lo === hi) return lo > 0 ? [lo * 0.9, hi * 1.1] : [lo - 1, hi + 1];
+    const pad = (hi - lo) * 0.05;
+    return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
   }
 
   /* Shade the x-ranges where the run's loss was non-finite (a train point with a null loss). */
@@ -289,7 +346,8 @@ const WT = (() => {
       this.charts = [new uPlot(Object.assign({}, base, {
         height: 340,
         scales: { x: { time: false },
-          y: this.logy ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
+          y: { distr: this.logy ? 3 : 1, range: (u, lo, hi) => lossRange(u, self.logy, self.refs)
+            || (self.logy ? [lo / 1.1, hi * 1.1] : around(u, lo, hi)) } },
         series: [
           { label: "step" },
           { label: "loss", stroke: "#1f4e9c", width: 1, spanGaps: false },
@@ -305,10 +363,12 @@ const WT = (() => {
           u => drawMarkers(u, self.markers)] }),
       }), lossData(data, this.logy), box("chart-loss"))];
       this.charts.push(new uPlot(Object.assign({}, base, {
-        height: 130,
-        scales: { x: { time: false } },
+        height: 160,
+        /* W runs from about -15 to thousands: a symmetric log (asinh) axis, linear
+           within +-1, so both its sign and its decades read */
+        scales: { x: { time: false }, y: { distr: 4, asinh: 1, range: symlogRange } },
         series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
-        axes: [{ label: "step" }, { label: "W", values: ticks, size: 60 }],
+        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60, splits: symlogSplits, filter: (u, splits) => splits }],
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
@@ -374,6 +434,6 @@ const WT = (() => {
     }
   }
 
-  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, RunCharts, SEVERITIES,
+  return { el, fmt, fmtTick, ticks, ago, getJSON, badges, poll, alertTable, message, RunCharts, SEVERITIES, lossRange,
     forecastWait, sparkline, lossText, spansDecade };
 })();

@@ -1,7 +1,7 @@
 /* One run: polls /api/runs/<id>; loss vs forecast, W and LR, alerts, spectral alpha. */
 "use strict";
 (() => {
-  const { el, fmt, ago, getJSON, poll, alertTable, RunCharts, forecastWait, lossText } = WT;
+  const { el, fmt, ago, getJSON, poll, alertTable, message, RunCharts, forecastWait, lossText } = WT;
   const id = decodeURIComponent(location.pathname.slice("/runs/".length));
   const charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
   document.getElementById("title").textContent = id;
@@ -32,6 +32,30 @@
     document.getElementById("config").replaceChildren(...entries.map(([k, v]) =>
       el("div", { class: "fact", "data-config": k }, el("span", { class: "label", text: k }),
         el("span", { class: "value", text: typeof v === "number" ? fmt(v) : String(v) }))));
+  }
+
+  /* What the points drawn are: the store's buckets, the live series, or both. */
+  function seriesCaption(p) {
+    const buckets = "the lowest and highest value of each stretch of steps the store keeps";
+    if (p.stored || (p.from_store && (p.series_from === undefined || p.series_from === null)))
+      return `each point pair: ${buckets}`;
+    if (p.series_from !== undefined && p.series_from !== null)
+      return `before step ${p.series_from} (the daemon restarted): ${buckets}; from it on: every point as logged`;
+    return "the newest 1,024 points as logged; older steps averaged into log-spaced bins";
+  }
+
+  /* A name used again is a new run: the earlier runs of this name, or the current one. */
+  function names(n) {
+    const box = document.getElementById("names");
+    const link = r => el("a", { href: `/runs/${encodeURIComponent(r)}`, class: "run-link", text: r });
+    const parts = [];
+    if (n && n.current) parts.push("An earlier run of this name; the current run: ", link(n.current), ". ");
+    if (n && n.earlier && n.earlier.length) {
+      parts.push("Earlier runs of this name: ");
+      n.earlier.forEach((r, i) => parts.push(...(i ? [", "] : []), link(r)));
+    }
+    box.hidden = !parts.length;
+    box.replaceChildren(...parts);
   }
 
   function rewinds(list) {
@@ -77,10 +101,13 @@
     }
     document.getElementById("facts").replaceChildren(...facts(p));
     document.getElementById("stored").hidden = !p.stored;
+    names(p.names);
+    document.getElementById("series-caption").textContent = seriesCaption(p);
     config(p.config);
     rewinds(p.rewinds);
     document.getElementById("firing").replaceChildren(...p.firing.map(a =>
-      el("div", { class: `banner sev-${a.severity}`, text: `${a.severity}: ${a.kind} since step ${a.step}. ${a.message || ""}` })));
+      el("div", { class: `banner sev-${a.severity}` }, `${a.severity}: ${a.kind} since step ${a.step}. `,
+        message(a.message, a.details))));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     charts.update(p);
     const ref = p.references;
