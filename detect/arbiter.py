@@ -31,6 +31,10 @@ _NAN = cython.declare(cython.double, math.nan)
 JUMPS = ("spike", "resume_jump")   # one point's jump, judged against `effect.jump_gate`
 _RANK = {"info": 0, "warning": 1, "critical": 2}
 STALL_Z = 2.0   # standard errors of a slowdown's observed fall granted to it (`stalled`)
+# a slowdown is judged over at least this many of the run's points since its onset: the
+# shortfall over one or two points is the onset's own update (a clean LLM log paged "it
+# fell 2.37e-05 in the 2 steps since step 6582")
+STALL_MIN_POINTS = 10
 GRAD_CONTEXT_STEPS = 200   # a grad-norm surge this recent is named in a loss page
 # the kinds the named rules judge (`rules`); a detector of another kind pages its own
 # verdict (`rules.own_pages`), and its page is an incident, like a page of the loss level
@@ -175,8 +179,11 @@ class Arbiter:
         plus ``STALL_Z`` of its standard errors: a fall within the level's noise is not
         known to be none): a run that only slowed down keeps a good part of it. ``risen``:
         the level stands a material amount above its best or its forecast, evidence of its
-        own; then the fall as measured is enough. Keeps the ratio's peak
+        own; then the fall as measured is enough. Not before `STALL_MIN_POINTS` points
+        since the onset. Keeps the ratio's peak
         (``peak_scores["stall"]``: what calibrates ``stall_gate``)."""
+        if pl.step - pl.onset < STALL_MIN_POINTS * self.ef.spacing:
+            return False
         made = max(pl.observed, 0.0)
         if not risen:
             made += STALL_Z * pl.observed_sd()

@@ -2,11 +2,12 @@
 
     wtwin monitor PATH [--preset P] [--loss-col C] [--json] [--plot out.png] [--all]
                        [--fail-on warning|critical] [--classes N | --chance LOSS]
-                       [--reference REF ...]
+                       [--reference REF ...] [--group SIBLING ...]
     wtwin demo
 
 ``--reference REF`` (repeatable): also page when the run falls behind these runs
-(`wtwin.detect.reference`; offline/references.py).
+(`wtwin.detect.reference`; offline/references.py). ``--group SIBLING ...``: the other
+runs of its sweep, compared alike (the daemon compares a run with its group's siblings).
 
 PATH: CSV, JSONL, trainer_state.json, a W&B or TensorBoard CSV export, Lightning's
 metrics.csv, or TensorBoard event files (``log_formats.py``).
@@ -81,7 +82,8 @@ def _monitor(a) -> int:
         return 2
     try:
         log = read_log(a.path, loss_col=a.loss_col, run=a.run)
-        refs = [references.read_reference(p, a.loss_col) for p in a.reference or ()]
+        refs = [references.read_reference(p, a.loss_col)
+                for p in [*(a.reference or ()), *(a.group or ())]]
     except LogError as e:
         print(f"wtwin: {e}", file=sys.stderr)
         return 2
@@ -192,6 +194,10 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--all", action="store_true", help="also list info findings")
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
+    m.add_argument("--group", nargs="+", metavar="SIBLING",
+                   help="logs of the other runs of its sweep (the daemon's run_start group): "
+                        "page when the run stays far behind its siblings at the same step "
+                        "(another lr: a farther bar, and the message says so)")
     m.add_argument("--classes", type=int, metavar="N",
                    help="the classes the loss is over (vocabulary size, labels): page a loss "
                         "that sits at ln N, a uniform guess (default: the config.json beside "

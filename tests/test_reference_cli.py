@@ -63,6 +63,16 @@ class TestReferenceFlag:
         assert any(a["kind"] == "behind" for a in res["alerts"])
         assert res["reference"]["names"] == ["sib-0", "sib-1", "sib-2"]
 
+    def test_a_sweep_member_stuck_above_its_group_pages(self, tmp_path, capsys):
+        """``--group``: the daemon's group siblings, offline; the siblings that match stay
+        silent against each other."""
+        sibs = [write(tmp_path / f"sweep-{i}.csv", i) for i in range(3)]
+        stuck = write(tmp_path / "stuck.csv", 9, offset_from=800)
+        rc, out = monitor(capsys, stuck, "--group", *sibs, "--fail-on", "warning")
+        assert rc == 1 and "behind" in out and "above sweep-" in out
+        rc, out = monitor(capsys, sibs[0], "--group", *sibs[1:], "--json")
+        assert rc == 0 and not [a for a in json.loads(out)["alerts"] if a["kind"] == "behind"]
+
     def test_a_missing_reference_is_a_plain_error(self, tmp_path, capsys):
         live = write(tmp_path / "live.csv", 1)
         rc = cli.main(["monitor", live, "--reference", str(tmp_path / "nope.csv")])
