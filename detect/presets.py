@@ -1,4 +1,4 @@
-"""Presets: each detector's arguments per kind of run. Units are in docs/DETECTION.md.
+"""Presets: each detector's arguments per kind of run. Units are in docs/PRESETS.md.
 
 ``custom`` is ``pretraining`` under another name: the same detectors with the same
 defaults, so it assumes what ``pretraining`` assumes (a curve that falls as a power law
