@@ -278,3 +278,16 @@ def read_until(fd: int, pattern: str, timeout: float) -> tuple["re.Match | None"
                 break
             text += chunk.decode(errors="replace")
     return m, text
+
+
+def stop_in_terminal(proc, master: int) -> None:
+    """Stop a process run in a pty as a user would: Ctrl-C first (the demo stops its
+    daemon in its own session), killed after 30 s; then close the pty."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    os.close(master)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from helpers import REPO, free_port, http_get, read_until
+from helpers import REPO, free_port, http_get, read_until, stop_in_terminal
 
 DEMO = [sys.executable, "-m", "wtwin.offline.daemon_demo"]
 
@@ -59,14 +59,7 @@ class TestDemo:
             except OSError:
                 pass
         finally:
-            if proc.poll() is None:   # Ctrl-C first: the demo stops its daemon (own session)
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            os.close(master)
+            stop_in_terminal(proc, master)
 
     def test_ci_true_stops_at_once_even_in_a_terminal(self):
         """CI=true in a pty: stops at once, exit 0."""
@@ -79,14 +72,7 @@ class TestDemo:
             _, text = read_until(master, r"wtwind exited with status 0", 10)
             assert "keeps serving" not in text and "wtwind exited with status 0" in text, text
         finally:
-            if proc.poll() is None:   # Ctrl-C first: the demo stops its daemon (own session)
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            os.close(master)
+            stop_in_terminal(proc, master)
 
     def test_bad_demo_port_is_refused(self):
         """DEMO_PORT that is not a port: a clear message, exit non-zero, no daemon."""
