@@ -3,6 +3,7 @@
 (() => {
   const { el, fmt, getJSON, poll, ticks, lossText, spansDecade } = WT;
   const COLORS = ["#1f4e9c", "#d62728", "#2ca02c", "#9467bd", "#e07b00", "#17becf", "#8c564b", "#e377c2"];
+  const color = i => (i % COLORS.length ? COLORS[i % COLORS.length] : WTTools.theme().loss);   // the first: the theme's
   const params = new URLSearchParams(location.search);
   const names = [...new Set(params.getAll("runs"))].slice(0, 12);
   const xSel = document.getElementById("x"), logy = document.getElementById("logy");
@@ -47,15 +48,16 @@
       cursor: { drag: { x: true, y: false } }, hooks: { setSelect: [() => { follow = false; }] },
       scales: { x: { time: false }, y: log ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
       series: [{ label: x }, ...runs.map((r, i) => ({ label: refOf(runs, r.run).length ? `${r.run} (reference)` : r.run,
-        stroke: COLORS[i % COLORS.length], width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined }))],
-      axes: [{ label: x, values: ticks }, { label: log ? "loss (log)" : "loss", values: ticks, size: 60 }],
+        stroke: color(i), width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined }))],
+      axes: [WTTools.axis({ label: x, values: ticks }), WTTools.axis({ label: log ? "loss (log)" : "loss", values: ticks, size: 60 })],
     }, [data[0], ...y], box);
+    WTTools.exportButtons(box, plot, () => `compare-${x}`);
   }
 
   function members(runs) {
     document.querySelector("#members tbody").replaceChildren(...runs.map((r, i) =>
       el("tr", { class: "run-row", "data-run": r.run },
-        el("td", {}, el("span", { class: "swatch", style: `background:${COLORS[i % COLORS.length]}` })),
+        el("td", {}, el("span", { class: "swatch", style: `background:${color(i)}` })),
         el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run)}`, text: r.run }),
           ...(refOf(runs, r.run).length ? [el("span", { class: "muted", text: ` reference of ${refOf(runs, r.run).join(", ")}` })] : [])),
         el("td", {}, el("span", { class: `status status-${r.status}`, text: r.status })),
@@ -88,6 +90,7 @@
   });
   logy.addEventListener("change", () => { userLog = true; if (last) draw(last); });
   document.getElementById("reset").addEventListener("click", () => { follow = true; if (plot) plot.setData(plot.data, true); });
+  WTTools.onTheme(() => { shape = ""; if (last) draw(last); });
   window.addEventListener("resize", () => { if (plot) plot.setSize({ width: Math.max(320, document.getElementById("chart").clientWidth - 4), height: 420 }); });
   poll(load, 2000);
 })();
