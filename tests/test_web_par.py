@@ -61,6 +61,26 @@ class TestSmoothing:
         assert page.evaluate(f"{LOSS}.series[1].stroke({LOSS}, 1)") == LOSS_BLUE
 
 
+    def test_compare_smooths_each_run_over_its_own_points(self, fed, page):
+        """The remembered weight smooths every compared loss: one smoothed series per run,
+        TensorBoard's EMA over that run's points only (the other run's rows skipped)."""
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        page.locator("#smooth").fill("0.8")
+        page.wait_for_function(f"() => {LOSS}.series[6].show === true")
+        page.goto(fed.url + "/compare?runs=healthy&runs=finished")
+        page.wait_for_selector(".chart-compare canvas")
+        assert page.input_value("#smooth") == "0.8"
+        labels = page.locator(".chart-compare .u-legend th").all_inner_texts()
+        assert [t.strip() for t in labels][1:] == ["healthy", "finished", "healthy (smoothed)", "finished (smoothed)"]
+        data = page.evaluate("document.querySelector('#chart').plot.data")
+        for raw, smooth in ((data[1], data[3]), (data[2], data[4])):
+            mine = [i for i, v in enumerate(raw) if v is not None]
+            want = tensorboard_ema([raw[i] for i in mine], 0.8)
+            assert [smooth[i] for i in mine] == pytest.approx(want, rel=1e-9)
+            assert all(smooth[i] is None for i in range(len(raw)) if raw[i] is None)
+
+
 class TestDarkMode:
     def test_the_pages_follow_prefers_color_scheme(self, fed, page):
         """Emulated dark: dark background, light axes, a light loss line; back to light
@@ -135,15 +155,16 @@ class TestExport:
         page.wait_for_selector(".chart-loss canvas")
         page.locator("#smooth").fill("0.6")
         page.wait_for_function(f"() => {LOSS}.series[6].show === true")
-        _, body = TestExport.download(self, page, ".chart-loss [data-export=csv]")
+        _, body = self.download(page, ".chart-loss [data-export=csv]")
         head, *rows = body.decode().splitlines()
         assert head.endswith(",loss (smoothed)")
         assert rows[-1].split(",")[-1] != ""
         page.goto(fed.url + "/compare?runs=healthy&runs=spiky")
         page.wait_for_selector(".chart-compare canvas")
-        name, body = TestExport.download(self, page, ".chart-compare [data-export=csv]")
-        assert name == "compare-step.csv" and body.decode().splitlines()[0] == "step,healthy,spiky"
-        name, body = TestExport.download(self, page, ".chart-compare [data-export=png]")
+        name, body = self.download(page, ".chart-compare [data-export=csv]")
+        head = "step,healthy,spiky,healthy (smoothed),spiky (smoothed)"     # the weight is remembered
+        assert name == "compare-step.csv" and body.decode().splitlines()[0] == head
+        name, body = self.download(page, ".chart-compare [data-export=png]")
         assert name == "compare-step.png" and png_size(body)[0] > 300
 
 

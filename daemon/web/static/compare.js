@@ -9,6 +9,7 @@
   const xSel = document.getElementById("x"), logy = document.getElementById("logy");
   xSel.value = params.get("x") === "tokens" ? "tokens" : "step";
   let plot = null, shape = "", userLog = false, follow = true, last = null;
+  let smooth = WTTools.smoothingControl(w => { smooth = w; if (last) draw(last); });
   document.getElementById("title").textContent = `Compare ${names.length} runs`;
 
   function table(x, runs) {       // one run's [x, loss], rows without an x dropped
@@ -34,8 +35,12 @@
     const data = uPlot.join(runs.map(r => table(x, r)));
     const log = userLog ? logy.checked : runs.some(r => spansDecade(r.series.loss));
     logy.checked = log;
-    const y = log ? data.slice(1).map(col => col.map(v => (typeof v === "number" && v <= 0 ? null : v))) : data.slice(1);
-    const key = `${x}|${log}|${runs.map(r => r.run).join("|")}`;
+    const pos = col => col.map(v => (typeof v === "number" && v <= 0 ? null : v));
+    /* with the smoothing on: each run's loss smoothed (its own points: the others' rows
+       are gaps the average steps over), drawn over its raw loss, which turns faint */
+    const smoothed = smooth > 0 ? data.slice(1).map(col => WTTools.ema(col, smooth)) : [];
+    const y = [...data.slice(1), ...smoothed].map(col => (log ? pos(col) : col));
+    const key = `${x}|${log}|${smooth > 0}|${runs.map(r => r.run).join("|")}`;
     if (plot && key === shape) return plot.setData([data[0], ...y], follow);
     if (plot) plot.destroy();
     shape = key;
@@ -48,9 +53,12 @@
       cursor: { drag: { x: true, y: false } }, hooks: { setSelect: [() => { follow = false; }] },
       scales: { x: { time: false }, y: log ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
       series: [{ label: x }, ...runs.map((r, i) => ({ label: refOf(runs, r.run).length ? `${r.run} (reference)` : r.run,
-        stroke: color(i), width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined }))],
+        stroke: smooth > 0 ? `${color(i)}40` : color(i), width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined })),
+      ...smoothed.map((_, i) => ({ label: `${runs[i].run} (smoothed)`, stroke: color(i), width: 1.5, spanGaps: true,
+        dash: refOf(runs, runs[i].run).length ? [6, 4] : undefined }))],
       axes: [WTTools.axis({ label: x, values: ticks }), WTTools.axis({ label: log ? "loss (log)" : "loss", values: ticks, size: 60 })],
     }, [data[0], ...y], box);
+    root.plot = plot;              // for the browser tests: the uPlot instance
     WTTools.exportButtons(box, plot, () => `compare-${x}`);
   }
 
