@@ -199,3 +199,30 @@ class TestPinnedLegend:
         page.mouse.move(box["x"] + box["width"] * 0.9, box["y"] + box["height"] / 2)
         page.wait_for_function("v => document.querySelector('.chart-loss .u-legend .u-value').textContent !== v",
                                arg=loss_values[0])
+
+
+class TestZoom:
+    def test_a_drag_zooms_every_chart_and_reset_restores_them(self, fed, page):
+        """Drag across the loss chart: the loss, W and lr charts show the same narrower
+        steps (the shared cursor carries the zoom), the cursor is not pinned; "reset
+        zoom" brings back the whole run."""
+        page.goto(fed.url + "/runs/spiky")
+        page.wait_for_selector(".chart-opt canvas")
+        xs = "() => document.querySelector('#charts').runCharts.charts.map(u => [u.scales.x.min, u.scales.x.max])"
+        full = page.evaluate(xs)
+        box = page.locator(".chart-loss .u-over").bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.3, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.45, y, steps=5)
+        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
+        page.mouse.up()
+        page.wait_for_function(f"() => ({xs})()[0][1] < {full[0][1]} * 0.8")
+        zoomed = page.evaluate(xs)
+        lo, hi = zoomed[0]
+        assert 600 < lo < 1200 and 1500 < hi < 2100, zoomed
+        assert all(z == pytest.approx(zoomed[0], abs=2) for z in zoomed), zoomed
+        assert page.locator("#charts[data-pinned]").count() == 0
+        page.click("#reset")
+        page.wait_for_function(f"() => ({xs})()[0][1] >= {full[0][1]}")
+        assert page.evaluate(xs) == full
