@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from test_web_browser import LOSS_BLUE, PIXELS, browser, page  # noqa: F401 (fixtures)
+from test_web_browser import LOSS_BLUE, PIXELS, browser, page, shoot, shots  # noqa: F401 (fixtures)
 from web_fed import api, fed  # noqa: F401 (fixture)
 
 LOSS = "document.querySelector('#charts').runCharts.charts[0]"
@@ -82,16 +82,21 @@ class TestSmoothing:
 
 
 class TestDarkMode:
-    def test_the_pages_follow_prefers_color_scheme(self, fed, page):
+    def test_the_pages_follow_prefers_color_scheme(self, fed, page, shots):
         """Emulated dark: dark background, light axes, a light loss line; back to light
         without a reload, the charts redrawn in the light colours."""
         page.emulate_media(color_scheme="dark")
-        page.goto(fed.url + "/runs/healthy")
-        page.wait_for_selector(".chart-loss canvas")
+        page.goto(fed.url + "/runs/spiky")
+        page.wait_for_selector(".chart-opt canvas")
         bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
         assert bg == "rgb(21, 25, 31)", bg
         px = page.evaluate(PIXELS, [".chart-loss canvas", [LOSS_BLUE, "#6ea8fe", "#c9d1d9"]])
         assert px["colors"][0] == 0 and px["colors"][1] > 200 and px["colors"][2] > 100, px
+        page.locator("#smooth").fill("0.9")                 # the doc screenshot: dark, smoothed
+        page.wait_for_function(f"() => {LOSS}.series[6].show === true")
+        shoot(page, shots, "run-dark.png")
+        page.locator("#smooth").fill("0")
+        page.wait_for_function(f"() => {LOSS}.series[6].show === false")
         page.emulate_media(color_scheme="light")
         page.wait_for_function("() => getComputedStyle(document.body).backgroundColor === 'rgb(255, 255, 255)'")
         page.wait_for_function(f"() => {LOSS}?.series[1].stroke({LOSS}, 1) === '{LOSS_BLUE}'")
