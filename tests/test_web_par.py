@@ -81,6 +81,25 @@ class TestSmoothing:
             assert all(smooth[i] is None for i in range(len(raw)) if raw[i] is None)
 
 
+    def test_the_analyze_page_smooths_and_exports_a_dropped_log(self, fed, page):
+        """The weight chosen on a run page smooths a log chosen on /analyze too; its loss
+        exports under the file's name."""
+        page.goto(fed.url + "/runs/healthy")
+        page.wait_for_selector(".chart-loss canvas")
+        page.locator("#smooth").fill("0.5")
+        page.wait_for_function(f"() => {LOSS}.series[6].show === true")
+        page.goto(fed.url + "/analyze")
+        rows = "".join(f"{t},{2 + 8 * (t + 50) ** -0.45 + 0.05 * (t % 7 == 0)}\n" for t in range(1, 401))
+        page.set_input_files("#file", files=[{"name": "tiny run.csv", "mimeType": "text/csv",
+                                               "buffer": ("step,loss\n" + rows).encode()}])
+        page.wait_for_selector("#result:not([hidden]) .chart-loss canvas")
+        assert page.input_value("#smooth") == "0.5"
+        raw, smooth = page.evaluate(f"[{LOSS}.data[1], {LOSS}.data[6]]")
+        assert smooth == pytest.approx(tensorboard_ema(raw, 0.5), rel=1e-9) and len(raw) == 400
+        name, body = TestExport.download(page, ".chart-loss [data-export=csv]")
+        assert name == "tiny_run-loss.csv" and body.decode().count("\n") == 401
+
+
 class TestDarkMode:
     def test_the_pages_follow_prefers_color_scheme(self, fed, page, shots):
         """Emulated dark: dark background, light axes, a light loss line; back to light
@@ -122,7 +141,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 class TestExport:
-    def download(self, page, selector: str):
+    @staticmethod
+    def download(page, selector: str):
         with page.expect_download() as got:
             page.click(selector)
         d = got.value

@@ -51,7 +51,7 @@
       logy.addEventListener("change", () => charts.setLog(logy.checked));
       if (logy.checked) { charts.userLog = true; charts.logy = true; }
     }
-    charts.name = p.file;
+    charts.name = String(p.file).replace(/\.[^.]*$/, "");   // exports: <file>-loss.csv
     charts.destroy();
     charts.update(p);
     const note = p.transitions_dropped ? ` (${p.transitions_dropped} more not shown)` : "";
