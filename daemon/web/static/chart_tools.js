@@ -120,7 +120,10 @@ const WTTools = (() => {
   }
 
   /* Click a chart to pin the cursor (uPlot's cursor.lock): the legends of every chart in
-     `charts()` hold the values at that step until the next click. onPin(step|null). */
+     `charts()` hold the values at that step until the next click. onPin(step|null).
+     uPlot 1.6 keeps the lock in cursor._lock (its own click toggles it; a locked chart
+     ignores the mouse and the synced cursor): a new uPlot must keep
+     tests/test_web_par.py's pin test passing. */
   function pinning(charts, onPin) {
     return u => {
       u.over.addEventListener("click", () => {
