@@ -39,6 +39,7 @@ class TestSmoothing:
         page.wait_for_selector(".chart-loss canvas")
         assert page.locator("#smooth-value").inner_text() == "off"
         assert page.evaluate(f"{LOSS}.series[6].show") is False
+        assert "smoothed" not in page.locator(".chart-loss .u-legend").inner_text()
         page.locator("#smooth").fill("0.9")
         page.wait_for_function(f"() => {LOSS}.series[6].show === true")
         assert page.locator("#smooth-value").inner_text() == "0.90"

@@ -394,6 +394,8 @@ const WT = (() => {
           hooks: Object.assign({}, base.hooks, marks),
         }), optData(data), box("chart-opt")));
       }
+      const smoothRow = this.loss.root.querySelectorAll(".u-legend .u-series")[6];
+      if (smoothRow && !(this.smooth > 0)) smoothRow.style.display = "none";   // off: not in the legend
       ["loss", "w", "lr"].forEach((what, i) => this.charts[i] &&
         WTTools.exportButtons(this.charts[i].root.parentElement, this.charts[i], () => `${self.name}-${what}`));
       this.pinned(null);
