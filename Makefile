@@ -63,7 +63,7 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 screenshots: $(STAMP)  # rewrite docs/screenshots/ from the run pages (headless Chromium)
-	WTWIN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest "tests/test_web_browser.py::TestBrowser"
+	WTWIN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest "tests/test_web_browser.py::TestBrowser" tests/test_web_par.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run_all.py

@@ -46,10 +46,12 @@
     if (!charts) {
       const logy = document.getElementById("logy");
       charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
+      WTTools.smoothingControl(w => charts.setSmoothing(w));
       document.getElementById("reset").addEventListener("click", () => charts.reset());
       logy.addEventListener("change", () => charts.setLog(logy.checked));
       if (logy.checked) { charts.userLog = true; charts.logy = true; }
     }
+    charts.name = String(p.file).replace(/\.[^.]*$/, "");   // exports: <file>-loss.csv
     charts.destroy();
     charts.update(p);
     const note = p.transitions_dropped ? ` (${p.transitions_dropped} more not shown)` : "";

@@ -213,7 +213,10 @@ const WT = (() => {
   }
 
   const positive = col => col.map(v => (typeof v === "number" && v <= 0 ? null : v));
-  const lossData = (d, log) => [d[0], ...[1, 2, 3, 4, 8].map(i => (log ? positive(d[i]) : d[i]))];  // step, loss, forecast, band, eval
+  /* step, loss, forecast, band, eval, and the loss smoothed (TensorBoard's EMA; all null
+     while the smoothing is off) */
+  const lossData = (d, log, smooth) => [d[0], ...[1, 2, 3, 4, 8].map(i => (log ? positive(d[i]) : d[i])),
+    smooth > 0 ? (log ? positive : c => c)(WTTools.ema(d[1], smooth)) : d[0].map(() => null)];
   const scoreData = d => [d[0], d[5]];                          // step, W
   const optData = d => [d[0], d[6], d[7]];                      // step, lr, grad norm
   const hasAny = col => col.some(v => typeof v === "number");
@@ -325,8 +328,12 @@ const WT = (() => {
       this.userLog = false;
       this.last = null;
       this.charts = [];
+      this.smooth = WTTools.smoothing();
+      this.pin = null;              // the step a click pinned the cursor at
+      this.name = "run";            // exported files are named <name>-<chart>
       root.runCharts = this;        // for the browser tests: the uPlot instances and their ticks
       window.addEventListener("resize", () => this.resize());
+      WTTools.onTheme(() => this.rebuild());
     }
 
     get loss() { return this.charts[0] || null; }
@@ -336,10 +343,11 @@ const WT = (() => {
     build(data) {
       this.root.textContent = "";
       const self = this;
-      const sync = { key: "wtwind-run" };
+      const sync = { key: "wtwind-run" }, t = WTTools.theme(), axis = WTTools.axis;
+      const pin = WTTools.pinning(() => self.charts, step => self.pinned(step));
       const base = {
-        width: this.width(), cursor: { sync, drag: { x: true, y: false } },
-        hooks: { setSelect: [() => { self.follow = false; }] },
+        width: this.width(), cursor: { sync, drag: { x: true, y: false }, lock: true },
+        hooks: { setSelect: [() => { self.follow = false; }], ready: [pin] },
       };
       const box = cls => { const b = el("div", { class: `chart ${cls}` }); this.root.append(b); return b; };
       const marks = { draw: [u => drawMarkers(u, self.markers)] };
@@ -350,25 +358,26 @@ const WT = (() => {
             || (self.logy ? [lo / 1.1, hi * 1.1] : around(u, lo, hi)) } },
         series: [
           { label: "step" },
-          { label: "loss", stroke: "#1f4e9c", width: 1, spanGaps: false },
+          { label: "loss", stroke: this.smooth > 0 ? t.faint : t.loss, width: 1, spanGaps: false },
           { label: "forecast", stroke: "#2ca02c", width: 2, dash: [6, 4] },
           { label: "band low", stroke: "rgba(44,160,44,0.25)", width: 1 },
           { label: "band high", stroke: "rgba(44,160,44,0.25)", width: 1 },
           { label: "eval loss", stroke: "#9467bd", width: 0, paths: () => null,
             points: { show: true, size: 6, fill: "#9467bd" } },
+          { label: "loss (smoothed)", stroke: t.loss, width: 1.5, spanGaps: true, show: this.smooth > 0 },
         ],
         bands: [{ series: [4, 3], fill: "rgba(44,160,44,0.13)" }],
-        axes: [{ label: "step" }, { label: this.logy ? "loss (log)" : "loss", values: ticks, size: 60 }],
+        axes: [axis({ label: "step" }), axis({ label: this.logy ? "loss (log)" : "loss", values: ticks, size: 60 })],
         hooks: Object.assign({}, base.hooks, { draw: [shadeNonfinite, u => WTRefs.draw(u, self.refs),
           u => drawMarkers(u, self.markers)] }),
-      }), lossData(data, this.logy), box("chart-loss"))];
+      }), lossData(data, this.logy, this.smooth), box("chart-loss"))];
       this.charts.push(new uPlot(Object.assign({}, base, {
         height: 160,
         /* W runs from about -15 to thousands: a symmetric log (asinh) axis, linear
            within +-1, so both its sign and its decades read */
         scales: { x: { time: false }, y: { distr: 4, asinh: 1, range: symlogRange } },
         series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
-        axes: [{ label: "step" }, { label: "W (symlog)", values: ticks, size: 60, splits: symlogSplits, filter: (u, splits) => splits }],
+        axes: [axis({ label: "step" }), axis({ label: "W (symlog)", values: ticks, size: 60, splits: symlogSplits, filter: (u, splits) => splits })],
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
@@ -377,14 +386,53 @@ const WT = (() => {
           scales: { x: { time: false }, lr: { range: around }, gn: { range: around } },
           series: [
             { label: "step" },
-            { label: "lr", stroke: "#555", width: 1.5, scale: "lr" },
+            { label: "lr", stroke: t.lr, width: 1.5, scale: "lr" },
             { label: "grad norm", stroke: "#e07b00", width: 1, scale: "gn" },
           ],
-          axes: [{ label: "step" }, { scale: "lr", label: "lr", values: ticks, size: 64, space: 20 },
-            { scale: "gn", side: 1, label: "grad norm", values: ticks, size: 60, space: 20, grid: { show: false } }],
+          axes: [axis({ label: "step" }), axis({ scale: "lr", label: "lr", values: ticks, size: 64, space: 20 }),
+            axis({ scale: "gn", side: 1, label: "grad norm", values: ticks, size: 60, space: 20, grid: { show: false } })],
           hooks: Object.assign({}, base.hooks, marks),
         }), optData(data), box("chart-opt")));
       }
+      const smoothRow = this.loss.root.querySelectorAll(".u-legend .u-series")[6];
+      if (smoothRow && !(this.smooth > 0)) smoothRow.style.display = "none";   // off: not in the legend
+      ["loss", "w", "lr"].forEach((what, i) => this.charts[i] &&
+        WTTools.exportButtons(this.charts[i].root.parentElement, this.charts[i], () => `${self.name}-${what}`));
+      this.pinned(null);
+    }
+
+    /* A click pinned the cursor at `step` (null: released); the legends hold its values. */
+    pinned(step) {
+      this.pin = step;
+      if (step === null) this.root.removeAttribute("data-pinned");
+      else this.root.setAttribute("data-pinned", step);
+      const note = document.getElementById("pinned");
+      if (note) note.textContent = step === null ? "click a chart to pin its values" : `pinned at step ${step} · click to release`;
+    }
+
+    /* After new data: the pinned cursor back at its step (the x range may have grown). */
+    repin() {
+      if (this.pin === null) return;
+      for (const u of this.charts) {
+        const i = u.valToIdx(this.pin);
+        u.cursor._lock = false;
+        u.setCursor({ left: u.valToPos(u.data[0][i], "x"), top: u.cursor.top > 0 ? u.cursor.top : 10 });
+        u.cursor._lock = true;
+      }
+    }
+
+    /* The smoothing weight (0: off) of the loss: the raw loss then stays, faint, behind. */
+    setSmoothing(w) {
+      const was = this.smooth > 0;
+      this.smooth = w;
+      if (!this.loss || was !== w > 0) return this.rebuild();
+      this.loss.setData(lossData(columns(this.last), this.logy, w), false);
+    }
+
+    rebuild() {
+      const p = this.last;
+      this.destroy();
+      if (p) this.update(p);
     }
 
     update(p) {
@@ -405,17 +453,16 @@ const WT = (() => {
         return this.build(data);
       }
       const [loss, score, opt] = this.charts;
-      loss.setData(lossData(data, this.logy), this.follow);
+      loss.setData(lossData(data, this.logy, this.smooth), this.follow);
       score.setData(scoreData(data), this.follow);
       if (opt) opt.setData(optData(data), this.follow);
+      this.repin();
     }
 
     setLog(on) {
       this.userLog = true;
       this.logy = on;
-      const p = this.last;
-      this.destroy();
-      if (p) this.update(p);
+      this.rebuild();
     }
 
     destroy() {

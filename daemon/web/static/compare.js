@@ -3,11 +3,13 @@
 (() => {
   const { el, fmt, getJSON, poll, ticks, lossText, spansDecade } = WT;
   const COLORS = ["#1f4e9c", "#d62728", "#2ca02c", "#9467bd", "#e07b00", "#17becf", "#8c564b", "#e377c2"];
+  const color = i => (i % COLORS.length ? COLORS[i % COLORS.length] : WTTools.theme().loss);   // the first: the theme's
   const params = new URLSearchParams(location.search);
   const names = [...new Set(params.getAll("runs"))].slice(0, 12);
   const xSel = document.getElementById("x"), logy = document.getElementById("logy");
   xSel.value = params.get("x") === "tokens" ? "tokens" : "step";
   let plot = null, shape = "", userLog = false, follow = true, last = null;
+  let smooth = WTTools.smoothingControl(w => { smooth = w; if (last) draw(last); });
   document.getElementById("title").textContent = `Compare ${names.length} runs`;
 
   function table(x, runs) {       // one run's [x, loss], rows without an x dropped
@@ -33,8 +35,12 @@
     const data = uPlot.join(runs.map(r => table(x, r)));
     const log = userLog ? logy.checked : runs.some(r => spansDecade(r.series.loss));
     logy.checked = log;
-    const y = log ? data.slice(1).map(col => col.map(v => (typeof v === "number" && v <= 0 ? null : v))) : data.slice(1);
-    const key = `${x}|${log}|${runs.map(r => r.run).join("|")}`;
+    const pos = col => col.map(v => (typeof v === "number" && v <= 0 ? null : v));
+    /* with the smoothing on: each run's loss smoothed (its own points: the others' rows
+       are gaps the average steps over), drawn over its raw loss, which turns faint */
+    const smoothed = smooth > 0 ? data.slice(1).map(col => WTTools.ema(col, smooth)) : [];
+    const y = [...data.slice(1), ...smoothed].map(col => (log ? pos(col) : col));
+    const key = `${x}|${log}|${smooth > 0}|${runs.map(r => r.run).join("|")}`;
     if (plot && key === shape) return plot.setData([data[0], ...y], follow);
     if (plot) plot.destroy();
     shape = key;
@@ -47,15 +53,19 @@
       cursor: { drag: { x: true, y: false } }, hooks: { setSelect: [() => { follow = false; }] },
       scales: { x: { time: false }, y: log ? { distr: 3, range: (u, lo, hi) => [lo / 1.1, hi * 1.1] } : { distr: 1 } },
       series: [{ label: x }, ...runs.map((r, i) => ({ label: refOf(runs, r.run).length ? `${r.run} (reference)` : r.run,
-        stroke: COLORS[i % COLORS.length], width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined }))],
-      axes: [{ label: x, values: ticks }, { label: log ? "loss (log)" : "loss", values: ticks, size: 60 }],
+        stroke: smooth > 0 ? `${color(i)}40` : color(i), width: 1.3, spanGaps: true, dash: refOf(runs, r.run).length ? [6, 4] : undefined })),
+      ...smoothed.map((_, i) => ({ label: `${runs[i].run} (smoothed)`, stroke: color(i), width: 1.5, spanGaps: true,
+        dash: refOf(runs, runs[i].run).length ? [6, 4] : undefined }))],
+      axes: [WTTools.axis({ label: x, values: ticks }), WTTools.axis({ label: log ? "loss (log)" : "loss", values: ticks, size: 60 })],
     }, [data[0], ...y], box);
+    root.plot = plot;              // for the browser tests: the uPlot instance
+    WTTools.exportButtons(box, plot, () => `compare-${x}`);
   }
 
   function members(runs) {
     document.querySelector("#members tbody").replaceChildren(...runs.map((r, i) =>
       el("tr", { class: "run-row", "data-run": r.run },
-        el("td", {}, el("span", { class: "swatch", style: `background:${COLORS[i % COLORS.length]}` })),
+        el("td", {}, el("span", { class: "swatch", style: `background:${color(i)}` })),
         el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run)}`, text: r.run }),
           ...(refOf(runs, r.run).length ? [el("span", { class: "muted", text: ` reference of ${refOf(runs, r.run).join(", ")}` })] : [])),
         el("td", {}, el("span", { class: `status status-${r.status}`, text: r.status })),
@@ -88,6 +98,7 @@
   });
   logy.addEventListener("change", () => { userLog = true; if (last) draw(last); });
   document.getElementById("reset").addEventListener("click", () => { follow = true; if (plot) plot.setData(plot.data, true); });
+  WTTools.onTheme(() => { shape = ""; if (last) draw(last); });
   window.addEventListener("resize", () => { if (plot) plot.setSize({ width: Math.max(320, document.getElementById("chart").clientWidth - 4), height: 420 }); });
   poll(load, 2000);
 })();

@@ -4,6 +4,8 @@
   const { el, fmt, ago, getJSON, poll, alertTable, message, RunCharts, forecastWait, lossText } = WT;
   const id = decodeURIComponent(location.pathname.slice("/runs/".length));
   const charts = new RunCharts(document.getElementById("charts"), on => { logy.checked = on; });
+  charts.name = id;
+  WTTools.smoothingControl(w => charts.setSmoothing(w));
   document.getElementById("title").textContent = id;
   document.title = `wtwind · ${id}`;
   document.getElementById("reset").addEventListener("click", () => charts.reset());
