@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import IN_CI, REPO, need_binary, need_shared_data, wait_for
+from helpers import IN_CI, REPO, need_binary, need_shared_data, stop_in_terminal, wait_for
 from web_fed import CLEAN_LOG, NAN_LOG, ODD_NAME, api, curve, fed, quoted  # noqa: F401
 
 # Screenshots go to a temporary folder; WTWIN_UPDATE_SCREENSHOTS=1 (`make screenshots`)
@@ -394,14 +394,7 @@ class TestBrowser:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(60) == 0
         finally:
-            if proc.poll() is None:   # Ctrl-C first: the demo stops its daemon (own session)
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            os.close(master)
+            stop_in_terminal(proc, master)
 
     def test_a_bad_file_gets_a_readable_message(self, fed, page):
         """Dropping a binary file shows one sentence on the page, and no chart."""
