@@ -40,6 +40,10 @@ DIVERGENCE_OF_PROGRESS = 0.1
 # a divergence that a sustained jump explains is a level shift (warning) until the level
 # has grown this much again since it became active (then it runs away: critical)
 SHIFT_GROWTH = 1.5
+# ... or until it has given back this fraction of the run's progress: a jump that undoes
+# half of what the run learned is critical however flat it holds (an MLP whose lr jumped
+# from 0.01 to 1.0: its loss from 0.056 to about 1.5 of a 2.3 start, a warning for 500 steps)
+SHIFT_LOST = 0.5
 NO_LEARNING = ("no_learning", "frozen")
 DRIFT_GIVES_WAY = ("spike", "divergence")   # a drift beside these pages is their level
 _NAN = cython.declare(cython.double, math.nan)
@@ -149,14 +153,13 @@ def divergence(a, p) -> None:
 @cython.locals(up=cython.double)
 def shift(a, up: float) -> bool:
     """A sustained jump explains the excursion: a level shift, until the level has grown
-    by half again since (a run-away) or stands above where the run started (all its
-    progress lost: an MLPerf BERT's eval loss jumped from 7.97 to 14.3, above its first
-    8.0, and held)."""
+    by half again since (a run-away) or has given back half the run's progress (an
+    MLPerf BERT's eval loss jumped from 7.97 to 14.3, above its first 8.0, and held)."""
     ep = a.episode
     if (ep.shift_from != ep.shift_from and a.sp.active and a.sp.severity == "warning"
             and a.emitted.get("divergence") != [True, "critical"]):
         ep.shift_from = up
-    return up < SHIFT_GROWTH * ep.shift_from and a.dv.level < a.ef.start
+    return up < SHIFT_GROWTH * ep.shift_from and up < SHIFT_LOST * a.ef.progress
 
 
 @cython.locals(active=cython.bint)

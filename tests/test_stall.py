@@ -164,6 +164,17 @@ class TestShiftIsNoDivergence:
         assert any(k == "divergence" and s == "critical" for _, k, s, _ in got), got
 
 
+    def test_a_jump_that_gives_back_half_the_progress_is_critical(self):
+        """A flat jump of 60% of the run's progress (an MLP whose lr jumped from 0.01 to
+        1.0: 0.056 to about 1.5 of a 2.3 start) pages critical soon, not after the spike's
+        500 steps; one of 35% stays the spike's warning."""
+        got = pages(shifted(lambda t: 5.0))
+        crit = [st for st, k, s, _ in got if k == "divergence" and s == "critical"]
+        assert crit and crit[0] < 5100, got
+        got = pages(shifted(lambda t: 3.0))
+        assert not any(k == "divergence" and s == "critical" for _, k, s, _ in got), got
+
+
 class TestOnset:
     def test_the_onsets_own_update_is_no_stall(self):
         """At the update a slowdown begins, nothing has been promised or fallen yet (0 / 0):
