@@ -23,6 +23,8 @@ KINDS = (
     "frozen_loader",
     "spectral",
     "behind",
+    "throughput",
+    "memory",
 )
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("firing", "resolved")

@@ -29,7 +29,7 @@ import sys
 # (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
 # an lr).
 MODULES = ("base", "arbiter", "rules", "monitor", "spike", "divergence", "rise", "nonfinite",
-           "gradnorm", "frozen_loader", "resume", "forecast_fit", "forecast",
+           "gradnorm", "frozen_loader", "throughput", "memory", "resume", "forecast_fit", "forecast",
            "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit",
            "reference")
 

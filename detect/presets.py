@@ -49,11 +49,14 @@ PRESET_PARAMS = {
 }
 
 # every preset runs these too, with their defaults (a preset may not override them): the
-# obvious failures, the grad norm's context for a page, and the frozen data loader
+# obvious failures, the grad norm's context for a page, the frozen data loader, and the
+# run's time and memory (silent on a run that sends neither)
 EVERY_RUN = {
     "nonfinite": {},
     "gradnorm": {},
     "frozen_loader": {},
+    "throughput": {},
+    "memory": {},
 }
 
 PRESETS = tuple(PRESET_PARAMS)   # the names, as the config and CLI validate them

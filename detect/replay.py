@@ -37,10 +37,12 @@ def _apply(policy: AlertPolicy, state: MonitorState, step: int, now: float,
 
 def observe_loss(monitor: RunMonitor, policy: AlertPolicy, step: int, loss: float,
                  lr: float | None = None, grad_norm: float | None = None,
-                 now: float = 0.0) -> tuple[MonitorState, list[Alert]]:
+                 now: float = 0.0, ts: float | None = None, tokens: float | None = None,
+                 timing: dict | None = None) -> tuple[MonitorState, list[Alert]]:
     """One loss event: the monitor's state and the alert transitions it caused (held
-    resolves and cooled-down firings come due on every loss event)."""
-    state = monitor.update_loss(step, loss, lr, grad_norm)
+    resolves and cooled-down firings come due on every loss event); ``ts``, ``tokens``
+    and ``timing``: the run's time and memory (`RunMonitor.update_loss`)."""
+    state = monitor.update_loss(step, loss, lr, grad_norm, ts, tokens, timing)
     if not state.findings and policy.idle:   # `_apply` would return [] (most events)
         return state, []
     return state, _apply(policy, state, step, now, advance=True)
@@ -63,8 +65,11 @@ class Session:
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
 
     def loss(self, step: int, loss: float, lr: float | None = None,
-             grad_norm: float | None = None, now: float = 0.0) -> tuple[MonitorState, list[Alert]]:
-        return observe_loss(self.monitor, self.policy, step, loss, lr, grad_norm, now)
+             grad_norm: float | None = None, now: float = 0.0, ts: float | None = None,
+             tokens: float | None = None, timing: dict | None = None
+             ) -> tuple[MonitorState, list[Alert]]:
+        return observe_loss(self.monitor, self.policy, step, loss, lr, grad_norm, now, ts,
+                            tokens, timing)
 
     def eval(self, step: int, metrics: dict, now: float = 0.0) -> tuple[MonitorState | None, list[Alert]]:
         return observe_eval(self.monitor, self.policy, step, metrics, now)

@@ -11,6 +11,7 @@ cdef bint obvious(Arbiter a, Point p) except -1
 cdef void schedule(Arbiter a, Point p) except *
 cdef bint judging(Arbiter a, Point p) except -1
 cdef void judge(Arbiter a, Point p) except *
+cdef void timing(Arbiter a, Point p, Detector det, str kind) except *
 cdef void divergence(Arbiter a, Point p) except *
 cdef bint shift(Arbiter a, double up) except -1
 cdef void spike(Arbiter a, Point p) except *

@@ -41,6 +41,8 @@ ALERTNAMES = {
     "resume_jump": "WTwinResumeJump",
     "frozen_loader": "WTwinLossDegradation",
     "behind": "WTwinRunBehindReference",   # daemon/references.py
+    "throughput": "WTwinRunSlowdown",
+    "memory": "WTwinMemoryExhaustion",
 }
 
 
