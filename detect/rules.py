@@ -54,7 +54,8 @@ _DV = cython.declare(cython.int, BITS["divergence"])
 _SP = cython.declare(cython.int, BITS["spike"])
 _PL = cython.declare(cython.int, BITS["plateau"])
 _DR = cython.declare(cython.int, BITS["drift"])
-_BIT_OF = {"throughput": BITS["throughput"], "memory": BITS["memory"]}
+_TP = cython.declare(cython.int, BITS["throughput"])
+_MEM = cython.declare(cython.int, BITS["memory"])
 
 
 def resume(a, p) -> None:
@@ -114,8 +115,8 @@ def judging(a, p) -> bool:
 
 def judge(a, p) -> None:
     """The named rules, in order (the module's docstring says why each comes where)."""
-    timing(a, p, a.tp, "throughput")
-    timing(a, p, a.mem, "memory")
+    timing(a, p, a.tp, "throughput", _TP)
+    timing(a, p, a.mem, "memory", _MEM)
     divergence(a, p)
     spike(a, p)
     slowdown_name(a, p)
@@ -127,14 +128,14 @@ def judge(a, p) -> None:
 
 
 @cython.locals(active=cython.bint)
-def timing(a, p, det, kind: str) -> None:
+def timing(a, p, det, kind: str, bit: int) -> None:
     """The run's time or memory pages its detector's verdict at the severity it asks for:
     a straggler or a starved data loader slows every step while the loss looks healthy,
     and a leak kills the job with a CUDA OOM hours after its last checkpoint. It is no
     incident of the loss (a loss page beside it is a second problem) and none of the loss
     rules gives way to it."""
     active = det.asks()
-    if active or a.ever & _BIT_OF[kind]:
+    if active or a.ever & bit:
         v = det.verdict()
         if a.due(kind, v.active, v.severity):
             a.push(kind, v.active, v.severity, p.step, det.message(p.step, p.x) if v.active else "")
