@@ -111,11 +111,14 @@ def replay(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrain
 
 
 def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretraining",
-         series: list | None = None, **overrides) -> tuple[list[Alert], int]:
+         series: list | None = None, times: dict | None = None,
+         **overrides) -> tuple[list[Alert], int]:
     """`replay` for a caller that wants the alerts, not an object per event (a log of
     10^6 steps: the offline CLI): (every alert transition, the number of loss events).
     ``series``, a list: ``(step, loss, l_pred, band_lo, band_hi, W)`` is appended to it
-    per loss event. Same events, same transitions as `replay`."""
+    per loss event. ``times``: step -> ``(ts, timing)``, the run's time and memory
+    (`RunMonitor.update_loss`; ``wtwin monitor --timing``). Same events, same transitions
+    as `replay`."""
     s = Session(run, preset, **overrides)
     monitor, policy = s.monitor, s.policy
     update = monitor.update_loss        # the monitor's one call per loss event
@@ -129,7 +132,11 @@ def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrainin
             idle = policy.idle
             continue
         n += 1
-        state = update(step, value, lr, grad)
+        if times is None:
+            state = update(step, value, lr, grad)
+        else:
+            ts, timing = times.get(step, (None, None))
+            state = update(step, value, lr, grad, ts, None, timing)
         if state.findings or not idle:   # else `_apply` returns []: skip it
             out += _apply(policy, state, step, float(i), advance=True)
             idle = policy.idle

@@ -26,18 +26,21 @@ from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
 
 from . import checks, plot, progress, references, stops
+from .log_timing import read_timing
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
 
 
 def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
-                include_info: bool = False) -> dict:
+                include_info: bool = False, timing: bool = False) -> dict:
     """Replay ``log`` through the detection library (`wtwin.detect.replay.scan`: the daemon's
     detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
     the firing transitions, as the daemon would page them."""
     series = [] if keep_series else None
-    transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series)
+    times = read_timing(str(getattr(log, "path", ""))) if timing else None
+    transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series,
+                          times=times)
     alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message}
               for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
     pages = [a["step"] for a in alerts if a["severity"] in PAGE]
@@ -101,7 +104,8 @@ def analyse(log, a, refs=()) -> dict:
     (`ReferenceCurve`), whose ``behind`` pages join the alerts."""
     preset, source = checks.choose_preset(log, a.preset)
     shown = progress.with_progress(log, progress.wanted(a.json))
-    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all)
+    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all,
+                      timing=getattr(a, "timing", False))
     res["preset_from"] = source
     res["caveats"] = checks.warmup_caveats(log, preset)
     stopped = stops.found(a.path, log.meta)   # the callback stopped training on these
@@ -181,6 +185,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="one JSON document on stdout")
     m.add_argument("--plot", metavar="PNG", help="write loss, forecast band, W and alerts")
     m.add_argument("--all", action="store_true", help="also list info findings")
+    m.add_argument("--timing", action="store_true",
+                   help="also judge the run's time and memory from a CSV/JSONL log's wall-time, "
+                        "step-time, data-wait or memory columns (throughput, memory)")
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
     m.add_argument("--reference", action="append", metavar="REF",
