@@ -65,7 +65,7 @@ class RunState:
         self.lr: float | None = None
         self.last_state: MonitorState | None = None
         self.last_eval: dict[str, float] = {}
-        self.timing: dict | None = None   # the last loss event's fields of time and memory
+        self.timing: dict | None = None   # the last value of each field of time and memory
         self.marks = EmitterMarks()              # per emitter id: seq mark, identity, last event
         self.owner: str | None = None            # principal the run is bound to (``claim``)
         self.creator = creator                   # client charged for the run (admission.py)
@@ -187,8 +187,10 @@ class RunState:
 
     def _on_loss(self, ev: dict, now: float) -> list[Alert]:
         timing = {k: ev[k] for k in TIMING if k in ev} or None
-        if timing is not None:
-            self.timing = timing
+        if timing is not None:      # kept field by field: memory comes every N steps only
+            if self.timing is None:
+                self.timing = {}
+            self.timing.update(timing)
         return self._loss(ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"),
                           ev.get("tokens"), now, ev.get("ts"), timing)
 

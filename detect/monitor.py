@@ -51,11 +51,11 @@ _NAN = cython.declare(cython.double, math.nan)
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning", "frozen_loader": "critical"}
-LEGACY = {"collapse": "frozen_loader"}
+LEGACY = {"collapse": "frozen_loader"}    # snapshot keys of detectors since renamed
 # a loss event's fields of time and memory (emitters/schema.py) -> the `Point`'s fields
 TIMING = {"step_time_s": "step_time", "data_wait_s": "data_wait",
           "mem_allocated": "mem_alloc", "mem_reserved": "mem_reserved",
-          "mem_total": "mem_total", "gpus": "gpus", "phase": "phase"}    # snapshot keys of detectors since renamed
+          "mem_total": "mem_total", "gpus": "gpus", "phase": "phase"}
 
 _new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
 

@@ -33,7 +33,7 @@ data loader as its likely cause (`message`).
 ...     if det.update(t, 1.0, ts=ts).active and first is None:
 ...         first = t
 >>> first
-2414
+2547
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class ThroughputDetector(Detector):
 
     def __init__(self, *, ratio: float = 1.3, halflife: float = 10.0,
                  base_halflife: float = 200.0, clip: float = 3.0, warmup: int = 20,
-                 hold_s: float = 120.0, hold_points: int = 10) -> None:
+                 hold_s: float = 180.0, hold_points: int = 10) -> None:
         for n, v in (("halflife", halflife), ("base_halflife", base_halflife),
                      ("hold_s", hold_s)):
             positive(n, v)

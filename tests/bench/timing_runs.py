@@ -1,6 +1,6 @@
 """Real training runs of our own (CPU torch) for the run's time and memory (issue 39).
 
-    .venv/bin/python tests/bench/timing_runs.py [--only healthy,throttled,leak,checkpoints]
+    .venv/bin/python tests/bench/timing_runs.py --minutes 5 [--only healthy,checkpoints,throttled,leak]
 
 Each scenario trains a small MLP on random data (batch 256, 512-1024-1024-10, one
 thread: ~50 ms a step on this machine) through a real ``DataLoader`` and feeds every 10th step's loss to the detectors
@@ -9,7 +9,7 @@ thread: ~50 ms a step on this machine) through a real ``DataLoader`` and feeds e
 ``mem_reserved`` (CPU RSS stands in for the accelerator's memory: no GPU here). It prints
 each scenario's alerts and the figures the issue's goals ask for:
 
-- ``healthy``: 6 min; silent (the step time wobbles with the machine's other load).
+- ``healthy``: ``--minutes``; silent (the step time wobbles with the machine's other load).
 - ``throttled``: 2 min, then the loader's ``collate_fn`` sleeps half the measured step
   time per batch (1.5x slower, all of it waiting for data); the time from the throttle to
   the ``throughput`` page, which must name data starvation, within 5 min.
@@ -17,7 +17,7 @@ each scenario's alerts and the figures the issue's goals ask for:
   faster than the wall clock (1 s of wall time stands for 1 min of a slower run's), and
   the "device total" is the RSS at the start + 1 GiB. The run stops at that cap; the
   extrapolated time from the ``memory`` page to the cap (must be >= 30 min).
-- ``checkpoints``: 6 min with a checkpoint every 500 steps that takes 5 s (``torch.save``
+- ``checkpoints``: ``--minutes`` with a checkpoint every 500 steps that takes 5 s (``torch.save``
   of the model, then a sleep to 5 s): the issue's 20 s checkpoints every 500 steps of
   0.22 s (18% of the 110 s of steps between), scaled to this machine's ~50 ms steps
   (5 s: 20% of 25 s). Silent.
@@ -46,7 +46,7 @@ def rss() -> float:
 
 
 class Noise(Dataset):
-    def __init__(self, n: int = 1 << 20) -> None:
+    def __init__(self, n: int = 1 << 26) -> None:
         self.n = n
 
     def __len__(self) -> int:
@@ -152,7 +152,7 @@ def report(r: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="healthy,throttled,leak,checkpoints")
+    ap.add_argument("--only", default="healthy,checkpoints,throttled,leak")
     ap.add_argument("--minutes", type=float, default=6.0)
     args = ap.parse_args()
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
