@@ -10,12 +10,13 @@ least squares, each point's weight halving every ``halflife`` points (O(1): five
 sums), and extrapolates it: when it reaches ``mem_total`` within ``horizon_s`` seconds it
 is ``active``, once the line explains the points (R^2 at least ``r2``: a sawtooth of
 allocations freed each step has none), over ``min_span_s`` seconds and ``warmup``
-points, for ``patience`` points in a row; within a quarter of the horizon it is
+points, for ``patience`` points in a row (as many out of it close it); within a quarter of the horizon it is
 critical. A second line that forgets four times faster gives the recent slope: when it is
 under the first one's, the growth levels off, and the forecast follows an exponential
 approach whose time constant comes from the two slopes' ratio and their ages, so that
-fragmentation that plateaus never gets there. It clears once the crossing is beyond 1.5x
-the horizon. A resume (the step went back) starts it over: a new process.
+fragmentation that plateaus never gets there. Once paging, the first line alone is
+followed (the recent slope wobbles with the step rate: no flapping), and the page clears
+once its crossing is beyond 1.5x the horizon. A resume (the step went back) starts it over: a new process.
 
 >>> det = MemoryDetector()
 >>> first = None
@@ -153,18 +154,22 @@ class MemoryDetector(Detector):
             room = self._total / _GIB - max(fit, self._last_m)
             self.slope = slope
             if slope > 0.0 and ctm * ctm / (vt * vm) >= self.r2:
-                if fast <= 0.0:
-                    pass                                # it stopped growing
-                elif fast < slope:                      # it slows: an exponential approach
+                # the line's crossing; before a page, one that levels off (the recent slope
+                # under the line's) follows an exponential approach, and a page holds on the
+                # line (its recent slope wobbles with the step rate: no flapping)
+                self.eta_s = max(room, 0.0) / slope
+                if fast < slope and not self._on:
                     self.slope = fast
-                    tau = (self._fst / self._fw - self._st / w) / log(slope / fast)
-                    if room < fast * tau:
-                        self.eta_s = -tau * log(1.0 - max(room, 0.0) / (fast * tau))
-                else:
-                    self.eta_s = max(room, 0.0) / slope
+                    self.eta_s = float("inf")
+                    if fast > 0.0:
+                        tau = (self._fst / self._fw - self._st / w) / log(slope / fast)
+                        if room < fast * tau:
+                            self.eta_s = -tau * log(1.0 - max(room, 0.0) / (fast * tau))
             ok = self.eta_s <= self.horizon_s or (self._on and self.eta_s <= 1.5 * self.horizon_s)
-        self._run = self._run + 1 if ok else 0
-        self._on = self._run >= self.patience or (self._on and ok)
+        # ``patience`` reports in a row open a page, and as many close it
+        self._run = self._run + 1 if ok != self._on else 0
+        if self._run >= self.patience:
+            self._on, self._run = not self._on, 0
         self._crit = self._on and self.eta_s <= 0.25 * self.horizon_s
         self.active = self._on
 

@@ -163,6 +163,23 @@ class TestMemory:
         i, _ = memory_run(lambda i: 36 + 6 * (1 - math.exp(-i / tau)), n=3000)
         assert i is None
 
+    def test_a_page_holds_while_the_step_rate_wobbles(self):
+        """The leak's growth per second follows the step rate (a shared machine: x0.3 to
+        x1.7 for stretches of 20 reports): once paging, no resolve until the total."""
+        rng, det, used, states = random.Random(3), MemoryDetector(), 40.0, []
+        rate = 1.0
+        for i in range(1, 2000):
+            if i % 20 == 0:
+                rate = rng.uniform(0.3, 1.7)
+            used += rate / 60
+            if used >= 48:
+                break
+            det.update(i * 100, 1.0, ts=60.0 * i, reserved=used * GIB, total=48 * GIB)
+            states.append(det.active)
+        first = states.index(True)
+        assert all(states[first:]), "the page flapped"
+        assert len(states) - first >= 30     # reports (minutes) before the total
+
     def test_critical_within_a_quarter_of_the_horizon(self):
         det = MemoryDetector()
         sev = set()
