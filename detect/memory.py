@@ -26,7 +26,7 @@ once its crossing is beyond 1.5x the horizon. A resume (the step went back) star
 ...         first = i
 ...         break
 >>> first, round(det.eta_s / 3600, 1)
-(360, 2.0)
+(362, 2.0)
 """
 
 from __future__ import annotations
