@@ -248,3 +248,23 @@ def test_compiled_and_pure_builds_say_the_same():
         pytest.skip("no compiled build here")
     assert outs[0]["findings"] == outs[1]["findings"] and outs[0]["findings"]
     assert outs[0]["snap"] == outs[1]["snap"]
+
+
+def test_wtwin_monitor_reads_a_logs_time_columns_only_when_asked(tmp_path, capsys):
+    """A CSV with ``ts`` and ``data_wait_s``: ``--timing`` pages the slowdown and names the
+    data loader; without it the same log gives what it always gave (the loss only)."""
+    from wtwin.offline.cli import main
+    rng, ts = random.Random(0), 1.7e9
+    lines = ["step,loss,ts,data_wait_s"]
+    for t in range(1, 6001):
+        ts += 0.2 * (1.5 if t > 3000 else 1.0) * (1 + 0.05 * rng.random()) + (20.0 if t % 500 == 0 else 0.0)
+        lines.append(f"{t},{2 + 5 * t ** -0.3 + rng.gauss(0, 0.02)},{ts:.3f},{0.01 if t <= 3000 else 0.11}")
+    path = tmp_path / "timed.csv"
+    path.write_text("\n".join(lines) + "\n")
+    outs = []
+    for extra in (["--timing"], []):
+        main(["monitor", str(path), "--json", *extra])
+        outs.append(json.loads(capsys.readouterr().out))
+    (page,) = outs[0]["alerts"]
+    assert page["kind"] == "throughput" and "data starvation" in page["message"]
+    assert outs[1]["alerts"] == []
