@@ -20,7 +20,7 @@ secret goes from its bytes to the same body, with the same arguments, without a 
 ``wire.decode_frame``; every other frame (the decoder declines it, or its run is not
 live) takes the path above.
 
-Every item the body takes is ``(seq, event, step, loss, lr, grad_norm, tokens)``: for a
+Every item the body takes is ``(seq, event, step, loss, lr, grad_norm, tokens, ts)``: for a
 loss the event is None and the values are its fields; for any other kind the event dict.
 """
 
@@ -33,10 +33,13 @@ import structlog
 
 from wtwin import emitters
 from wtwin.emitters import fast_decode, wire
+from wtwin.emitters.schema import TIMING
 
 from .incarnations import is_new
 from .logsetup import RateLimited
 from .run_state import NO_LR
+
+TIMED = frozenset(TIMING)   # a loss event's fields of time and memory (the whole event is read)
 
 log = structlog.get_logger("wtwind")
 
@@ -151,12 +154,14 @@ class Ingest:
         em = emitters[0] if emitters is not None else batch.emitter
         secret = secrets[0] if secrets is not None else batch.auth
         if ((emitters is not None and emitters.count(em) != n)
-                or (secrets is not None and secrets.count(secret) != n)):
+                or (secrets is not None and secrets.count(secret) != n)
+                or not TIMED.isdisjoint(columns)):     # time and memory: event by event
             return False
         self.stats.received["loss"] += n
         none = repeat(None, n)
         items = zip(columns["seq"], none, columns["step"], columns["loss"], get("lr") or repeat(NO_LR, n),
-                    get("grad_norm") or repeat(None, n), get("tokens") or repeat(None, n))
+                    get("grad_norm") or repeat(None, n), get("tokens") or repeat(None, n),
+                    get("ts") or repeat(None, n))
         self._body(live, name, em, secret, batch.base, items, n, identity, now, user)
         return True
 
@@ -172,7 +177,7 @@ class Ingest:
         if em is not None:
             marks.sent(em, identity, now)
         losses = 0  # loss events observed since the run was last marked
-        for seq, ev, step, loss, lr, grad_norm, tokens in items:
+        for seq, ev, step, loss, lr, grad_norm, tokens, ts in items:
             if em is not None:
                 verdict = marks.admit_seq(em, seq, base)
                 if verdict and not answer(run, em, verdict):
@@ -184,7 +189,7 @@ class Ingest:
                 run = self.incarnations.begin(run, now)
                 marks = run.marks
             try:
-                alerts = run.observe_loss(step, loss, lr, grad_norm, tokens, now) if ev is None \
+                alerts = run.observe_loss(step, loss, lr, grad_norm, tokens, now, ts) if ev is None \
                     else run.observe(ev, now)
             except Exception:  # a detector bug must not take the daemon down
                 self.stats.loop_errors += 1
@@ -215,8 +220,9 @@ class Ingest:
 
 
 def _item(ev: dict) -> tuple:
-    """The body's item for a validated event: a loss by its fields, any other kind whole."""
-    if ev["type"] == "loss":
+    """The body's item for a validated event: a loss by its fields (one with fields of time
+    and memory, `TIMED`, whole), any other kind whole."""
+    if ev["type"] == "loss" and TIMED.isdisjoint(ev):
         return (ev.get("seq"), None, ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"),
-                ev.get("tokens"))
-    return (ev.get("seq"), ev, None, None, None, None, None)
+                ev.get("tokens"), ev.get("ts"))
+    return (ev.get("seq"), ev, None, None, None, None, None, None)

@@ -80,7 +80,7 @@ class DaemonCollector(_Base):
             gauges=("wtwind_active_runs", "wtwind_known_runs", "wtwind_runs_over_series_cap",
                     *(name for name, _, _ in _RUN_GAUGES), "wtwind_run_status",
                     "wtwind_run_alert_active", "wtwind_run_alert_severity",
-                    "wtwind_run_behind_reference",
+                    "wtwind_run_behind_reference", *TIMING_GAUGES,
                     *(("wtwind_memory_budget_bytes", "wtwind_budget_items") if self.budget else ())),
             infos=("wtwind_build", *(("wtwind_shard",) if self.shard is not None else ())))
 
@@ -176,6 +176,7 @@ class DaemonCollector(_Base):
         yield status
         yield from _alert_metrics(shown)
         yield _reference_metric(shown)
+        yield from _timing_metrics(shown)
 
 
 def _reference_metric(shown: list[RunState]) -> GaugeMetricFamily:
@@ -189,6 +190,38 @@ def _reference_metric(shown: list[RunState]) -> GaugeMetricFamily:
         if v is not None and v.units == v.units:
             fam.add_metric([r.run, v.reference], v.units)
     return fam
+
+
+TIMING_GAUGES = ("wtwind_run_step_slowdown_ratio", "wtwind_run_memory_bytes",
+                 "wtwind_run_memory_forecast_seconds")
+
+
+def _timing_metrics(shown: list[RunState]):
+    """The run's time and memory (docs/DETECTION.md, "Throughput" and "Memory"): its step
+    time over its baseline, the memory it last reported, and when the memory's growth
+    reaches the device's total (no series while it does not grow toward it)."""
+    slow = GaugeMetricFamily("wtwind_run_step_slowdown_ratio", "Step (or token) time over the "
+                             "run's own baseline (1.0: as fast as it was)", labels=["run"])
+    mem = GaugeMetricFamily("wtwind_run_memory_bytes", "Accelerator memory the trainer last "
+                            "reported, bytes", labels=["run", "type"])
+    eta = GaugeMetricFamily("wtwind_run_memory_forecast_seconds", "Seconds until the memory's "
+                            "growth reaches the device total, at its present rate", labels=["run"])
+    for r in shown:
+        view = r.timing_view()
+        if view is None:
+            continue
+        ratio, seconds = view
+        if ratio is not None:
+            slow.add_metric([r.run], ratio)
+        if seconds is not None:
+            eta.add_metric([r.run], seconds)
+        for key, label in (("mem_allocated", "allocated"), ("mem_reserved", "reserved"),
+                           ("mem_total", "total")):
+            if r.timing is not None and key in r.timing:
+                mem.add_metric([r.run, label], float(r.timing[key]))
+    yield slow
+    yield mem
+    yield eta
 
 
 def _alert_metrics(shown: list[RunState]):

@@ -20,6 +20,7 @@ from wtwin.detect.alert import Alert
 from wtwin.detect.chance import chance_of
 from wtwin.detect.policy import AlertPolicy
 from wtwin.detect.replay import observe_eval, observe_loss
+from wtwin.emitters.schema import TIMING
 from wtwin.emitters.wire import KIND_PRESETS
 
 from .ingest_marks import EmitterMarks
@@ -65,6 +66,7 @@ class RunState:
         self.lr: float | None = None
         self.last_state: MonitorState | None = None
         self.last_eval: dict[str, float] = {}
+        self.timing: dict | None = None   # the last value of each field of time and memory
         self.marks = EmitterMarks()              # per emitter id: seq mark, identity, last event
         self.owner: str | None = None            # principal the run is bound to (``claim``)
         self.creator = creator                   # client charged for the run (admission.py)
@@ -167,6 +169,19 @@ class RunState:
             self._series = RunSeries(history=self.history, keep=self.keep_history)
         return self._series
 
+    def timing_view(self) -> tuple[float | None, float | None] | None:
+        """For /metrics, read only: the step time over its baseline (None before one) and
+        the seconds until memory reaches the device total (None: not on its way); None
+        while the run's detectors are not in memory."""
+        mon = self._monitor
+        if mon is None:
+            return None
+        dets = mon.detectors
+        tp, mem = dets.get("throughput"), dets.get("memory")
+        ratio = tp.slowdown if tp is not None and tp.based else None
+        eta = mem.eta_s if mem is not None and math.isfinite(mem.eta_s) else None
+        return ratio, eta
+
     def observe(self, ev: dict, now: float) -> list[Alert]:
         """One admitted event: counted, then its kind's handler; the alert transitions."""
         self.events += 1
@@ -175,17 +190,24 @@ class RunState:
         return handler(self, ev, now)
 
     def _on_loss(self, ev: dict, now: float) -> list[Alert]:
-        return self._loss(ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"), ev.get("tokens"), now)
+        timing = {k: ev[k] for k in TIMING if k in ev} or None
+        if timing is not None:      # kept field by field: memory comes every N steps only
+            if self.timing is None:
+                self.timing = {}
+            self.timing.update(timing)
+        return self._loss(ev["step"], ev["loss"], ev.get("lr", NO_LR), ev.get("grad_norm"),
+                          ev.get("tokens"), now, ev.get("ts"), timing)
 
     def observe_loss(self, step: int, loss: float, lr: float | None, grad_norm: float | None,
-                     tokens: float | None, now: float) -> list[Alert]:
+                     tokens: float | None, now: float, ts: float | None = None) -> list[Alert]:
         """``observe`` of a loss event, from its values (``lr`` is ``NO_LR`` when the
         event has none: the run's last LR carries on in its series). No event dict: the
         daemon calls it with a batch's columns (``daemon/ingest.py``)."""
         self.events += 1
-        return self._loss(step, loss, lr, grad_norm, tokens, now)
+        return self._loss(step, loss, lr, grad_norm, tokens, now, ts, None)
 
-    def _loss(self, step: int, loss: float, lr, grad_norm, tokens, now: float) -> list[Alert]:
+    def _loss(self, step: int, loss: float, lr, grad_norm, tokens, now: float, ts=None,
+              timing=None) -> list[Alert]:
         self.last_seen = self.last_progress = now
         loss = float(loss)
         self.step, self.loss = step, loss
@@ -200,7 +222,8 @@ class RunState:
             monitor = _Announced(self)
         elif monitor is None:
             monitor = self.monitor
-        state, out = observe_loss(monitor, self.policy, step, loss, lr, grad_norm, now)
+        state, out = observe_loss(monitor, self.policy, step, loss, lr, grad_norm, now, ts, tokens,
+                                  timing)
         self.last_state = state
         series = self._series if self._series is not None else self.series
         series.add_loss(step, loss, state, self.lr, grad_norm, tokens)

@@ -24,6 +24,8 @@ KINDS = (
     "chance",
     "spectral",
     "behind",
+    "throughput",
+    "memory",
 )
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("firing", "resolved")

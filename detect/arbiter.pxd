@@ -4,6 +4,8 @@ from .divergence cimport DivergenceDetector
 from .effect cimport EffectDetector
 from .forecast cimport ForecastDetector
 from .gradnorm cimport GradNormDetector
+from .memory cimport MemoryDetector
+from .throughput cimport ThroughputDetector
 from .nonfinite cimport NonfiniteDetector
 from .overfit cimport OverfitDetector
 from .plateau cimport PlateauDetector
@@ -39,6 +41,8 @@ cdef class Arbiter:
     cdef readonly PlateauDetector pl
     cdef readonly EffectDetector ef
     cdef readonly OverfitDetector ov
+    cdef readonly ThroughputDetector tp
+    cdef readonly MemoryDetector mem
 
     cdef void attach(self, dict d) except *
     cdef bint due(self, str kind, bint active, str severity) except -1

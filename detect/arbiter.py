@@ -38,7 +38,8 @@ STALL_MIN_POINTS = 10
 GRAD_CONTEXT_STEPS = 200   # a grad-norm surge this recent is named in a loss page
 # the kinds the named rules judge (`rules`); a detector of another kind pages its own
 # verdict (`rules.own_pages`), and its page is an incident, like a page of the loss level
-RULED = ("resume_jump", "nonfinite", "divergence", "spike", "plateau", "drift", "overfit")
+RULED = ("resume_jump", "nonfinite", "divergence", "spike", "plateau", "drift", "overfit",
+         "throughput", "memory")
 # each kind's bit in ``Arbiter.ever`` (the kinds emitted so far: a C test per rule and
 # update, not a dict lookup), from the alert kinds' order
 BITS = {kind: 1 << i for i, kind in enumerate(KINDS)}
@@ -85,6 +86,7 @@ class Arbiter:
         self.fc = d["finetuning"] if "finetuning" in d else d["forecast"]
         self.sp, self.dv, self.ri = d["spike"], d["divergence"], d["rise"]
         self.pl, self.ef, self.ov = d["plateau"], d["effect"], d["overfit"]
+        self.tp, self.mem = d["throughput"], d["memory"]
         self.own = tuple([det for det in d.values() if det.KIND and det.KIND not in RULED])
         self.own_kinds = tuple([det.KIND for det in self.own])
         self.incidents = HELD_KINDS + self.own_kinds

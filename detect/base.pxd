@@ -10,7 +10,9 @@ cdef class Point:
     cdef public object step, loss, lr, grad, l_pred
     cdef public long long s, from_step
     cdef public double x
-    cdef public bint fc_alert, judging
+    cdef public bint fc_alert, judging, timed
+    cdef public double ts, step_time, data_wait, tokens, mem_alloc, mem_reserved, mem_total
+    cdef public long long gpus, phase
 
 cdef class Detector:
     cdef void see(self, Point p) except *

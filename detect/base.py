@@ -69,12 +69,23 @@ class Point:
     record per monitor, refilled per update (no allocation). ``from_step`` is the step a
     resume went back from (`NO_STEP` when the step did not go back); ``l_pred`` and
     ``fc_alert`` are the forecast's, filled once the ``level`` stage has seen the point;
-    ``judging`` whether a detector of the loss level is active (the ``last`` stage)."""
+    ``judging`` whether a detector of the loss level is active (the ``last`` stage).
+
+    The run's time and memory (`RunMonitor.update_loss`'s ``ts`` and ``timing``): ``ts``
+    the event's send time; ``timed`` whether the update carried any of the others, NaN
+    (`NO_STEP` for ``gpus`` and ``phase``) where it did not: ``step_time`` and
+    ``data_wait`` in seconds per step, ``tokens`` seen so far, ``mem_alloc``,
+    ``mem_reserved`` and ``mem_total`` in bytes, ``gpus``, and ``phase`` (a number the
+    trainer changes with an announced schedule change: a batch or sequence-length ramp)."""
 
     def __init__(self) -> None:
         self.step, self.loss, self.lr, self.grad, self.l_pred = 0, 0.0, None, None, None
         self.s, self.from_step, self.x = 0, NO_STEP, 0.0
         self.fc_alert = self.judging = False
+        self.ts = self.step_time = self.data_wait = self.tokens = NAN
+        self.mem_alloc = self.mem_reserved = self.mem_total = NAN
+        self.gpus = self.phase = NO_STEP
+        self.timed = False
 
 
 # The stages of an update, in order (`Detector.FEED`): ``first`` before the non-finite

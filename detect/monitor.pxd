@@ -15,9 +15,12 @@ from .rewind cimport RewindPoints
 from .rules cimport evaluation, judge, judging, obvious, resume, schedule
 
 cdef long long NO_STEP
+cdef double _NAN
 
 cdef object _state(tuple fields)
 cdef void _feed(list dets, Point p) except *
+cdef void _timing(Point p, dict timing) except *
+cdef void _untimed(Point p) except *
 
 cdef class RunMonitor:
     cdef readonly object preset, overrides

@@ -3,7 +3,9 @@
 The daemon's run state only uses this contract:
 
 - ``RunMonitor(preset="pretraining", **overrides)``
-- ``update_loss(step, loss, lr=None, grad_norm=None) -> MonitorState``
+- ``update_loss(step, loss, lr=None, grad_norm=None, ts=None, tokens=None, timing=None)
+  -> MonitorState`` (``ts``: the event's send time; ``tokens``: seen so far; ``timing``:
+  None, or the loss event's other fields of time and memory by their wire names, `TIMING`)
 - ``update_eval(step, metrics) -> MonitorState | None``
 - ``snapshot() -> dict`` (msgpack/JSON-safe) and ``restore(snapshot)``
 
@@ -45,11 +47,16 @@ if not cython.compiled:        # compiled: C functions, cimported in monitor.pxd
     from .rules import evaluation, judge, judging, obvious, resume, schedule
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
+_NAN = cython.declare(cython.double, math.nan)
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning", "frozen_loader": "critical",
             "chance": "critical"}
 LEGACY = {"collapse": "frozen_loader"}    # snapshot keys of detectors since renamed
+# a loss event's fields of time and memory (emitters/schema.py) -> the `Point`'s fields
+TIMING = {"step_time_s": "step_time", "data_wait_s": "data_wait",
+          "mem_allocated": "mem_alloc", "mem_reserved": "mem_reserved",
+          "mem_total": "mem_total", "gpus": "gpus", "phase": "phase"}
 
 _new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
 
@@ -97,6 +104,22 @@ def stages(d: dict) -> list:
     return [[det for det in d.values() if type(det).FEED == stage] for stage in STAGES]
 
 
+def _timing(p, timing: dict) -> None:
+    """The update's fields of time and memory (`TIMING`), NaN where it has none."""
+    _untimed(p)
+    p.timed = True
+    for k, v in timing.items():
+        if v is not None:
+            setattr(p, TIMING[k], int(v) if k in ("gpus", "phase") else float(v))
+
+
+def _untimed(p) -> None:
+    p.step_time = p.data_wait = _NAN
+    p.mem_alloc = p.mem_reserved = p.mem_total = _NAN
+    p.gpus = p.phase = NO_STEP
+    p.timed = False
+
+
 @cython.locals(det=Detector)
 def _feed(dets: list, p) -> None:
     for det in dets:
@@ -139,12 +162,19 @@ class RunMonitor:
 
     @cython.locals(s=cython.longlong, last=cython.longlong)
     def update_loss(self, step: int, loss: float, lr: float | None = None,
-                    grad_norm: float | None = None) -> MonitorState:
+                    grad_norm: float | None = None, ts: float | None = None,
+                    tokens: float | None = None, timing: dict | None = None) -> MonitorState:
         a = self.arbiter
         out = a.out             # this update's findings (`push`): one list, emptied here
         if out:
             del out[:]
         p = self._point(step, loss, lr, grad_norm)
+        p.ts = _NAN if ts is None else ts
+        p.tokens = _NAN if tokens is None else tokens
+        if timing is not None:
+            _timing(p, timing)
+        elif p.timed:
+            _untimed(p)
         s = p.s
         last = self._rj.went_back(s)
         a.rewound_to = self._rewind(s) if last != NO_STEP else None

@@ -50,12 +50,15 @@ PRESET_PARAMS = {
 
 # every preset runs these too, with their defaults (a preset may not override them, a run
 # may: the chance level is the run's own): the obvious failures, the grad norm's context
-# for a page, the frozen data loader, the loss at chance
+# for a page, the frozen data loader, the loss at chance, and the run's time and memory
+# (silent on a run that sends neither)
 EVERY_RUN = {
     "nonfinite": {},
     "gradnorm": {},
     "frozen_loader": {},
     "chance": {},
+    "throughput": {},
+    "memory": {},
 }
 
 PRESETS = tuple(PRESET_PARAMS)   # the names, as the config and CLI validate them

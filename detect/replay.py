@@ -37,10 +37,12 @@ def _apply(policy: AlertPolicy, state: MonitorState, step: int, now: float,
 
 def observe_loss(monitor: RunMonitor, policy: AlertPolicy, step: int, loss: float,
                  lr: float | None = None, grad_norm: float | None = None,
-                 now: float = 0.0) -> tuple[MonitorState, list[Alert]]:
+                 now: float = 0.0, ts: float | None = None, tokens: float | None = None,
+                 timing: dict | None = None) -> tuple[MonitorState, list[Alert]]:
     """One loss event: the monitor's state and the alert transitions it caused (held
-    resolves and cooled-down firings come due on every loss event)."""
-    state = monitor.update_loss(step, loss, lr, grad_norm)
+    resolves and cooled-down firings come due on every loss event); ``ts``, ``tokens``
+    and ``timing``: the run's time and memory (`RunMonitor.update_loss`)."""
+    state = monitor.update_loss(step, loss, lr, grad_norm, ts, tokens, timing)
     if not state.findings and policy.idle:   # `_apply` would return [] (most events)
         return state, []
     return state, _apply(policy, state, step, now, advance=True)
@@ -63,8 +65,11 @@ class Session:
         self.policy = AlertPolicy(run, cooldown_s=cooldown_s)
 
     def loss(self, step: int, loss: float, lr: float | None = None,
-             grad_norm: float | None = None, now: float = 0.0) -> tuple[MonitorState, list[Alert]]:
-        return observe_loss(self.monitor, self.policy, step, loss, lr, grad_norm, now)
+             grad_norm: float | None = None, now: float = 0.0, ts: float | None = None,
+             tokens: float | None = None, timing: dict | None = None
+             ) -> tuple[MonitorState, list[Alert]]:
+        return observe_loss(self.monitor, self.policy, step, loss, lr, grad_norm, now, ts,
+                            tokens, timing)
 
     def eval(self, step: int, metrics: dict, now: float = 0.0) -> tuple[MonitorState | None, list[Alert]]:
         return observe_eval(self.monitor, self.policy, step, metrics, now)
@@ -106,11 +111,14 @@ def replay(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrain
 
 
 def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretraining",
-         series: list | None = None, **overrides) -> tuple[list[Alert], int]:
+         series: list | None = None, times: dict | None = None,
+         **overrides) -> tuple[list[Alert], int]:
     """`replay` for a caller that wants the alerts, not an object per event (a log of
     10^6 steps: the offline CLI): (every alert transition, the number of loss events).
     ``series``, a list: ``(step, loss, l_pred, band_lo, band_hi, W)`` is appended to it
-    per loss event. Same events, same transitions as `replay`."""
+    per loss event. ``times``: step -> ``(ts, timing)``, the run's time and memory
+    (`RunMonitor.update_loss`; ``wtwin monitor --timing``). Same events, same transitions
+    as `replay`."""
     s = Session(run, preset, **overrides)
     monitor, policy = s.monitor, s.policy
     update = monitor.update_loss        # the monitor's one call per loss event
@@ -124,7 +132,11 @@ def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrainin
             idle = policy.idle
             continue
         n += 1
-        state = update(step, value, lr, grad)
+        if times is None:
+            state = update(step, value, lr, grad)
+        else:
+            ts, timing = times.get(step, (None, None))
+            state = update(step, value, lr, grad, ts, None, timing)
         if state.findings or not idle:   # else `_apply` returns []: skip it
             out += _apply(policy, state, step, float(i), advance=True)
             idle = policy.idle

@@ -4,13 +4,14 @@ from .arbiter cimport AS_DRIFT, AS_PLATEAU, UNNAMED, Arbiter
 from .base cimport Detector, Point
 
 cdef double _NAN
-cdef int _RJ, _NF, _DV, _SP, _PL, _DR
+cdef int _RJ, _NF, _DV, _SP, _PL, _DR, _TP, _MEM
 
 cdef void resume(Arbiter a, Point p) except *
 cdef bint obvious(Arbiter a, Point p) except -1
 cdef void schedule(Arbiter a, Point p) except *
 cdef bint judging(Arbiter a, Point p) except -1
 cdef void judge(Arbiter a, Point p) except *
+cdef void timing(Arbiter a, Point p, Detector det, str kind, int bit) except *
 cdef void divergence(Arbiter a, Point p) except *
 cdef bint shift(Arbiter a, double up) except -1
 cdef void spike(Arbiter a, Point p) except *

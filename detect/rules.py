@@ -13,6 +13,10 @@ silent. `judge` runs them in order, once per loss update that passed `obvious`:
 6. `drift`: above the forecast, a smoothed rise, a risen slowdown; one `escalated` to
    critical is held until the loss comes back.
 
+Beside them, first in `judge`: `timing`, the run's time and memory (a slowdown of its
+steps, memory on its way to an OOM), paged on their own verdicts and never weighed
+against the loss's.
+
 Before them, per update: `resume` (the step went back), `obvious` (a non-finite or
 blown-up loss: the update stops there), `schedule` (a rise the lr schedule explains).
 A verdict pages only when its deviation is large enough (`effect`, `Arbiter.big`); below
@@ -54,6 +58,8 @@ _DV = cython.declare(cython.int, BITS["divergence"])
 _SP = cython.declare(cython.int, BITS["spike"])
 _PL = cython.declare(cython.int, BITS["plateau"])
 _DR = cython.declare(cython.int, BITS["drift"])
+_TP = cython.declare(cython.int, BITS["throughput"])
+_MEM = cython.declare(cython.int, BITS["memory"])
 
 
 def resume(a, p) -> None:
@@ -111,6 +117,8 @@ def judging(a, p) -> bool:
 
 def judge(a, p) -> None:
     """The named rules, in order (the module's docstring says why each comes where)."""
+    timing(a, p, a.tp, "throughput", _TP)
+    timing(a, p, a.mem, "memory", _MEM)
     divergence(a, p)
     spike(a, p)
     slowdown_name(a, p)
@@ -119,6 +127,20 @@ def judge(a, p) -> None:
     if own_pages(a, p):
         return
     drift(a, p)
+
+
+@cython.locals(active=cython.bint)
+def timing(a, p, det, kind: str, bit: int) -> None:
+    """The run's time or memory pages its detector's verdict at the severity it asks for:
+    a straggler or a starved data loader slows every step while the loss looks healthy,
+    and a leak kills the job with a CUDA OOM hours after its last checkpoint. It is no
+    incident of the loss (a loss page beside it is a second problem) and none of the loss
+    rules gives way to it."""
+    active = det.asks()
+    if active or a.ever & bit:
+        v = det.verdict()
+        if a.due(kind, v.active, v.severity):
+            a.push(kind, v.active, v.severity, p.step, det.message(p.step, p.x) if v.active else "")
 
 
 @cython.locals(dv_active=cython.bint, up=cython.double, shifted=cython.bint)

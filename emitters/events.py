@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import os
 
+from .schema import TIMING
+
+# a loss event's optional fields beyond lr and grad_norm (``emit.loss(..., **extra)``)
+_EXTRA = ("tokens", "rank", *TIMING)
+_INTS = ("rank", "gpus", "phase")
+
 def _f(x) -> float:
     """float() of a Python/numpy number or a 0-d tensor (detached, so no autograd warning)."""
     detach = getattr(x, "detach", None)
@@ -24,9 +30,9 @@ def _loss(item):
         ev["lr"] = _f(lr)
     if grad_norm is not None:
         ev["grad_norm"] = _f(grad_norm)
-    for key in ("tokens", "rank"):
+    for key in _EXTRA:
         if extra.get(key) is not None:
-            ev[key] = int(extra[key]) if key == "rank" else float(extra[key])
+            ev[key] = int(extra[key]) if key in _INTS else _f(extra[key])
     return ev
 
 

@@ -20,7 +20,7 @@ cdef class _Frame:
     cdef Py_ssize_t pos, end, at, size
     cdef unsigned long long u, seq, step, base
     cdef double d
-    cdef object neg, loss, lr, grad_norm, tokens, em, auth
+    cdef object neg, loss, lr, grad_norm, tokens, ts, em, auth
     cdef int kind
     cdef unsigned int mask
     cdef Py_ssize_t run_at, run_size, em_at, em_size, auth_at, auth_size
@@ -56,5 +56,6 @@ cpdef object loss_frame(object frame, object no_lr)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, mask=cython.uint, run_at=Py_ssize_t, run_size=Py_ssize_t,
                em_at=Py_ssize_t, em_size=Py_ssize_t, auth_at=Py_ssize_t, auth_size=Py_ssize_t,
-               has_lr=cython.uint, has_gn=cython.uint, has_tokens=cython.uint, items=list)
+               has_lr=cython.uint, has_gn=cython.uint, has_tokens=cython.uint,
+               has_ts=cython.uint, items=list)
 cdef object _events(_Frame r, object no_lr)

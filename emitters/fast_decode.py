@@ -6,7 +6,7 @@ the frames that make up nearly all traffic, without building a dict per event.
 1..``wire.MAX_BATCH_EVENTS`` plain loss events with the same fields, of one run, emitter
 and secret (the batch's inherited). It returns ``(run, emitter, auth, base, items)``
 (None where there is none; ``base`` None for a single event), ``items`` the tuple the
-ingest body takes per loss: ``(seq, None, step, loss, lr, grad_norm, tokens)``, with
+ingest body takes per loss: ``(seq, None, step, loss, lr, grad_norm, tokens, ts)``, with
 ``no_lr`` for a missing ``lr``.
 
 For anything it is not sure of (a key twice or not a loss event's, ``v`` not the integer
@@ -71,6 +71,7 @@ class _Frame:
         self.u = self.seq = self.step = self.base = 0
         self.d = 0.0
         self.neg = self.loss = self.lr = self.grad_norm = self.tokens = self.em = self.auth = None
+        self.ts = None
         self.kind = 0
         self.mask = 0
         self.run_at = self.run_size = self.em_at = self.em_size = self.auth_at = self.auth_size = 0
@@ -210,7 +211,7 @@ class _Frame:
             else:
                 return False
             return True
-        # the numbers: loss, lr, grad_norm, tokens, ts (read, not kept)
+        # the numbers: loss, lr, grad_norm, tokens, ts
         if kind == INT:
             num = self.u
         elif kind == FLOAT:
@@ -229,6 +230,8 @@ class _Frame:
             self.grad_norm = num
         elif k == TOKENS:
             self.tokens = num
+        elif k == TS:
+            self.ts = num
         return True
 
     def event(self) -> bool:
@@ -338,7 +341,8 @@ def loss_frame(frame, no_lr):
         if run is None:
             return None
         item = (r.seq, None, r.step, r.loss, r.lr if mask & LR else no_lr,
-                r.grad_norm if mask & GRAD_NORM else None, r.tokens if mask & TOKENS else None)
+                r.grad_norm if mask & GRAD_NORM else None, r.tokens if mask & TOKENS else None,
+                r.ts if mask & TS else None)
         return (run, r.em, r.auth, None, (item,))
     if kind != KIND_BATCH or mask & ~BATCH_KEYS or mask & BATCH_REQUIRED != BATCH_REQUIRED:
         return None
@@ -365,7 +369,7 @@ def _events(r: _Frame, no_lr):
     run_at, run_size = r.run_at, r.run_size
     em_at, em_size = r.em_at, r.em_size
     auth_at, auth_size = r.auth_at, r.auth_size
-    has_lr, has_gn, has_tokens = mask & LR, mask & GRAD_NORM, mask & TOKENS
+    has_lr, has_gn, has_tokens, has_ts = mask & LR, mask & GRAD_NORM, mask & TOKENS, mask & TS
     for i in range(n):
         if i:
             if (not r.event() or r.mask != mask or r.run_size != run_size
@@ -376,7 +380,8 @@ def _events(r: _Frame, no_lr):
             if mask & AUTH and (r.auth_size != auth_size or not r.same(r.auth_at, auth_at, auth_size)):
                 return None
         items.append((r.seq, None, r.step, r.loss, r.lr if has_lr else no_lr,
-                      r.grad_norm if has_gn else None, r.tokens if has_tokens else None))
+                      r.grad_norm if has_gn else None, r.tokens if has_tokens else None,
+                      r.ts if has_ts else None))
     r.run_at, r.run_size = run_at, run_size
     r.em_at, r.em_size = em_at, em_size
     r.auth_at, r.auth_size = auth_at, auth_size

@@ -60,10 +60,16 @@ def read_name(name: str) -> int:
     return key_bit(n, int.from_bytes(raw[:8], "big"), raw[8] if n == 9 else 0)
 
 
+# the loss fields of time and memory: not read here (0), so a frame with one is not plain
+TIMED = tuple(schema.TIMING)
+
+
 def misread_keys() -> list[str]:
-    """The schema's key names that ``key_bit`` does not read as their bit, and names that
-    are no key but read as one: empty, or this module refuses to load."""
-    cases = {**schema.KEY_BITS, "steps": 0, "los": 0, "grad_norms": 0, "grad_nor": 0, "": 0}
+    """The schema's key names that ``key_bit`` does not read as their bit (the `TIMED`
+    ones as none), and names that are no key but read as one: empty, or this module
+    refuses to load."""
+    cases = {**schema.KEY_BITS, "steps": 0, "los": 0, "grad_norms": 0, "grad_nor": 0, "": 0,
+             **{name: 0 for name in TIMED}}
     return [name for name, bit in cases.items() if read_name(name) != bit]
 
 

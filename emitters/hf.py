@@ -8,7 +8,10 @@ What it sends, keyed by ``state.global_step``: ``loss``, ``learning_rate`` and
 ``include_num_input_tokens_seen`` makes the Trainer count them) (the final averaged ``train_loss`` summary is
 ignored), ``eval_loss`` (as ``val_loss``) and the other eval metrics from
 ``on_evaluate``, a ``checkpoint`` event for the saved weights on ``on_save``, and
-``run_end`` when training ends. Alerts from the daemon (or from the in-process monitor
+``run_end`` when training ends. Each loss also carries the mean step time and data wait
+since the last log (``on_step_begin`` to ``on_step_end``, and the gap before it:
+`timing.StepClock`), and every ``memory_every`` steps (default 50; 0: never) the
+accelerator's allocated, reserved and total bytes (`timing.device_memory`). Alerts from the daemon (or from the in-process monitor
 when no daemon is configured) are handed to ``on_alert`` and kept in ``alerts``; a
 firing alert at or above ``stop_on`` (default ``"critical"``; ``None`` disables) sets
 ``control.should_training_stop`` (``stop_kinds`` narrows it to some kinds), and one at or above ``save_on`` (default off) sets
@@ -53,6 +56,7 @@ from .alert_filter import AlertFilter
 from .framework import STOP_KEY, FrameworkCallback, write_stop_record
 from .model_classes import classes_of
 from .rewind import NOT_DISTRIBUTED, Rewind
+from .timing import StepClock, device_memory
 from .tracker import Tracker
 
 _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
@@ -64,7 +68,7 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
                  stop_kinds=None, save_on: str | None = None, on_alert: Callable[[dict], Any] | None = None,
                  embedded: bool | None = None, wandb=None, analyze_checkpoints: bool = True,
                  monitor: dict | None = None, emitter=None, raw_loss: bool = True,
-                 rewind: Rewind | None = None) -> None:
+                 rewind: Rewind | None = None, memory_every: int = 50) -> None:
         self._setup(run=run, endpoint=endpoint, preset=preset, stop_on=stop_on, stop_kinds=stop_kinds,
                     on_alert=on_alert, embedded=embedded, wandb=wandb, monitor=monitor, emitter=emitter,
                     analyze_checkpoints=analyze_checkpoints, rewind=rewind)
@@ -75,6 +79,8 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
         self._raw = None            # the summed raw loss of the current optimizer step (a tensor)
         self._hook = None
         self._sent_step = -1        # the step whose (non-finite) loss was sent from the hook
+        self.clock = StepClock()
+        self.memory_every = memory_every
 
     # ---- lifecycle -------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -113,8 +119,10 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
         if (self.tracker is not None and loss is not None and "train_loss" not in logs
                 and state.global_step != self._sent_step):
             tokens = getattr(state, "num_input_tokens_seen", 0) or None   # when HF counts them
+            mem = device_memory(self.memory_every, state.global_step) if self.memory_every else {}
             self.tracker.loss(state.global_step, loss, lr=_num(logs.get("learning_rate")),
-                              grad_norm=_num(logs.get("grad_norm")), tokens=tokens)
+                              grad_norm=_num(logs.get("grad_norm")), tokens=tokens,
+                              gpus=args.world_size, **self.clock.take(), **mem)
         return self._apply(control)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
@@ -142,7 +150,12 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
                                                               f"checkpoint-{state.global_step}"))
         return control
 
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.clock.begin()
+        return control
+
     def on_step_end(self, args, state, control, **kwargs):
+        self.clock.end()
         raw, self._raw = self._raw, None
         if self.tracker is not None:
             if raw is not None and self.tracker.active and not bool(raw.isfinite()):  # one sync

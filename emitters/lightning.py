@@ -27,6 +27,12 @@ does not stop training. ``trainer.global_step`` keeps counting: the batches in b
 are skipped, and the run ends at ``max_steps`` with that many fewer updates. A ``Rewind``
 given its own ``restore`` keeps it. Single process only (``world_size > 1``: a warning, and
 no rewind).
+
+The last loss of each flush also carries the mean step time and data wait of the steps
+since the previous one (``on_train_batch_start`` to ``on_train_batch_end``, and the gap
+before it: `timing.StepClock`), the world size as ``gpus``, and, unless
+``memory_every=0``, the accelerator's allocated, reserved and total bytes
+(`timing.device_memory`).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from . import run_secret
 from .framework import FrameworkCallback, write_stop_record
 from .buffer import LossBuffer
 from .rewind import NOT_DISTRIBUTED, Rewind
+from .timing import StepClock, device_memory
 from .tracker import Tracker
 
 
@@ -53,7 +60,8 @@ class WTwinCallback(FrameworkCallback, Callback):
                  stop_on: str | None = "critical", stop_kinds=None,
                  on_alert: Callable[[dict], Any] | None = None, embedded: bool | None = None,
                  wandb=None, monitor: dict | None = None, emitter=None,
-                 analyze_checkpoints: bool = True, rewind: Rewind | None = None) -> None:
+                 analyze_checkpoints: bool = True, rewind: Rewind | None = None,
+                 memory_every: int = 50) -> None:
         self._setup(run=run, endpoint=endpoint, preset=preset, stop_on=stop_on, stop_kinds=stop_kinds,
                     on_alert=on_alert, embedded=embedded, wandb=wandb, monitor=monitor, emitter=emitter,
                     analyze_checkpoints=analyze_checkpoints, rewind=rewind)
@@ -63,6 +71,8 @@ class WTwinCallback(FrameworkCallback, Callback):
         self._pending_state: dict | None = None
         self._saving_step = 0          # the step of the checkpoint being written
         self._grad_norm = None         # this optimizer step's gradient norm (a tensor)
+        self.clock = StepClock()       # step time and data wait (timing.py)
+        self.memory_every = memory_every
 
     # ---- lifecycle -------------------------------------------------------------------
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -89,7 +99,11 @@ class WTwinCallback(FrameworkCallback, Callback):
         if self.rewind is not None:
             self.rewind.attach(self.tracker.emitter)
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.clock.begin()
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.clock.end()
         if self.tracker is None:
             return
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
@@ -100,8 +114,14 @@ class WTwinCallback(FrameworkCallback, Callback):
                 loss = loss * trainer.accumulate_grad_batches  # Lightning divided it for backward
             lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None
             grad_norm, self._grad_norm = self._grad_norm, None
-            for ev in self._buf.add(step, loss, lr, grad_norm):
-                self.tracker.loss(ev[0], ev[1], lr=ev[2], grad_norm=ev[3])
+            flushed = self._buf.add(step, loss, lr, grad_norm)
+            if flushed:     # the timing of the steps since the last flush, on its last loss
+                timing = {**self.clock.take(), "gpus": trainer.world_size,
+                          **(device_memory(1) if self.memory_every else {})}
+                for ev in flushed[:-1]:
+                    self.tracker.loss(ev[0], ev[1], lr=ev[2], grad_norm=ev[3])
+                ev = flushed[-1]
+                self.tracker.loss(ev[0], ev[1], lr=ev[2], grad_norm=ev[3], **timing)
         self._send_checkpoints(trainer)
         self._poll(trainer)
         if self.rewind is not None and self.rewind.pending is not None:

@@ -29,13 +29,21 @@ ENVELOPE: dict[str, tuple] = {"v": INT, "type": STR, "run": STR, "seq": INT}
 # every event's optional fields: the send time, the emitter's id, the run's secret
 COMMON_OPTIONAL: dict[str, tuple] = {"ts": NUM, "emitter": STR, "auth": STR}
 
+# a loss event's optional fields of time and memory (docs/PROTOCOL.md; detect/throughput.py,
+# detect/memory.py): seconds per step and of it waited for data, the accelerator's bytes,
+# the GPUs the run holds, and a number the trainer changes with an announced schedule
+# change (a batch or sequence-length ramp). The fast decoder of plain frames does not read
+# them (frame_keys.TIMED): a frame with one takes the general checks.
+TIMING: dict[str, tuple] = {"step_time_s": NUM, "data_wait_s": NUM, "mem_allocated": NUM,
+                            "mem_reserved": NUM, "mem_total": NUM, "gpus": INT, "phase": INT}
+
 # type -> (required fields, optional fields); each field -> accepted python types
 SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
     "run_start": ({}, {"config": MAP, "preset": STR, "kind": STR, "resumed_from": STR,
                        "reference": (str, list, tuple), "group": STR}),
     "loss": (
         {"step": INT, "loss": NUM},
-        {"lr": NUM, "grad_norm": NUM, "tokens": NUM, "rank": INT},
+        {"lr": NUM, "grad_norm": NUM, "tokens": NUM, "rank": INT, **TIMING},
     ),
     "eval": ({"step": INT, "metrics": MAP}, {}),
     "checkpoint": (

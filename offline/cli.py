@@ -2,7 +2,7 @@
 
     wtwin monitor PATH [--preset P] [--loss-col C] [--json] [--plot out.png] [--all]
                        [--fail-on warning|critical] [--classes N | --chance LOSS]
-                       [--reference REF ...] [--group SIBLING ...]
+                       [--reference REF ...] [--group SIBLING ...] [--timing]
     wtwin demo
 
 ``--reference REF`` (repeatable): also page when the run falls behind these runs
@@ -29,21 +29,23 @@ from wtwin.detect.replay import scan
 
 from . import checks, plot, progress, references, stops
 from .chance_level import chance_level
+from .log_timing import read_timing
 from .logs import LogError, read_log
 
 PAGE = ("warning", "critical")
 
 
 def monitor_log(log, preset: str = "pretraining", keep_series: bool = False,
-                include_info: bool = False, chance: float = 0.0) -> dict:
+                include_info: bool = False, chance: float = 0.0, timing: bool = False) -> dict:
     """Replay ``log`` through the detection library (`wtwin.detect.replay.scan`: the daemon's
     detectors and alert policy); the result is what ``--json`` prints. ``alerts`` are
     the firing transitions, as the daemon would page them. ``chance``: the loss at chance
     (`wtwin.detect.chance`; 0.0: unknown)."""
     series = [] if keep_series else None
     overrides = {"chance": {"level": chance}} if chance else {}
+    times = read_timing(str(getattr(log, "path", ""))) if timing else None
     transitions, n = scan(log.events(with_grad=True), run="offline", preset=preset, series=series,
-                          **overrides)
+                          times=times, **overrides)
     alerts = [{"step": int(a.step), "kind": a.kind, "severity": a.severity, "message": a.message,
                "details": a.details}
               for a in transitions if a.status == "firing" and (include_info or a.severity in PAGE)]
@@ -110,7 +112,8 @@ def analyse(log, a, refs=()) -> dict:
     preset, source = checks.choose_preset(log, a.preset)
     chance, chance_from = chance_level(a.path, getattr(a, "classes", None), getattr(a, "chance", None))
     shown = progress.with_progress(log, progress.wanted(a.json))
-    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all, chance=chance)
+    res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all, chance=chance,
+                      timing=getattr(a, "timing", False))
     res["preset_from"] = source
     if chance:
         res["chance"] = {"level": chance, "from": chance_from}
@@ -192,6 +195,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="one JSON document on stdout")
     m.add_argument("--plot", metavar="PNG", help="write loss, forecast band, W and alerts")
     m.add_argument("--all", action="store_true", help="also list info findings")
+    m.add_argument("--timing", action="store_true",
+                   help="also judge the run's time and memory from a CSV/JSONL log's wall-time, "
+                        "step-time, data-wait or memory columns (throughput, memory)")
     m.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when an alert of this severity or worse is found (a CI gate)")
     m.add_argument("--group", nargs="+", metavar="SIBLING",

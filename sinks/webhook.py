@@ -42,6 +42,8 @@ ALERTNAMES = {
     "frozen_loader": "WTwinLossDegradation",
     "chance": "WTwinLossAtChance",
     "behind": "WTwinRunBehindReference",   # daemon/references.py
+    "throughput": "WTwinRunSlowdown",
+    "memory": "WTwinMemoryExhaustion",
 }
 
 

@@ -178,7 +178,8 @@ def today(frame: bytes):
             or (auths is not None and auths.count(auth) != n):
         return None
     items = list(zip(cols["seq"], repeat(None, n), cols["step"], cols["loss"], get("lr") or repeat(NO_LR, n),
-                     get("grad_norm") or repeat(None, n), get("tokens") or repeat(None, n)))
+                     get("grad_norm") or repeat(None, n), get("tokens") or repeat(None, n),
+                     get("ts") or repeat(None, n)))
     return (cols["run"][0], em, auth, batch.base, items)
 
 
