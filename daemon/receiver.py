@@ -107,8 +107,13 @@ class Receiver:
         loop.add_reader(self._monitor.getsockopt(zmq.FD), self.drain_monitor)
 
     def drain_monitor(self) -> None:
-        """Connections come and go: count them, and size the next one's pipe from its
-        share of ``queue_bytes`` (``inbound.rcvhwm``)."""
+        """Connections come and go: count them, and size the pipes from their share of
+        ``queue_bytes`` (``inbound.rcvhwm``): only ever smaller, and only when one
+        arrives. libzmq applies a new ``RCVHWM`` to every live pipe and tells each pipe's
+        peer in the I/O thread; done while connections were closing (on each disconnect
+        of 40 flooding connections) it killed wtwind with a segfault in that thread about
+        one flood in three (issue 38; docs/BENCHMARKS.md). A smaller share stays until
+        restart: the byte bound holds, a lone producer later queues fewer frames."""
         mon = self._monitor
         while mon is not None:
             try:
@@ -120,8 +125,9 @@ class Receiver:
             else:
                 self.disconnects += 1
                 self.connections = max(0, self.connections - 1)
+                continue  # never resized on a disconnect (see above)
             hwm = rcvhwm(self.cfg, self.connections)
-            if hwm != self.hwm:
+            if hwm < self.hwm:
                 self.hwm = hwm
                 self.sock.setsockopt(zmq.RCVHWM, hwm)
 
