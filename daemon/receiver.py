@@ -112,7 +112,7 @@ class Receiver:
         arrives. libzmq applies a new ``RCVHWM`` to every live pipe and tells each pipe's
         peer in the I/O thread; done while connections were closing (on each disconnect
         of 40 flooding connections) it killed wtwind with a segfault in that thread about
-        one flood in three (issue 38; docs/BENCHMARKS.md). A smaller share stays until
+        one flood in three (40 paced connections, 2026-12-06). A smaller share stays until
         restart: the byte bound holds, a lone producer later queues fewer frames."""
         mon = self._monitor
         while mon is not None:
