@@ -19,7 +19,7 @@ under ``noise_gate`` noises). ``warming`` over the first ``warm`` of the referen
 steps; ``no_overlap`` outside them (no extrapolation; a ``behind`` stays as it was);
 ``schedule_differs`` when the lr differs from the reference's by over ``lr_tol`` for
 ``min_points`` updates (a run that sends no lr is compared on its loss alone). ``gate``
-and ``lag``: docs/DETECTION.md, "Reference runs".
+and ``lag``: docs/REFERENCES.md, "The detector".
 
 >>> import random
 >>> rng = random.Random(0)
@@ -65,7 +65,7 @@ OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReferenceConfig:
-    """How far behind, for how long, pages (docs/DETECTION.md, "Reference runs")."""
+    """How far behind, for how long, pages (docs/REFERENCES.md, "The detector")."""
 
     gate: float = 0.02         # a material gap: this fraction of the reference's progress by then
     noise_gate: float = 4.0    # ... and this many of the pair's level noise
