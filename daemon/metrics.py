@@ -25,7 +25,8 @@ from prometheus_client.registry import Collector as _Base
 from wtwin.detect.alert import KINDS, SEVERITIES
 
 from .described import described
-from .run_state import RunState, RunTable
+from .run_state import RunState
+from .run_table import RunTable
 from .stats import Stats
 from .version import __version__
 

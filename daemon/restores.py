@@ -20,7 +20,7 @@ import asyncio
 
 import structlog
 
-from .run_state import RunTable
+from .run_table import RunTable
 from .store import codec
 from .store.store import Store
 

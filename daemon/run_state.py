@@ -1,8 +1,8 @@
 """Per-run state: the run's detectors, its latest values, and its alert lifecycle.
 
 ``RunState.observe(event, now)`` takes one validated wire event and returns the alert
-transitions it caused. ``RunTable`` owns every live run, creates runs on first sight,
-and expires ended and idle ones. One asyncio loop owns all of it: no locks.
+transitions it caused (`run_table.RunTable` holds every live run). One asyncio loop owns
+all of it: no locks.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import math
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -343,63 +343,3 @@ _HANDLERS = {
     "rewind": RunState._on_rewind,
 }
 
-
-class RunTable:
-    def __init__(self, *, preset: str, cooldown_s: float, max_runs: int,
-                 new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True,
-                 **text_limits: int) -> None:
-        """``text_limits``: ``RunState``'s ``max_*`` for every run."""
-        self.text_limits = text_limits
-        self.preset = preset
-        self.keep_history = keep_history
-        self.cooldown_s = cooldown_s
-        self.max_runs = max_runs
-        self.new_watch = new_watch
-        self._runs: dict[str, RunState] = {}
-        self.refused = 0
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def __iter__(self) -> Iterator[RunState]:
-        return iter(self._runs.values())
-
-    def get(self, run: str) -> RunState | None:
-        return self._runs.get(run)
-
-    def get_or_create(self, run: str, now: float, creator=None, force: bool = False) -> RunState | None:
-        """The run ``run``; a new one is charged to ``creator`` (admission.py). ``force``:
-        past ``max_runs`` (a new run of a name whose ended run was archived beside it)."""
-        state = self._runs.get(run)
-        if state is None:
-            if len(self._runs) >= self.max_runs and not force:
-                self.refused += 1
-                return None
-            state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
-                                               now=now, creator=creator, new_watch=self.new_watch,
-                                               keep_history=self.keep_history, **self.text_limits)
-        return state
-
-    def forget(self, run: str) -> RunState | None:
-        return self._runs.pop(run, None)
-
-    def rename(self, run: str, to: str) -> None:
-        """Move the run ``run`` to the name ``to`` (an ended run whose name is used again:
-        `incarnations`)."""
-        state = self._runs.pop(run)
-        state.run = to
-        self._runs[to] = state
-
-    def expire(self, now: float, *, idle_ttl_s: float, ended_ttl_s: float,
-               ended_series_s: float = 0.0) -> list[RunState]:
-        """Ended runs leave after ``ended_ttl_s``, or ``ended_series_s`` if longer for a
-        ``held`` run (its series stay for Prometheus); idle ones after ``idle_ttl_s``."""
-        def ended_for(r: RunState) -> float:
-            return max(ended_ttl_s, ended_series_s) if r.held else ended_ttl_s
-
-        gone = [r for r in self._runs.values()
-                if (r.status != "running" and now - r.last_seen >= ended_for(r))
-                or now - r.last_seen >= idle_ttl_s]
-        for r in gone:
-            del self._runs[r.run]
-        return gone

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.metrics import DeliveryCollector
-from wtwin.sinks.delivery_queue import MemoryOutbox
+from wtwin.sinks.memory_outbox import MemoryOutbox
 
 from .admission import Admission
 from .alert_path import AlertPath, page_group
@@ -33,7 +33,7 @@ from .jobs.service import JobsCollector, SpectralService, watch_factory
 from .metrics import DaemonCollector
 from .receiver import Receiver
 from .restores import Restores
-from .run_state import RunTable
+from .run_table import RunTable
 from .snapshots import Snapshots
 from .stats import Stats
 from .store.metrics import StoreCollector

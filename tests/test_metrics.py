@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from wtwin.daemon.metrics import DaemonCollector
-from wtwin.daemon.run_state import RunTable
+from wtwin.daemon.run_table import RunTable
 from wtwin.daemon.stats import Stats
 
 T0 = 1_700_000_000.0

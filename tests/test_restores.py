@@ -11,7 +11,7 @@ from wtwin.daemon.config import RunsConfig
 from wtwin.daemon.emitter_link import EmitterLink
 from wtwin.daemon.quarantine import Quarantine
 from wtwin.daemon.restores import MAX_HELD_EVENTS, Restores
-from wtwin.daemon.run_state import RunTable
+from wtwin.daemon.run_table import RunTable
 from wtwin.daemon.snapshots import Snapshots
 from wtwin.daemon.stats import Stats
 from wtwin.daemon.store.config import StateConfig

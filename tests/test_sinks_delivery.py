@@ -14,7 +14,7 @@ from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
 from wtwin.sinks.log import LogConfig, LogSink
 from wtwin.sinks.metrics import DeliveryCollector
-from wtwin.sinks.delivery_queue import MemoryOutbox
+from wtwin.sinks.memory_outbox import MemoryOutbox
 from wtwin.sinks.registry import DeliveryConfig
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.routing import RouteConfig

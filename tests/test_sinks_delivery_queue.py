@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 from wtwin.detect.alert import Alert
-from wtwin.sinks.delivery_queue import MemoryOutbox, Outcome
+from wtwin.sinks.delivery_queue import Outcome
+from wtwin.sinks.memory_outbox import MemoryOutbox
 
 
 def _implementations():

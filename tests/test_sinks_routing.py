@@ -8,7 +8,7 @@ import pytest
 
 from wtwin.detect.alert import Alert
 from wtwin.sinks.errors import ConfigError
-from wtwin.sinks.delivery_queue import MemoryOutbox
+from wtwin.sinks.memory_outbox import MemoryOutbox
 from wtwin.sinks.routing import RouteConfig, Router
 
 

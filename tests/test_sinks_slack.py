@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from wtwin.detect.alert import Alert
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
-from wtwin.sinks.delivery_queue import MemoryOutbox
+from wtwin.sinks.memory_outbox import MemoryOutbox
 from wtwin.sinks.retry import RetryPolicy
 from wtwin.sinks.slack import SlackConfig, SlackSink, render
 from http_recorder import SLACK, Recorder, Reply

@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from wtwin.detect.alert import Alert
 from wtwin.sinks.delivery import Delivery
 from wtwin.sinks.errors import ConfigError
-from wtwin.sinks.delivery_queue import MemoryOutbox
+from wtwin.sinks.memory_outbox import MemoryOutbox
 from wtwin.sinks.retry import RetryPolicy
 from http_recorder import Recorder, Reply
 from wtwin.sinks.webhook import WebhookConfig, WebhookSink

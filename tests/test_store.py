@@ -280,7 +280,7 @@ class TestSpectralInTheSnapshot:
     def _service(self, changed):
         from wtwin.daemon.jobs.config import JobsConfig
         from wtwin.daemon.jobs.service import JobsCollector, SpectralService, watch_factory
-        from wtwin.daemon.run_state import RunTable
+        from wtwin.daemon.run_table import RunTable
 
         table = RunTable(preset="pretraining", cooldown_s=0.0, max_runs=10,
                          new_watch=watch_factory(JobsConfig()))

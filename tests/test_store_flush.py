@@ -19,7 +19,7 @@ class TestFlushPacing:
 
         from wtwin.daemon.emitter_link import EmitterLink
         from wtwin.daemon.restores import Restores
-        from wtwin.daemon.run_state import RunTable
+        from wtwin.daemon.run_table import RunTable
         from wtwin.daemon.snapshots import Snapshots
         from wtwin.daemon.stats import Stats
         from wtwin.daemon.store.config import StateConfig

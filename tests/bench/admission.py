@@ -13,7 +13,7 @@ import time
 
 from wtwin.daemon.admission import Admission
 from wtwin.daemon.config import RunsConfig
-from wtwin.daemon.run_state import RunTable
+from wtwin.daemon.run_table import RunTable
 from wtwin.daemon.stats import Stats
 
 
