@@ -20,6 +20,9 @@ from .bounds import INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, VERSI
 _LOSS_KEYS = frozenset(schema.LOSS_KEYS)
 _LOSS_REQUIRED = frozenset(schema.LOSS_REQUIRED)
 _INT_COLUMNS, _NUMBER_COLUMNS, _STR_BOUNDS = schema.LOSS_INTS, schema.LOSS_NUMBERS, schema.LOSS_STRS
+# the loss fields of time and memory: an event with one is not plain (the general checks
+# judge it; a trainer sends them once per logged step at most)
+_TIMED = frozenset(schema.TIMING)
 if len(_LOSS_REQUIRED) != 6:    # plain_loss's "nothing optional" below
     raise ImportError("fast_checks: plain_loss reads 6 required loss fields, schema.py declares "
                       f"{sorted(_LOSS_REQUIRED)}")
@@ -40,6 +43,8 @@ def plain_loss(ev: dict) -> bool:
         return False
     if len(ev) == 6:  # v, type, run, seq, step, loss: nothing optional
         return True
+    if not _TIMED.isdisjoint(ev):
+        return False
     lr, gn, tokens, ts = get("lr", 0.0), get("grad_norm", 0.0), get("tokens", 0.0), get("ts", 0.0)
     em, auth, rank = get("emitter", ""), get("auth", ""), get("rank", 0)
     return (((t := type(lr)) is float or t is int) and not lr < 0 and ((t := type(gn)) is float or t is int)
