@@ -6,8 +6,8 @@ cdef long long NO_STEP
 cdef long long MIN_POINTS
 
 cdef class DivergenceDetector(Detector):
-    cdef readonly object ratio, z, patience, halflife, scale_halflife, warmup
-    cdef double _c_ratio, _c_z, _c_halflife, _c_scale_hl, _c_level, _c_scale
+    cdef readonly object ratio, z, patience, halflife, scale_halflife, warmup, best_halflife
+    cdef double _c_best_hl, _c_ratio, _c_z, _c_halflife, _c_scale_hl, _c_level, _c_scale
     cdef long long _c_patience, _c_warmup
     cdef public double _level, _scale, _best, _dt, _start, _excess
     cdef public long long _first, _last, _since, _points, _n

@@ -9,6 +9,10 @@ margin: a run that diverged is noisy, and letting its noise widen the margin res
 a critical alert while the loss sat at 2.7, up from 0.03. The margin's ``ratio`` is of
 the run's progress (its first level minus its best), not of the loss itself, so an
 offset changes nothing and a loss that fell to 1e-4 does not "run away" at 2e-4.
+A loss not meant to fall (an RL value loss, a GAN's) is judged against its recent best:
+with ``best_halflife`` the best follows the level up at that half-life (steps), so a rise
+over a hundred thousand steps (a GAN generator's 1.0 to 1.5) is no run-away while one
+within a few half-lives still is; ``None`` (the default): the best never forgets.
 
 >>> det = DivergenceDetector()
 >>> hit = next(t for t in range(1, 2000)
@@ -60,16 +64,21 @@ class DivergenceDetector(Detector):
         """A level that ran away from its best (critical, before the gate)."""
         return Verdict("divergence", self.active, "critical", self.level - self.best,
                        self.halflife, None, {"level": self.level, "best": self.best})
-    ARGS = ("ratio", "z", "patience", "halflife", "scale_halflife", "warmup")
+    ARGS = ("ratio", "z", "patience", "halflife", "scale_halflife", "warmup", "best_halflife")
     STATE = ("_level", "_scale", "_best", "_first", "_last", "_since", "_points", "_dt", "_start",
              "_excess", "_n")
     OPTIONAL = ("_level", "_first", "_last", "_since", "_start")
 
     def __init__(self, *, ratio: float = 0.1, z: float = 30.0, patience: int = 20,
-                 halflife: float = 10.0, scale_halflife: float = 200.0, warmup: int = 100) -> None:
+                 halflife: float = 10.0, scale_halflife: float = 200.0, warmup: int = 100,
+                 best_halflife: float | None = None) -> None:
         for n, v in (("ratio", ratio), ("z", z), ("halflife", halflife),
                      ("scale_halflife", scale_halflife)):
             positive(n, v)
+        if best_halflife is not None:
+            positive("best_halflife", best_halflife)
+        self.best_halflife = best_halflife
+        self._c_best_hl = -1.0 if best_halflife is None else float(best_halflife)
         for n, v in (("patience", patience), ("warmup", warmup)):
             check(isinstance(v, int) and v >= 0, n, v, "an int >= 0 (steps)")
         self.ratio, self.z, self.patience = ratio, z, patience
@@ -135,6 +144,9 @@ class DivergenceDetector(Detector):
         best = self._best
         if level < best:
             best = self._best = level
+        elif self._c_best_hl > 0.0:     # a recent best: it follows the level up
+            hs = self._c_best_hl if self._c_best_hl > few else few
+            best = self._best = level - (level - best) * gap_decay(dt, usual, hs)
         if self._start != self._start:    # restored from a snapshot of before 2026-12-03
             self._start = level
         margin = self._c_ratio * max(self._start - best, 0.0)

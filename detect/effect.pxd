@@ -8,6 +8,7 @@ cdef class EffectDetector(Detector):
     # constructor arguments, as given (repr, clone): read into typed locals where used
     cdef readonly object gate, jump_gate, stall_gate, rho, halflife, min_points, wobble_samples
     cdef readonly object start_points, clip
+    cdef readonly bint falls
     cdef double _c_tau, _c_g                             # cache: the per-step weight
     cdef public long long _n, _first, _last, _k, _kw
     cdef public double _dt, _noise, _prev, _level, _fast, _start, _best, _next

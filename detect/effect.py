@@ -37,7 +37,9 @@ jump: a sustained spike, a resume's jump), with
 ``unit = max(rho * progress, wobble)``: it must be a material fraction of the run's own
 progress *and* several times its own low-frequency wobble. Both are differences of
 losses, so an offset changes nothing and a scale changes both sides alike; a loss that
-fell from 1 to 1e-4 has a progress of ~1, so a change of 1e-4 is never a page.
+fell from 1 to 1e-4 has a progress of ~1, so a change of 1e-4 is never a page. A loss
+that is not meant to fall (``falls=False``, the ``stationary`` preset: an RL value loss, a
+GAN's) has no progress to measure against: its unit is its own wobble alone.
 A stall (``plateau`` slowdown) pages only when its shortfall passes ``gate`` *and* the
 decline its earlier pace promised since the onset is over ``stall_gate`` times what the
 level did fall: a run that merely slowed down keeps a good part of its decline.
@@ -100,7 +102,7 @@ class EffectDetector(Detector):
     def see(self, p) -> None:
         self.feed(p.s, p.x, p.judging, p.l_pred, p.lr)
     ARGS = ("gate", "jump_gate", "stall_gate", "rho", "halflife", "min_points",
-            "wobble_samples", "start_points", "clip")
+            "wobble_samples", "start_points", "clip", "falls")
     STATE = ("_n", "_first", "_last", "_dt", "_noise", "_prev", "_level", "_fast", "_start",
              "_best", "_lags", "_next", "_k", "_kw", "_pred_best", "_lr_peak", "_lr_low",
              "_devs", "_wob", "_lr_up")
@@ -110,9 +112,11 @@ class EffectDetector(Detector):
                  rho: float = 0.0025,
                  halflife: float = 100.0,
                  min_points: int = 8, wobble_samples: int = 16, start_points: int = 10,
-                 clip: float = 4.0) -> None:
+                 clip: float = 4.0, falls: bool = True) -> None:
         for n in ("gate", "jump_gate", "rho", "halflife", "clip"):
             positive(n, locals()[n])
+        check(isinstance(falls, bool), "falls", falls, "a bool (is the loss meant to fall?)")
+        self.falls = falls
         check(isinstance(stall_gate, (int, float)) and not isinstance(stall_gate, bool)
               and stall_gate >= 1.0, "stall_gate", stall_gate,
               "a float >= 1 (expected decline over observed)")
@@ -249,7 +253,7 @@ class EffectDetector(Detector):
         progress = max(self._start - self._best, 0.0) if self._best < INF else 0.0
         wobble = self._wob / (0.3186 * 4.4721)     # sd of the level, from |3rd difference|
         noise = 0.8862 * self._noise               # sd from E|x_t - x_t-1| = 2 sd / sqrt(pi)
-        rho = self.rho
+        rho = self.rho if self.falls else 0.0
         unit = max(rho * progress, self._wobble(wobble, noise))
         return _new(EffectState, (step, self._level, progress, wobble, unit, noise))
 
@@ -284,8 +288,9 @@ class EffectDetector(Detector):
 
     @property
     def progress(self) -> float:
-        """How far the run has come, ``start - best``: ``state().progress`` without a state."""
-        return self._progress() if self._first != NO_STEP else 0.0
+        """How far the run has come, ``start - best``: ``state().progress`` without a state
+        (0 for a loss not meant to fall: its pages say their size in loss units alone)."""
+        return self._progress() if self._first != NO_STEP and self.falls else 0.0
 
     @property
     def unit(self) -> float:
@@ -299,7 +304,7 @@ class EffectDetector(Detector):
     def _unit(self) -> float:
         """``state().unit``: max(rho * progress, wobble), one point's scatter until the
         wobble is measured (the sds as in `state`)."""
-        rho = self.rho
+        rho = self.rho if self.falls else 0.0
         return max(rho * self._progress(),
                    self._wobble(self._wob / (0.3186 * 4.4721), 0.8862 * self._noise))
 

@@ -45,6 +45,19 @@ PRESET_PARAMS = {
         "overfit": {"patience": 2},
         "resume_jump": {},
     },
+    # a loss not meant to fall (an RL value or policy loss, a GAN's, a contrastive loss at
+    # equilibrium): judged in units of its own wobble, on run-aways against its recent
+    # best and on sustained jumps; no forecast, drift or plateau pages (`rules.judge`)
+    "stationary": {
+        "effect": {"falls": False},
+        "forecast": {},
+        "rise": {},
+        "spike": {},
+        "divergence": {"best_halflife": 3000.0, "z": 40.0},
+        "plateau": {},
+        "overfit": {},
+        "resume_jump": {},
+    },
     "custom": PRETRAINING,
 }
 

@@ -111,16 +111,24 @@ def schedule(a, p) -> None:
 def judging(a, p) -> bool:
     """Is a verdict of the loss level active (the `effect` level then holds its yardsticks)?"""
     pl = a.pl
+    if not a.ef.falls:
+        return a.dv.active or a.sp.active
     return (p.fc_alert or a.dv.active or a.sp.active or a.rising
             or (pl.active and pl.rule not in NO_LEARNING))
 
 
 def judge(a, p) -> None:
-    """The named rules, in order (the module's docstring says why each comes where)."""
+    """The named rules, in order (the module's docstring says why each comes where). A
+    loss that is not meant to fall (`effect.falls`: an RL value loss, a GAN's) is judged
+    on its run-aways and sustained jumps alone, in units of its own wobble: its drifts and
+    plateaus are its nature (a GAN generator's loss rises as its discriminator learns)."""
     timing(a, p, a.tp, "throughput", _TP)
     timing(a, p, a.mem, "memory", _MEM)
     divergence(a, p)
     spike(a, p)
+    if not a.ef.falls:
+        own_pages(a, p)
+        return
     slowdown_name(a, p)
     drift_due(a, p)
     plateau(a, p)

@@ -41,7 +41,8 @@ RUN_END_STATUSES = ("completed", "failed", "killed", "stopped")
 # run_start.kind (what the trainer says the run is) -> the detector preset the daemon uses
 # when run_start names none. Any other kind is accepted and kept; it selects nothing.
 KIND_PRESETS = {"pretraining": "pretraining", "continued_pretraining": "adaptive_pretraining",
-                "finetuning": "finetuning"}
+                "finetuning": "finetuning", "rl": "stationary", "gan": "stationary",
+                "contrastive": "stationary", "stationary": "stationary"}
 CHECKPOINT_FORMATS = ("torch", "safetensors")
 CHECKPOINT_WANTS = ("analyze", "project")
 

@@ -1,7 +1,8 @@
 """What ``wtwin monitor`` says around the detectors' verdict: the preset when none is
 named, caveats when a log is too short to judge, and the exit status for ``--fail-on``.
 
-The preset: ``--preset`` always wins. A Hugging Face ``trainer_state.json`` that looks
+The preset: ``--preset`` always wins, then ``--kind`` (what the run is: ``rl``, ``gan``,
+``contrastive`` are losses not meant to fall, ``stationary``). A Hugging Face ``trainer_state.json`` that looks
 like a fine-tune (at most ``FINETUNE_MAX_STEPS`` steps, first loss below
 ``PRETRAINED_START``: the model did not start from scratch) gets ``finetuning``. Every
 other log, CSV above all, gets ``pretraining``, as before.
@@ -10,6 +11,8 @@ other log, CSV above all, gets ``pretraining``, as before.
 from __future__ import annotations
 
 import math
+
+from wtwin.emitters.wire import KIND_PRESETS
 
 FINETUNE_MAX_STEPS = 20_000
 PRETRAINED_START = 7.0  # a language model from scratch starts near ln(vocab), 10 or more
@@ -20,10 +23,14 @@ def is_trainer_state(meta: dict) -> bool:
     return isinstance(meta.get("global_step"), int) and "max_steps" in meta
 
 
-def choose_preset(log, explicit: str | None) -> tuple[str, str]:
-    """(preset, where it comes from: ``--preset``, ``trainer_state.json`` or ``default``)."""
+def choose_preset(log, explicit: str | None, kind: str | None = None) -> tuple[str, str]:
+    """(preset, where it comes from: ``--preset``, ``--kind``, ``trainer_state.json`` or
+    ``default``). ``kind``: what the run is, as a trainer's ``run_start`` says it
+    (`wire.KIND_PRESETS`: ``rl``, ``gan`` and ``contrastive`` pick ``stationary``)."""
     if explicit:
         return explicit, "--preset"
+    if kind and kind in KIND_PRESETS:
+        return KIND_PRESETS[kind], "--kind"
     if not is_trainer_state(log.meta):
         return "pretraining", "default"
     steps = log.meta.get("max_steps") or log.meta["global_step"]

@@ -26,6 +26,7 @@ import sys
 
 from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
+from wtwin.emitters.wire import KIND_PRESETS
 
 from . import checks, plot, progress, references, stops
 from .chance_level import chance_level
@@ -109,7 +110,7 @@ def analyse(log, a, refs=()) -> dict:
     for ``--plot``). `_monitor` reads, analyses and renders; tests/bench/monitor_1m.py
     times the three apart with these same functions. ``refs``: reference runs
     (`ReferenceCurve`), whose ``behind`` pages join the alerts."""
-    preset, source = checks.choose_preset(log, a.preset)
+    preset, source = checks.choose_preset(log, a.preset, getattr(a, "kind", None))
     chance, chance_from = chance_level(a.path, getattr(a, "classes", None), getattr(a, "chance", None))
     shown = progress.with_progress(log, progress.wanted(a.json))
     res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all, chance=chance,
@@ -188,6 +189,10 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--preset", choices=list(PRESETS),
                    help="detector preset (default: pretraining; finetuning for a trainer_state.json "
                         "that looks like a fine-tune)")
+    m.add_argument("--kind", choices=sorted(KIND_PRESETS),
+                   help="what the run is, as a trainer's run_start says it: picks the preset "
+                        "when --preset is not given (rl, gan, contrastive: stationary, a loss "
+                        "not meant to fall)")
     m.add_argument("--loss-col",
                    help="column, TensorBoard scalar tag or W&B metric to use as the training loss")
     m.add_argument("--run", help="in a TensorBoard logdir of several runs, the run to read "
