@@ -61,6 +61,11 @@ from .tracker import Tracker
 
 _WEIGHT_FILES = (("model.safetensors", "safetensors"), ("pytorch_model.bin", "torch"))
 
+# the training arguments of TRL's online RL trainers: their loss is a policy or value loss
+# (GRPO's is about beta x KL), not meant to fall, so the run is sent as kind "rl" (the
+# `stationary` preset) when no preset is named
+RL_ARGS = ("GRPOConfig", "PPOConfig", "RLOOConfig", "OnlineDPOConfig")
+
 
 class WTwinCallback(FrameworkCallback, TrainerCallback):
     def __init__(self, run: str | None = None, endpoint: str | None = None, *,
@@ -101,9 +106,11 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
         classes = classes_of(type(model).__name__, getattr(model, "config", None))
         if classes:     # the loss at chance is ln(classes): the daemon's `chance` detector
             config["classes"] = classes
-        # no preset named: a model loaded from pretrained weights is being fine-tuned
+        # no preset named: TRL's online RL trainers' loss is not meant to fall (`RL_ARGS`);
+        # a model loaded from pretrained weights is being fine-tuned
         origin = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
-        kind = "finetuning" if origin else "pretraining"
+        kind = ("rl" if type(args).__name__ in RL_ARGS else
+                "finetuning" if origin else "pretraining")
         self.tracker = Tracker(endpoint=self.endpoint, run=self.run, preset=self.preset, kind=kind,
                                embedded=self.embedded, emitter=self.emitter, wandb=self.wandb,
                                on_alert=self._on_alert, config=config, monitor=self.monitor,

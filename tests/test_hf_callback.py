@@ -245,6 +245,13 @@ class TestKind:
         assert preset("") == "pretraining"
         assert preset("gpt2", preset="pretraining") == "pretraining"
 
+        class GRPOConfig(Args):     # TRL's online RL trainer's arguments, by their name
+            pass
+
+        Args = GRPOConfig   # noqa: N806
+        assert preset("gpt2") == "stationary"
+        assert preset("gpt2", preset="finetuning") == "finetuning"
+
 
 class TestSecretOutsideOutputDir:
     """push_to_hub uploads output_dir: the run secret never stays there (issue 23, 24)."""
