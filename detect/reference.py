@@ -18,8 +18,14 @@ pages. It resolves when the gap is back within the pair's noise (``units < gate 
 under ``noise_gate`` noises). ``warming`` over the first ``warm`` of the reference's
 steps; ``no_overlap`` outside them (no extrapolation; a ``behind`` stays as it was);
 ``schedule_differs`` when the lr differs from the reference's by over ``lr_tol`` for
-``min_points`` updates (a run that sends no lr is compared on its loss alone). ``gate``
-and ``lag``: docs/REFERENCES.md, "The detector".
+``min_points`` updates (a run that sends no lr is compared on its loss alone). Against
+such a sibling only a far gap pages (``lr_far``, ``lr_lag``), or one the run no longer
+closes: *stuck*, over ``lr_stuck`` of the reference's progress behind while its own level
+fell less than ``stuck_keep`` x the gap over the last half of its steps, from
+``stuck_warm`` of the reference's steps (a sweep's lr 1e-1 member sat at 4.7 from step 120
+while its lr 3e-3 sibling fell to 1.6; a member at a tenth of the lr is slower, but it
+keeps falling; before ``stuck_warm`` a slow start looks the same). ``gate`` and ``lag``:
+docs/REFERENCES.md, "The detector".
 
 >>> import random
 >>> rng = random.Random(0)
@@ -48,8 +54,9 @@ except ImportError:            # no Cython: the pure build runs (compiled/cython
 if not cython.compiled:       # compiled: libc's, cimported in reference.pxd
     from math import fabs, isfinite, sqrt
 
-from .errors import ConfigError, check
+from .errors import ConfigError
 from .finding import Finding
+from .reference_config import ReferenceConfig
 from .reference_curve import ReferenceCurve
 
 __all__ = ["ReferenceConfig", "ReferenceCurve", "ReferenceTracker", "ReferenceVerdict", "STATES"]
@@ -63,40 +70,15 @@ STATES = ("ok", "behind", "schedule_differs", "no_overlap", "warming")
 OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ReferenceConfig:
-    """How far behind, for how long, pages (docs/REFERENCES.md, "The detector")."""
-
-    gate: float = 0.02         # a material gap: this fraction of the reference's progress by then
-    noise_gate: float = 4.0    # ... and this many of the pair's level noise
-    halflife: float = 50.0     # steps: the levels compared are EWMAs with this half-life
-    lag: float = 0.375         # ... and more than the reference fell in the last ``lag`` of its steps
-    warm: float = 0.05         # not judged before this fraction of the reference's steps
-    persist: float = 0.02      # the gap must hold over this fraction of the steps so far ...
-    min_points: int = 3        # ... and this many updates (and the lr this many to differ)
-    lr_tol: float = 0.1        # |lr - lr_ref| / lr_ref above this: a different schedule
-    lr_far: float = 1.25       # another lr: behind by this fraction of the reference's progress ...
-    lr_lag: float = 0.75       # ... and more than it fell in the last ``lr_lag`` of its steps
-    start_points: int = 10     # the reference's start: its highest loss among these first points
-
-    def __post_init__(self) -> None:
-        num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)   # noqa: E731
-        for n in ("gate", "noise_gate", "halflife", "lr_tol", "lr_far"):
-            check(num(getattr(self, n)) and getattr(self, n) > 0, n, getattr(self, n), "a number > 0")
-        for n in ("warm", "persist", "lag", "lr_lag"):
-            check(num(getattr(self, n)) and 0 <= getattr(self, n) < 1, n, getattr(self, n),
-                  "a fraction in [0, 1)")
-        for n in ("min_points", "start_points"):
-            v = getattr(self, n)
-            check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, n, v, "an int >= 1")
-
-
 # the tracker's learned state (`snapshot`): every field but the references' and the config's
 _STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt", "_level", "_prev",
           "_scat", "_gx", "_gprev", "_wander", "_gap", "_units", "_spread", "_state", "_worst",
           "_resolved", "_cond", "_still", "_cur", "_curl", "_lrbad", "_lv_now", "_sched", "_lrnow",
-          "_lrref")
-# (``_sched``, ``_lrnow``, ``_lrref`` came later: a snapshot without them keeps their fresh values)
+          "_lrref", "_hx", "_hlv", "_fall", "_stuck")
+# (``_sched``, ``_lrnow``, ``_lrref`` and the run's own history ``_hx``..``_stuck`` came
+# later: a snapshot without them keeps their fresh values)
+HIST_STEP = cython.declare(cython.double, 1.1)   # the run's own levels, kept every 10% of x
+HIST_MAX = cython.declare(cython.Py_ssize_t, 512)   # ... at most this many (steps to 2^63: 460)
 
 
 def _plain(v):
@@ -144,6 +126,7 @@ class ReferenceTracker:
         self._c_hl, self._c_persist, self._c_lrtol = config.halflife, config.persist, config.lr_tol
         self._c_minpts, self._c_lag, self._c_warm = config.min_points, config.lag, config.warm
         self._c_far, self._c_lrlag = config.lr_far, config.lr_lag
+        self._c_stuck, self._c_keep, self._c_swarm = config.lr_stuck, config.stuck_keep, config.stuck_warm
         self._c_tau = config.halflife / math.log(2.0)
         self._xs, self._lv, self._lr = [], [], []
         self._names, self._noise, self._start = [], [], []
@@ -168,6 +151,8 @@ class ReferenceTracker:
         self._state, self._resolved, self._worst = WARMING, False, 0
         self._gap, self._units, self._step, self._cstep = NAN, NAN, 0, 0
         self._spread, self._cond, self._still = 0.0, False, False
+        self._hx, self._hlv = [], []           # the run's own level, every `HIST_STEP` of x
+        self._fall, self._stuck = NAN, False   # its fall over the last half of x; stuck?
 
     def update(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> ReferenceVerdict:
         """Feed one point of the live run; the comparison at it."""
@@ -187,6 +172,7 @@ class ReferenceTracker:
             return self._state
         self._level_in(float(step), loss)
         self._step = step
+        self._own(x)
         k = self._compare(x, lr)
         if k != OK:                            # not judged: a behind stays (no news)
             self._since, self._held = NO_STEP, 0
@@ -230,6 +216,21 @@ class ReferenceTracker:
         self._prev = loss
         self._scat = d if self._n == 2 else 0.98 * self._scat + 0.02 * d
 
+    @cython.locals(n=cython.Py_ssize_t, j=cython.Py_ssize_t, half=cython.double)
+    def _own(self, x: float) -> None:
+        """Keep the run's own level every `HIST_STEP` of ``x`` (log-spaced: a few hundred
+        entries over any run), and its fall since half of ``x`` (``_fall``)."""
+        n = len(self._hx)
+        if x > 0.0 and (n == 0 or x >= HIST_STEP * self._hx[n - 1]):
+            if n >= HIST_MAX:       # a hostile axis (tokens from 1e-300): every other one
+                del self._hx[::2]
+                del self._hlv[::2]
+            self._hx.append(x)
+            self._hlv.append(self._level)
+        half = 0.5 * x
+        j = bisect_right(self._hx, half) - 1
+        self._fall = self._hlv[j] - self._level if j >= 0 and self._hx[0] < half else NAN
+
     @cython.locals(xs=list, lv=list, n=cython.int, j=cython.int, x0=cython.double,
                    x1=cython.double, w=cython.double)
     def _at(self, i: int, x: float, cur: list, ys: list) -> float:
@@ -256,7 +257,8 @@ class ReferenceTracker:
                    worst=cython.double, s=cython.double, s2=cython.double, xl=cython.double,
                    lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
                    ok=cython.bint, still=cython.bint, eff=cython.double, st=cython.double,
-                   nz=cython.double, nref=cython.int, other=cython.bint, bar=cython.double)
+                   nz=cython.double, nref=cython.int, other=cython.bint, bar=cython.double,
+                   stuck=cython.bint, fall=cython.double, own=cython.double)
     def _compare(self, x: float, lr: float) -> int:
         """The gap to each reference at ``x``; the state it allows (OK: judged, with
         ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
@@ -295,6 +297,8 @@ class ReferenceTracker:
         # the level at step s stands for step s - tau (tau: its weights' mean age): the lag
         # is measured on that effective step, so a young run's smoothing is not a lag
         eff = 1.0 - self._c_tau / self._step if self._step > self._c_tau else 0.0
+        fall = self._fall
+        self._stuck = False
         for i in range(nref):
             lv = self._lv_now[i]
             if not isfinite(lv):
@@ -308,11 +312,18 @@ class ReferenceTracker:
             xs = self._tok[i] if self._by_tokens == 1 else self._xs[i]
             lag = self._at(i, xl if xl > xs[0] else xs[0], self._curl, self._lv) - lv
             nz = self._noise[i]
-            noise = sqrt(live * live + nz * nz + self._wander * self._wander + self._spread * self._spread)
-            ok = ok and u > bar and gap > lag and gap > self._c_ngate * noise
-            still = still and u > 0.5 * bar and gap > self._c_ngate * noise
+            own = live * live + nz * nz + self._spread * self._spread
+            noise = sqrt(own + self._wander * self._wander)
+            # another lr: stuck, the gap material and the run no longer closing it; the gap's
+            # wander is no noise here (a stuck run's gap to a falling sibling wanders by design)
+            stuck = (other and u > self._c_stuck and fall < self._c_keep * gap
+                     and x >= xs[0] + self._c_swarm * (xs[len(xs) - 1] - xs[0])
+                     and gap > self._c_ngate * sqrt(own))
+            ok = ok and (stuck or (u > bar and gap > lag and gap > self._c_ngate * noise))
+            still = still and (stuck or (u > 0.5 * bar and gap > self._c_ngate * noise))
             if u > worst:
                 worst, self._worst, self._gap, self._units = u, i, gap, u
+                self._stuck = stuck
         self._cond, self._still, self._cstep = ok, still, self._step
         return OK
 
@@ -373,6 +384,10 @@ class ReferenceTracker:
                f"({abs(units):.0%} of {name}'s progress by then)")
         if self._cstep != self._step:
             msg += f"; not compared since (step {self._step:,})"
+        if self._stuck and state == "behind":
+            half = f"the last half of its {'tokens' if self._by_tokens == 1 else 'steps'}"
+            msg += (f", and it fell only {self._fall:.2g} over {half}: stuck" if self._fall > 0.0
+                    else f", and it has not fallen over {half}: stuck")
         if isfinite(self._lrref[self._worst]):
             msg += f"; lr differs{self._lrs(self._worst)}"
         elif self._sched:

@@ -10,6 +10,9 @@ is one ``change`` against the baseline:
 - ``bf16_weights``: the model and Adam's state in bfloat16, no fp32 master weights (late
   updates, smaller than a weight's bf16 resolution, are lost);
 - ``lr_half``: the lr schedule at half its height;
+- ``lr_tenth``, ``lr_stuck`` (a sweep's members, `SWEEP`, not in `pairs`): the schedule at a
+  tenth of its height (slower, still learning) and at 250x (Adam at a peak of 0.5: the
+  loss rises from 1.5 to about 2.0 in its first 200 steps and stays there, stuck);
 - ``label_noise``: 20% of the training labels replaced by random ones (fixed per seed);
 - ``resumed``: at step ``RESUME`` the run restarts from its checkpoint of ``REWIND``
   steps earlier with a fresh optimizer (no Adam moments), its step counter and lr
@@ -39,6 +42,8 @@ ONSET = {"resumed": RESUME}   # where a change starts (the others: step 1)
 # changes that must stay silent: a seed, and CPU autocast, which does not make this MLP
 # slower (against fp32 of the same seed the last 200 steps average the same loss to 5e-4)
 SAME = ("seed", "bf16", "fp16")
+SWEEP = ("lr_tenth", "lr_stuck")       # an lr sweep's members: `sweep_cases`
+PEAK = {"lr_half": LR / 2, "lr_tenth": LR / 10, "lr_stuck": LR * 250}
 BASE_SEEDS = tuple(range(21))          # 21 runs: 20 consecutive seed-only pairs
 CHANGE_SEEDS = tuple(range(100, 105))  # 5 runs a change, each against a base of another seed
 
@@ -50,7 +55,7 @@ def cache_dir() -> Path:
 
 def lr_at(step: int, change: str = "base") -> float:
     """The schedule: linear warm-up over ``WARMUP`` steps, cosine to LR/10 at STEPS."""
-    peak = LR / 2 if change == "lr_half" else LR
+    peak = PEAK.get(change, LR)
     if step <= WARMUP:
         return peak * step / WARMUP
     t = (step - WARMUP) / (STEPS - WARMUP)
@@ -65,8 +70,8 @@ def train(change: str, seed: int, steps: int = STEPS) -> list[tuple[int, float, 
     import torch
     from sklearn.datasets import load_digits
 
-    if change not in CHANGES:
-        raise ValueError(f"change must be one of {CHANGES}, got {change!r}")
+    if change not in CHANGES + SWEEP:
+        raise ValueError(f"change must be one of {CHANGES + SWEEP}, got {change!r}")
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     X, y = load_digits(return_X_y=True)
@@ -200,6 +205,15 @@ def own_cases(use_lr: bool = True):
         rows = load(*live)
         yield ("own", "equal" if change in SAME else "hurt", f"{live[0]}_s{live[1]}", rows,
                [curve(f"{ref[0]}_s{ref[1]}", load(*ref), use_lr)], ONSET.get(change, 1))
+
+
+def sweep_cases(changes=("lr_half",) + SWEEP):
+    """``(change, name, rows, reference)``: each sweep member of `CHANGE_SEEDS` against a
+    baseline at the full lr of another seed, both lrs sent (a sweep's group)."""
+    for change in changes:
+        for i, s in enumerate(CHANGE_SEEDS):
+            yield (change, f"{change}_s{s}", load(change, s),
+                   curve(f"base_s{BASE_SEEDS[i]}", load("base", BASE_SEEDS[i])))
 
 
 def shared_cases():

@@ -126,6 +126,41 @@ class TestSchedule:
         assert first(half) is None and half[-1].state == "schedule_differs"
         assert "(0.0005 vs 0.001)" in half[-1].message and "compared only for a gap over 125%" in half[-1].message
 
+    def test_a_sweep_member_stuck_high_at_another_lr_pages_stuck(self):
+        """Issue 36: a small LM at lr 1e-1 stuck at 4.7 from step 120 while its lr 3e-3
+        sibling fell to 1.6: 37% of the sibling's progress behind (under ``lr_far``), but
+        its own level no longer falls: stuck, once the gap passes ``lr_stuck`` of the
+        sibling's progress (step ~1,100 here), at least ``stuck_warm`` into its steps."""
+        lm = lambda s: 1.6 + 8.8 * (1 + s / 40) ** -0.6             # noqa: E731
+        ref = curve(0, f=lm, lrs=[3e-3] * len(STEPS))
+        stuck = run([ref], 1, f=lambda s: max(lm(s), 4.7), lr=lambda s: 1e-1)
+        at = first(stuck)
+        assert at is not None and 600 <= at <= 1200, at
+        page = stuck[at - 1]
+        assert page.units < ReferenceConfig().lr_far
+        assert "over the last half of its steps: stuck" in page.message
+        assert page.message.endswith("lr differs (0.1 vs 0.003)"), page.message
+        assert stuck[-1].state == "behind"
+
+    def test_a_slower_member_that_keeps_falling_is_not_stuck(self):
+        lm = lambda s: 1.6 + 8.8 * (1 + s / 40) ** -0.6             # noqa: E731
+        ref = curve(0, f=lm, lrs=[3e-3] * len(STEPS))
+        slow = run([ref], 1, f=lambda s: lm(s / 10), lr=lambda s: 3e-4)    # ten times slower
+        assert first(slow) is None and slow[-1].state == "schedule_differs"
+
+    def test_the_runs_own_history_stays_bounded(self):
+        """Log-spaced, at most ``HIST_MAX``, whatever the axis a client sends."""
+        n = 1700                                  # 1.5 ** 1700: 1e299
+        ref = curve(0, steps=range(1, n + 1), tokens=[1e-300 * 1.5 ** i for i in range(n)])
+        tr = ReferenceTracker([ref])
+        for i in range(n):
+            tr.update(i + 1, 3.0, tokens=1e-300 * 1.5 ** i)
+        assert 0 < len(tr._hx) <= 512 and len(tr._hx) == len(tr._hlv)
+        tr = ReferenceTracker([curve(0)])
+        for s in range(0, 200_000, 7):
+            tr.update(s, 3.0)
+        assert len(tr._hx) < 130
+
     def test_the_same_schedule_is_compared(self):
         lr_ref = lambda s: 1e-3 * (1 - s / 4000)   # noqa: E731
         ref = curve(0, lrs=[lr_ref(s) for s in STEPS])
@@ -268,6 +303,32 @@ class TestOwnRuns:
             tr = ReferenceTracker([base])
             peak = max((u for u in (tr.update(s, x, lr).units for s, x, lr in rows) if u == u), default=0.0)
             assert 0.4 < peak < 0.625, (seed, peak)
+
+
+    def test_a_sweeps_stuck_members_page_and_its_slow_members_do_not(self):
+        """The evidence for the stuck rule: against a baseline at the full lr (both lrs
+        sent), the lr x250 members (stuck near 2.0) page "stuck" by a quarter of the
+        run; the lr/2 and lr/10 members, which keep falling, never page, and from
+        ``stuck_warm`` on their own fall over the last half of their steps stays at least
+        twice ``stuck_keep`` x their gap (0.25 of it at the least)."""
+        pytest.importorskip("torch")
+        pytest.importorskip("sklearn")
+        sys.path.insert(0, str(Path(__file__).parent))
+        import reference_runs as R
+
+        cfg = ReferenceConfig()
+        for change, name, rows, ref in R.sweep_cases():
+            tr, first_at, msg, least = ReferenceTracker([ref]), None, "", math.inf
+            for s, x, lr in rows:
+                v = tr.update(s, x, lr)
+                if first_at is None and v.state == "behind":
+                    first_at, msg = s, v.message
+                if s >= cfg.stuck_warm * R.STEPS and v.units > cfg.lr_stuck and tr._gap > 0:
+                    least = min(least, tr._fall / tr._gap)
+            if change == "lr_stuck":
+                assert first_at is not None and first_at <= R.STEPS // 4 and "stuck" in msg, (name, first_at)
+            else:
+                assert first_at is None and least >= 2 * cfg.stuck_keep, (name, first_at, least)
 
 
 class TestCalibration:
