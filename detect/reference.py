@@ -77,8 +77,8 @@ _STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt",
           "_lrref", "_hx", "_hlv", "_fall", "_stuck")
 # (``_sched``, ``_lrnow``, ``_lrref`` and the run's own history ``_hx``..``_stuck`` came
 # later: a snapshot without them keeps their fresh values)
-HIST_STEP = cython.declare(cython.double, 1.1)   # the run's own levels, kept every 10% of x
-HIST_MAX = cython.declare(cython.Py_ssize_t, 512)   # ... at most this many (steps to 2^63: 460)
+HIST_STEP = cython.declare(cython.double, 1.25)   # the run's own levels, kept every 25% of x
+HIST_MAX = cython.declare(cython.Py_ssize_t, 256)   # ... at most this many (steps to 2^63: 196)
 
 
 def _plain(v):

@@ -155,11 +155,11 @@ class TestSchedule:
         tr = ReferenceTracker([ref])
         for i in range(n):
             tr.update(i + 1, 3.0, tokens=1e-300 * 1.5 ** i)
-        assert 0 < len(tr._hx) <= 512 and len(tr._hx) == len(tr._hlv)
+        assert 0 < len(tr._hx) <= 256 and len(tr._hx) == len(tr._hlv)
         tr = ReferenceTracker([curve(0)])
         for s in range(0, 200_000, 7):
             tr.update(s, 3.0)
-        assert len(tr._hx) < 130
+        assert len(tr._hx) < 60
 
     def test_the_same_schedule_is_compared(self):
         lr_ref = lambda s: 1e-3 * (1 - s / 4000)   # noqa: E731
