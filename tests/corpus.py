@@ -47,9 +47,8 @@ def _group(name: str, repo: str) -> str:
     return repo or name
 
 
-def entries(own: bool = True) -> list[Entry]:
-    """Every log of the corpus (and our own runs); empty when ../shared is absent."""
-    out = []
+def manifest_rows():
+    """``(path, row)`` of every log the manifests of ../shared/data list and that exists."""
     for folder in FOLDERS:
         man = SHARED / folder / "manifest.csv"
         if not man.exists():
@@ -57,10 +56,18 @@ def entries(own: bool = True) -> list[Entry]:
         with open(man) as fh:
             for r in csv.DictReader(fh):
                 path = SHARED / folder / r["file"]
-                if not path.exists() or r.get("kind") in NOT_MEANT_TO_FALL:
-                    continue
-                preset = PRESET_OF_KIND.get(r.get("kind", ""), "pretraining")
-                out.append(Entry(r["file"], path, r["label"], _group(r["file"], r["repo"]), preset))
+                if path.exists():
+                    yield path, r
+
+
+def entries(own: bool = True) -> list[Entry]:
+    """Every log of the corpus (and our own runs); empty when ../shared is absent."""
+    out = []
+    for path, r in manifest_rows():
+        if r.get("kind") in NOT_MEANT_TO_FALL:
+            continue
+        preset = PRESET_OF_KIND.get(r.get("kind", ""), "pretraining")
+        out.append(Entry(r["file"], path, r["label"], _group(r["file"], r["repo"]), preset))
     if own:
         from own_runs import RUNS
         out += [Entry(n, None, "clean", "own:load_digits", p) for n, p in RUNS.items()]

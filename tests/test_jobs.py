@@ -109,9 +109,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=3.0), results.append, job_fn=_slow_then_run_sleepy)
-            runner.submit("slow", {"step": 1, "path": path, "want": ["sleep"], "seconds": 60})
-            runner.submit("fast", _event(2, path))
+            runner = _slow_job_then(3.0, results, path, "fast")
             await _until(lambda: len(results) == 2, timeout=90)
             await runner.aclose()
 
@@ -166,9 +164,7 @@ class TestJobRunner:
         path = _save(tmp_path / "a.pt")
 
         async def main():
-            runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=600), results.append, job_fn=_slow_then_run_sleepy)
-            runner.submit("slow", {"step": 1, "path": path, "want": ["sleep"], "seconds": 120})
-            runner.submit("queued", _event(2, path))
+            runner = _slow_job_then(600, results, path, "queued")
             await _until(lambda: runner.stats().running == 1 and runner._executor is not None)
             await _until(lambda: bool(getattr(runner._executor, "_processes", None)))
             procs = list(runner._executor._processes.values())
@@ -191,6 +187,15 @@ def _slow_then_run(delay, spec):
         time.sleep(1.5)
         return {"outcome": "ok"}
     return worker.run_job(spec)
+
+
+def _slow_job_then(timeout_s, results, path, name):
+    """A runner given a job that overruns any timeout ("slow"), then a real one (``name``)."""
+    runner = JobRunner(JobsConfig(checkpoint_roots=("/",), timeout_s=timeout_s), results.append,
+                       job_fn=_slow_then_run_sleepy)
+    runner.submit("slow", {"step": 1, "path": path, "want": ["sleep"]})
+    runner.submit(name, _event(2, path))
+    return runner
 
 
 def _slow_then_run_sleepy(spec):

@@ -33,7 +33,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import calibrate  # noqa: E402
-from corpus import FOLDERS, NOT_MEANT_TO_FALL, SHARED  # noqa: E402
+from corpus import NOT_MEANT_TO_FALL, SHARED, manifest_rows  # noqa: E402
 
 from wtwin.detect import RunMonitor  # noqa: E402
 from wtwin.detect.presets import PRESET_PARAMS  # noqa: E402
@@ -46,21 +46,17 @@ INJECTIONS = ("jump", "runaway", "nan")
 def logs() -> list[tuple[str, str, str, list[tuple[int, float]]]]:
     """(file, label, source, points) of every log not meant to fall in ../shared/data."""
     out = []
-    for folder in FOLDERS:
-        man = SHARED / folder / "manifest.csv"
-        if not man.exists():
+    for path, r in manifest_rows():
+        if r.get("kind") not in NOT_MEANT_TO_FALL:
             continue
-        with open(man) as fh:
-            rows = [r for r in csv.DictReader(fh) if r.get("kind") in NOT_MEANT_TO_FALL]
-        for r in rows:
-            pts = []
-            with open(SHARED / folder / r["file"]) as fh:
-                for row in csv.DictReader(fh):
-                    try:
-                        pts.append((int(float(row["step"])), float(row["loss"])))
-                    except (TypeError, ValueError):
-                        continue
-            out.append((r["file"], r["label"], r["repo"], pts))
+        pts = []
+        with open(path) as fh:
+            for row in csv.DictReader(fh):
+                try:
+                    pts.append((int(float(row["step"])), float(row["loss"])))
+                except (TypeError, ValueError):
+                    continue
+        out.append((r["file"], r["label"], r["repo"], pts))
     return sorted(out)
 
 
