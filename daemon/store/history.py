@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..scalars import FIELDS as SCALAR_FIELDS
+from ..scalars import KIND_PREFIX
 from ..series import EVAL_FIELDS, TRAIN_FIELDS
 from . import envelope, series_rows
 from .codec import decode_head
@@ -94,11 +96,16 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
         snap = _snapshot(row[6])
         train = _series(conn, name, "train", TRAIN_FIELDS)
         evals = _series(conn, name, "eval", EVAL_FIELDS)
+        scalars = {kind[len(KIND_PREFIX):]: _series(conn, name, kind, SCALAR_FIELDS)
+                   for (kind,) in conn.execute("SELECT DISTINCT kind FROM series WHERE run = ? AND "
+                                               "kind >= ? AND kind < ? ORDER BY kind",
+                                               (name, KIND_PREFIX, KIND_PREFIX[:-1] + ";"))}
     finally:
         conn.close()
     out = _summary(row[:7], fired)
     out["config"] = _json(row[7])
     out["series"], out["eval"] = train, evals
+    out["scalars"] = {k: v for k, v in scalars.items() if v is not None}   # daemon/scalars.py
     out["last_eval"] = snap.get("last_eval") or {}
     out["references"] = snap.get("references")   # names and group (docs/REFERENCES.md)
     out["markers"] = [m for m in (_marker(b[0]) for b in reversed(bodies)) if m]
