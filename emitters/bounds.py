@@ -112,3 +112,11 @@ def scalar_name_ok(name) -> bool:
     (what HF and Lightning log: ``train/loss``, ``eval_accuracy``, ``lr-AdamW``)."""
     return (type(name) is str and 0 < len(name) <= MAX_SCALAR_NAME
             and SCALAR_NAME_CHARS.issuperset(name))
+
+
+def scalar_name(key) -> str | None:
+    """A logged metric's key as a scalar's name: each other char ``_``, cut at 64 chars
+    (None for an empty key or one that is not a str)."""
+    if type(key) is not str or not key:
+        return None
+    return "".join(c if c in SCALAR_NAME_CHARS else "_" for c in key[:MAX_SCALAR_NAME])
