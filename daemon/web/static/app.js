@@ -328,6 +328,8 @@ const WT = (() => {
       this.userLog = false;
       this.last = null;
       this.charts = [];
+      this.opt = null;              // the lr / grad-norm chart, when shown
+      this.scalars = [];            // one chart per scalar the trainer logs (scalars.js)
       this.smooth = WTTools.smoothing();
       this.pin = null;              // the step a click pinned the cursor at
       this.name = "run";            // exported files are named <name>-<chart>
@@ -381,7 +383,7 @@ const WT = (() => {
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
-        this.charts.push(new uPlot(Object.assign({}, base, {
+        this.charts.push(this.opt = new uPlot(Object.assign({}, base, {
           height: 180,
           scales: { x: { time: false }, lr: { range: around }, gn: { range: around } },
           series: [
@@ -398,6 +400,9 @@ const WT = (() => {
       if (smoothRow && !(this.smooth > 0)) smoothRow.style.display = "none";   // off: not in the legend
       ["loss", "w", "lr"].forEach((what, i) => this.charts[i] &&
         WTTools.exportButtons(this.charts[i].root.parentElement, this.charts[i], () => `${self.name}-${what}`));
+      this.scalars = WTScalars.build(this.last && this.last.scalars, { base, box, smooth: this.smooth,
+        name: () => self.name, hooks: marks, around, ticks });
+      this.charts.push(...this.scalars);
       this.pinned(null);
     }
 
@@ -427,6 +432,7 @@ const WT = (() => {
       this.smooth = w;
       if (!this.loss || was !== w > 0) return this.rebuild();
       this.loss.setData(lossData(columns(this.last), this.logy, w), false);
+      WTScalars.update(this.scalars, this.last.scalars, w, false);
     }
 
     rebuild() {
@@ -446,16 +452,17 @@ const WT = (() => {
         return;
       }
       const wantLog = this.userLog ? this.logy : spansDecade(data[1]);
-      const optShown = this.charts.length === 3, optWanted = hasAny(data[6]) || hasAny(data[7]);
-      if (!this.loss || wantLog !== this.logy || optShown !== optWanted) {
+      const optShown = this.opt !== null, optWanted = hasAny(data[6]) || hasAny(data[7]);
+      if (!this.loss || wantLog !== this.logy || optShown !== optWanted || !WTScalars.same(this.scalars, p.scalars)) {
         if (wantLog !== this.logy) { this.logy = wantLog; this.onLog(wantLog); }
         this.destroy();
         return this.build(data);
       }
-      const [loss, score, opt] = this.charts;
+      const [loss, score] = this.charts, opt = this.opt;
       loss.setData(lossData(data, this.logy, this.smooth), this.follow);
       score.setData(scoreData(data), this.follow);
       if (opt) opt.setData(optData(data), this.follow);
+      WTScalars.update(this.scalars, p.scalars, this.smooth, this.follow);
       this.repin();
     }
 
@@ -468,6 +475,8 @@ const WT = (() => {
     destroy() {
       for (const u of this.charts) u.destroy();
       this.charts = [];
+      this.opt = null;
+      this.scalars = [];
       this.follow = true;
     }
 
