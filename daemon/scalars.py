@@ -2,7 +2,7 @@
 one bounded series per name, live and in the store, charted on the run page.
 
 Every byte is hostile: a run keeps at most ``per_run`` names (32), the daemon at most
-``max_series`` (4,096) over all runs in memory (`ScalarBudget`); a value whose name is
+``max_series`` (2,048) over all runs in memory (`ScalarBudget`); a value whose name is
 past a cap is dropped, counted by reason in ``wtwind_scalars_dropped_total{reason}``
 (``names_per_run``, ``names_total``) and logged once per run and reason, never raised.
 The wire has already held the name to 1..64 chars of a safe set (``bounds.scalar_name_ok``).
@@ -30,7 +30,7 @@ log = structlog.get_logger("wtwind.runs")
 FIELDS = ("step", "value")
 KIND_PREFIX = "s:"          # the store's ``series.kind`` of a scalar's history
 PER_RUN = 32
-MAX_SERIES = 4096
+MAX_SERIES = 2048         # about 107 KB each at worst: 219 MB (docs/SECURITY.md)
 ENVELOPE_FLOOR = 256        # stored buckets per name: 256..512 (the loss keeps 1,024..2,048)
 DROP_REASONS = ("names_per_run", "names_total")
 

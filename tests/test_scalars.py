@@ -102,3 +102,37 @@ class TestScalars:
                 assert sample(d, "wtwind_events_rejected_total", reason=reason) == want, reason
             assert sample(d, "wtwind_events_received_total", type="scalar") == 2
             sock.close()
+
+
+class TestScalarBudget:
+    def test_the_daemons_cap_holds_over_runs_and_frees_with_a_run(self):
+        """Two runs share a budget of 3 series: the third name of the second run is over
+        (``names_total``); the first run leaving memory frees its two."""
+        import gc
+
+        from wtwin.daemon.scalars import RunScalars, ScalarBudget
+
+        budget = ScalarBudget(max_series=3, per_run=2)
+        a, b = RunScalars("a", budget, keep=False), RunScalars("b", budget, keep=False)
+        for name in ("x", "y", "z"):
+            a.add(1, name, 1.0)
+        assert sorted(a.series) == ["x", "y"] and budget.dropped == {"names_per_run": 1}
+        b.add(1, "x", 1.0)
+        b.add(1, "y", 1.0)
+        assert list(b.series) == ["x"] and budget.dropped["names_total"] == 1 and budget.held == 3
+        del a
+        gc.collect()
+        assert budget.held == 1
+        b.add(2, "y", 2.0)
+        assert sorted(b.series) == ["x", "y"] and budget.held == 2
+
+    def test_names_from_the_store_count_against_the_cap(self):
+        """A run restored with two stored names (their envelopes' state) has no room for a
+        third under a cap of 2, and resumes their envelopes' widths."""
+        from wtwin.daemon.scalars import RunScalars, ScalarBudget
+
+        budget = ScalarBudget(per_run=2)
+        r = RunScalars("r", budget, history={"p": {"w": 8.0, "first": 1.0}, "q": {"w": 1.0, "first": 5.0}})
+        r.add(10, "new", 1.0)
+        assert sorted(r.series) == ["p", "q"] and budget.dropped == {"names_per_run": 1}
+        assert r.series["p"].history.width == 8.0 and r.series["p"].history.kind == "s:p"
