@@ -231,7 +231,7 @@ class RunState:
                                   timing)
         self.last_state = state
         series = self._series if self._series is not None else self.series
-        series.add_loss(step, loss, state, self.lr, grad_norm, tokens)
+        series.add_loss(step, loss, state, self.lr, grad_norm, tokens, now if ts is None else ts)
         self.spark.add(step, loss)
         if self.refs is not None:   # daemon/references.py: one tracker feed a loss
             out += self.refs.update(self.policy, step, loss, lr, tokens, now)

@@ -43,7 +43,9 @@ except ImportError:            # no Cython: the pure build runs (compiled/cython
 _BLOCK = 64          # points folded into the past at once (vectorized)
 _NAN = float("nan")
 
-TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens")
+# ``time``: the point's Unix time (the event's ``ts``, else its arrival); a bin of the past
+# keeps its last point's, the store its offset from the run's first (``Envelope(origin=)``)
+TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens", "time")
 EVAL_FIELDS = ("step", "val_loss")
 
 
@@ -338,7 +340,7 @@ class RunSeries:
         from .store.envelope import Envelope   # numpy only: no store import at module level
 
         h = history or {}
-        self.envelopes = {"train": Envelope(TRAIN_FIELDS[1:], kind="train"),
+        self.envelopes = {"train": Envelope(TRAIN_FIELDS[1:], kind="train", origin="time"),
                           "eval": Envelope(EVAL_FIELDS[1:], kind="eval")} if keep else {}
         for kind, env in self.envelopes.items():
             if h.get(kind):
@@ -356,12 +358,13 @@ class RunSeries:
         return {k: e.snapshot() for k, e in self.envelopes.items()}, chunks
 
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
-                 grad_norm: float | None = None, tokens: float | None = None) -> None:
+                 grad_norm: float | None = None, tokens: float | None = None,
+                 time: float | None = None) -> None:
         if state is None:
-            self.train.push((step, loss, None, None, None, None, lr, grad_norm, tokens))
+            self.train.push((step, loss, None, None, None, None, lr, grad_norm, tokens, time))
         else:                       # a MonitorState
             self.train.push((step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
-                             grad_norm, tokens))
+                             grad_norm, tokens, time))
 
     def add_eval(self, step: int, metrics: dict) -> None:
         val = metrics.get("val_loss", metrics.get("loss"))

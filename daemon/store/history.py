@@ -95,6 +95,10 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
         fired = _fired_one(conn, name)
         snap = _snapshot(row[6])
         train = _series(conn, name, "train", TRAIN_FIELDS)
+        t0 = ((snap.get("history") or {}).get("train") or {}).get("t0")
+        if train is not None:   # the times as stored: seconds since the run's first (envelope.py)
+            train["time"] = [None if v is None or not isinstance(t0, (int, float)) else v + t0
+                             for v in train["time"]]
         evals = _series(conn, name, "eval", EVAL_FIELDS)
         scalars = {kind[len(KIND_PREFIX):]: _series(conn, name, kind, SCALAR_FIELDS)
                    for (kind,) in conn.execute("SELECT DISTINCT kind FROM series WHERE run = ? AND "
@@ -118,7 +122,7 @@ def _series(conn, name: str, kind: str, fields: tuple[str, ...]) -> dict[str, li
     blk = series_rows.read(conn, name, kind)
     if not len(blk):
         return None
-    cols = envelope.columns(blk, fields[1:])
+    cols = envelope.columns(envelope.widen(blk, len(fields) - 1), fields[1:])
     return {f: cols[f].tolist() if f == "step" else _short(cols[f]) for f in fields}
 
 
