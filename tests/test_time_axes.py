@@ -37,6 +37,19 @@ def feed(d, run: str, steps: int) -> tuple[float, float]:
     return t0, time.time()
 
 
+def make_old(path, run: str) -> None:
+    """Rewrite ``run``'s stored loss history as an older wtwind wrote it: no time field."""
+    db = sqlite3.connect(path)
+    with db:
+        for rid, blob in db.execute("SELECT id, data FROM series WHERE run = ? AND kind = 'train'",
+                                    (run,)).fetchall():
+            blk = envelope.decode(blob)
+            k = (blk.shape[1] - 2) // 3
+            keep = np.r_[0:2 + k - 1, 2 + k:2 + 2 * k - 1, 2 + 2 * k:2 + 3 * k - 1]
+            db.execute("UPDATE series SET data = ? WHERE id = ?", (envelope.encode(blk[:, keep]), rid))
+    db.close()
+
+
 class TestTimePerPoint:
     def test_live_restored_and_stored_pages_carry_each_points_time(self, tmp_path):
         """The live page's times are the events' send times, in step order; right after a
@@ -72,14 +85,7 @@ class TestTimePerPoint:
             at(d, "old", 2000, "completed")
         finally:
             d.stop()
-        db = sqlite3.connect(tmp_path / "wtwind.db")   # as an older wtwind wrote it: 8 fields
-        with db:
-            for rid, blob in db.execute("SELECT id, data FROM series WHERE run = 'old' AND kind = 'train'").fetchall():
-                blk = envelope.decode(blob)
-                k = (blk.shape[1] - 2) // 3
-                keep = np.r_[0:2 + k - 1, 2 + k:2 + 2 * k - 1, 2 + 2 * k:2 + 3 * k - 1]
-                db.execute("UPDATE series SET data = ? WHERE id = ?", (envelope.encode(blk[:, keep]), rid))
-        db.close()
+        make_old(tmp_path / "wtwind.db", "old")     # as an older wtwind wrote it: 8 fields
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d2:
             stored = at(d2, "old", 2000, "completed")
         s = stored["series"]

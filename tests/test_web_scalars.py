@@ -11,6 +11,7 @@ import pytest
 from helpers import Daemon, wait_for
 from test_web_browser import browser, page  # noqa: F401 (fixtures)
 from test_web_par import legend, tensorboard_ema
+from test_time_axes import GONE, at, feed, make_old
 from web_fed import api
 
 from wtwin.emitters import connect
@@ -101,3 +102,51 @@ class TestScalarCharts:
         assert float(gs_legend[0].replace(",", "")) == float(pinned)
         page.mouse.move(5, 5)
         assert legend(page, ".chart-scalar[data-scalar='train/grad_scale']") == gs_legend
+
+
+class TestXAxis:
+    def test_the_selector_puts_every_chart_on_relative_or_wall_time(self, fed_scalars, page):
+        """Relative time: every chart's x from 0 s to the run's length, its axis in
+        seconds; wall time: the events' Unix times on a time axis; tokens: unavailable for
+        a run that sends none; back to step: the steps."""
+        d = fed_scalars
+        series = api(d, f"/api/runs/{RUN}")[1]["series"]
+        t0, t1 = series["time"][0], series["time"][-1]
+        page.goto(f"{d.url}/runs/{RUN}")
+        page.wait_for_selector(".chart-scalar[data-scalar='eval_acc'] canvas")
+        assert page.locator("#xaxis option[value=tokens]").inner_text() == "tokens (unavailable)"
+        assert page.locator("#xaxis option[value=tokens]").is_disabled()
+        xs = f"() => {CHARTS}.charts.map(u => [u.data[0][0], u.data[0][u.data[0].length - 1], u.scales.x.time])"
+        page.select_option("#xaxis", "relative")
+        page.wait_for_function(f"() => {CHARTS}.charts[0].data[0][0] === 0")
+        got = page.evaluate(xs)
+        assert got[0] == [0, pytest.approx(t1 - t0, abs=1e-6), False]
+        acc = page.evaluate(f"{scalar_chart('eval_acc')}.data[0]")
+        assert acc[0] == pytest.approx(series["time"][series["step"].index(20)] - t0, abs=1e-6)
+        assert acc == sorted(acc) and acc[-1] == pytest.approx(t1 - t0, abs=1e-6)
+        assert page.evaluate(f"{CHARTS}.charts.map(u => u.axes[0].label)") == ["relative time"] * len(got)
+        page.select_option("#xaxis", "wall")
+        page.wait_for_function(f"() => {CHARTS}.charts[0].scales.x.time === true")
+        got = page.evaluate(xs)
+        assert all(g[2] is True for g in got) and got[0][0] == pytest.approx(t0) and got[0][1] == pytest.approx(t1)
+        page.select_option("#xaxis", "step")
+        page.wait_for_function(f"() => {CHARTS}.charts[0].scales.x.time === false")
+        assert page.evaluate(xs)[0][:2] == [1, 2000]
+
+    def test_a_history_stored_before_times_were_kept_says_unavailable(self, tmp_path, page):
+        """A stored run whose loss history has no times: the time axes are disabled and
+        marked unavailable; the charts stay on steps."""
+        d = Daemon(tmpdir=str(tmp_path)).start()
+        try:
+            feed(d, "old", 500)
+            at(d, "old", 500, "completed")
+        finally:
+            d.stop()
+        make_old(tmp_path / "wtwind.db", "old")
+        with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d2:
+            page.goto(f"{d2.url}/runs/old")
+            page.wait_for_selector(".chart-loss canvas")
+            for mode in ("relative", "wall", "tokens"):
+                opt = page.locator(f"#xaxis option[value={mode}]")
+                assert opt.is_disabled() and opt.inner_text().endswith("(unavailable)"), mode
+            assert page.evaluate(f"{CHARTS}.charts[0].data[0][0]") == 1
