@@ -232,6 +232,8 @@ class RunState:
         self.last_state = state
         series = self._series if self._series is not None else self.series
         series.add_loss(step, loss, state, self.lr, grad_norm, tokens, now if ts is None else ts)
+        if timing is not None:   # only events with fields of time or memory (not the fast path)
+            series.add_timing(step, timing)
         self.spark.add(step, loss)
         if self.refs is not None:   # daemon/references.py: one tracker feed a loss
             out += self.refs.update(self.policy, step, loss, lr, tokens, now)

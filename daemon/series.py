@@ -47,6 +47,8 @@ _NAN = float("nan")
 # keeps its last point's, the store its offset from the run's first (``Envelope(origin=)``)
 TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens", "time")
 EVAL_FIELDS = ("step", "val_loss")
+# a run's time and memory (docs/TIMING.md): built at its first loss event with one of them
+TIMING_FIELDS = ("step", "step_time_s", "data_wait_s", "mem_allocated", "mem_reserved", "mem_total")
 
 
 class Decimated:
@@ -349,11 +351,31 @@ class RunSeries:
         self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256),
                               history=self.envelopes.get("eval"))
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
+        self.timing, self._timing_args = None, (keep, recent, past, h.get("timing"))   # add_timing
+
+    def add_timing(self, step: int, timing: dict) -> None:
+        """A loss event's fields of time and memory as a row (NaN where absent: memory
+        comes every N steps); a bin of the past keeps each field's mean of finite values."""
+        if self.timing is None:
+            keep, recent, past, stored = self._timing_args
+            env = None
+            if keep:
+                from .store.envelope import Envelope   # as in __init__
+                env = self.envelopes["timing"] = Envelope(TIMING_FIELDS[1:], kind="timing")
+                if stored:
+                    env.restore(stored)
+            self.timing = Decimated(TIMING_FIELDS, recent=recent, past=past, mean=TIMING_FIELDS[1:],
+                                    history=env)
+        get = timing.get
+        self.timing.push((step, get("step_time_s"), get("data_wait_s"), get("mem_allocated"),
+                          get("mem_reserved"), get("mem_total")))
 
     def take_history(self) -> tuple[dict[str, Any], list]:
         """The envelopes' state (for the snapshot) and the chunks to write with it."""
         self.train._flush()
         self.eval._flush()
+        if self.timing is not None:
+            self.timing._flush()
         chunks = [c for c in (e.take() for e in self.envelopes.values()) if c is not None]
         return {k: e.snapshot() for k, e in self.envelopes.items()}, chunks
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..scalars import FIELDS as SCALAR_FIELDS
 from ..scalars import KIND_PREFIX
-from ..series import EVAL_FIELDS, TRAIN_FIELDS
+from ..series import EVAL_FIELDS, TIMING_FIELDS, TRAIN_FIELDS
 from . import envelope, series_rows
 from .codec import decode_head
 from .db import connect
@@ -100,6 +100,7 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
             train["time"] = [None if v is None or not isinstance(t0, (int, float)) else v + t0
                              for v in train["time"]]
         evals = _series(conn, name, "eval", EVAL_FIELDS)
+        timing = _series(conn, name, "timing", TIMING_FIELDS)
         scalars = {kind[len(KIND_PREFIX):]: _series(conn, name, kind, SCALAR_FIELDS)
                    for (kind,) in conn.execute("SELECT DISTINCT kind FROM series WHERE run = ? AND "
                                                "kind >= ? AND kind < ? ORDER BY kind",
@@ -108,7 +109,7 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
         conn.close()
     out = _summary(row[:7], fired)
     out["config"] = _json(row[7])
-    out["series"], out["eval"] = train, evals
+    out["series"], out["eval"], out["timing"] = train, evals, timing
     out["scalars"] = {k: v for k, v in scalars.items() if v is not None}   # daemon/scalars.py
     out["last_eval"] = snap.get("last_eval") or {}
     out["references"] = snap.get("references")   # names and group (docs/REFERENCES.md)

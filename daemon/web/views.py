@@ -106,6 +106,7 @@ def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
     out.update(preset=d["preset"], config=safe_config(d["config"]), state=None,
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
                forecast_wait=None, series=series, eval=evals, scalars=d.get("scalars") or {},
+               timing=d.get("timing"),
                markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in d["markers"]],
                spectral=None, rewinds=rewinds_view(d["rewinds"]), references=stored_references(d.get("references")))
     return out
@@ -176,6 +177,7 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
         series=with_earlier(series, r.spark.points()),
         eval=r.series.eval.columns(),
         scalars=r.scalars.columns() if r.scalars is not None else {},
+        timing=r.series.timing.columns() if r.series.timing is not None else None,
         markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in r.series.markers],
         spectral=spectral_view(spectral),
         rewinds=rewinds_view(r.rewinds),
@@ -193,6 +195,11 @@ def with_stored(out: dict[str, Any], rec: dict[str, Any] | None, live: dict[str,
     if rec is None:
         return out
     out["scalars"] = with_stored_scalars(rec.get("scalars") or {}, out["scalars"])
+    stored_timing, live_timing = rec.get("timing"), out["timing"]
+    if stored_timing is not None:   # the stored time and memory before the live points
+        live_timing = live_timing or {f: [] for f in stored_timing}
+        out["timing"] = _before(stored_timing, live_timing,
+                                live_timing["step"][0] if live_timing["step"] else math.inf)
     if rec.get("series") is None:
         return out
     first = live["step"][0] if live["step"] else math.inf

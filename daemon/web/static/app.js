@@ -332,6 +332,7 @@ const WT = (() => {
       this.xmode = "step";          // the x axis (xaxis.js): step, relative, wall, tokens
       this.xmap = null;             // step -> x for it (null: the step)
       this.scalars = [];            // one chart per scalar the trainer logs (scalars.js)
+      this.timing = [];             // step time, memory (timing.js)
       this.smooth = WTTools.smoothing();
       this.pin = null;              // the step a click pinned the cursor at
       this.name = "run";            // exported files are named <name>-<chart>
@@ -403,9 +404,11 @@ const WT = (() => {
       if (smoothRow && !(this.smooth > 0)) smoothRow.style.display = "none";   // off: not in the legend
       ["loss", "w", "lr"].forEach((what, i) => this.charts[i] &&
         WTTools.exportButtons(this.charts[i].root.parentElement, this.charts[i], () => `${self.name}-${what}`));
-      this.scalars = WTScalars.build(this.last && this.last.scalars, { base, box, smooth: this.smooth,
-        name: () => self.name, hooks: marks, around, ticks, xmap: this.xmap, xo });
-      this.charts.push(...this.scalars);
+      const opts = { base, box, smooth: this.smooth, name: () => self.name, hooks: marks, around, ticks,
+        xmap: this.xmap, xo };
+      this.timing = WTTiming.build(this.last && this.last.timing, opts);   // timing.js
+      this.scalars = WTScalars.build(this.last && this.last.scalars, opts);
+      this.charts.push(...this.timing, ...this.scalars);
       this.pinned(null);
     }
 
@@ -471,7 +474,7 @@ const WT = (() => {
       const wantLog = this.userLog ? this.logy : spansDecade(data[1]);
       const optShown = this.opt !== null, optWanted = hasAny(data[6]) || hasAny(data[7]);
       if (!this.loss || wantLog !== this.logy || optShown !== optWanted || xon !== !!f
-          || !WTScalars.same(this.scalars, p.scalars)) {
+          || !WTScalars.same(this.scalars, p.scalars) || !WTTiming.same(this.timing, p.timing)) {
         if (wantLog !== this.logy) { this.logy = wantLog; this.onLog(wantLog); }
         this.destroy();
         return this.build(data);
@@ -481,6 +484,7 @@ const WT = (() => {
       score.setData(scoreData(data), this.follow);
       if (opt) opt.setData(optData(data), this.follow);
       WTScalars.update(this.scalars, p.scalars, this.smooth, this.follow, f);
+      WTTiming.update(this.timing, p.timing, this.follow, f);
       this.repin();
     }
 
@@ -495,6 +499,7 @@ const WT = (() => {
       this.charts = [];
       this.opt = null;
       this.scalars = [];
+      this.timing = [];
       this.follow = true;
     }
 
