@@ -361,11 +361,11 @@ class RunSeries:
             env = None
             if keep:
                 from .store.envelope import Envelope   # as in __init__
-                env = self.envelopes["timing"] = Envelope(TIMING_FIELDS[1:], kind="timing")
+                env = self.envelopes["timing"] = Envelope(TIMING_FIELDS[1:], kind="timing", floor=256)
                 if stored:
                     env.restore(stored)
-            self.timing = Decimated(TIMING_FIELDS, recent=recent, past=past, mean=TIMING_FIELDS[1:],
-                                    history=env)
+            self.timing = Decimated(TIMING_FIELDS, recent=min(recent, 256), past=min(past, 256),
+                                    mean=TIMING_FIELDS[1:], history=env)   # the eval series' size
         get = timing.get
         self.timing.push((step, get("step_time_s"), get("data_wait_s"), get("mem_allocated"),
                           get("mem_reserved"), get("mem_total")))
