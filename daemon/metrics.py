@@ -77,7 +77,7 @@ class DaemonCollector(_Base):
         return described(
             counters=("wtwind_events_received", "wtwind_events_rejected", "wtwind_events_dropped",
                       "wtwind_loop_errors", "wtwind_emitters_evicted", "wtwind_http_refused",
-                      "wtwind_alerts", "wtwind_run_emitter_dropped_events"),
+                      "wtwind_alerts", "wtwind_run_emitter_dropped_events", "wtwind_scalars_dropped"),
             gauges=("wtwind_active_runs", "wtwind_known_runs", "wtwind_runs_over_series_cap",
                     *(name for name, _, _ in _RUN_GAUGES), "wtwind_run_status",
                     "wtwind_run_alert_active", "wtwind_run_alert_severity",
@@ -100,11 +100,13 @@ class DaemonCollector(_Base):
         held = {"runs": len(runs), "emitter_ids": sum(len(r.marks.known()) for r in runs),
                 "rewinds": sum(len(r.rewinds) for r in runs),
                 "config_bytes": sum(len(r.config_json) for r in runs),
-                "reference_points": sum(r.refs.points for r in runs if r.refs is not None)}
+                "reference_points": sum(r.refs.points for r in runs if r.refs is not None),
+                "scalar_series": self.table.scalar_budget.held}
         r = cfg.runs
         limit = {"runs": r.max_runs, "emitter_ids": r.max_runs * r.max_emitters_per_run,
                  "rewinds": r.max_runs * r.max_rewinds_kept,
-                 "reference_points": r.max_reference_points}  # configs: JSON of <= max_config_bytes of msgpack
+                 "reference_points": r.max_reference_points,
+                 "scalar_series": self.table.scalar_budget.max_series}  # configs: JSON of <= max_config_bytes of msgpack
         fam = GaugeMetricFamily("wtwind_budget_items", "What a bounded part holds (state=held) against its "
                                 "limit (state=limit)", labels=["part", "state"])
         for part in held:
@@ -136,6 +138,9 @@ class DaemonCollector(_Base):
         yield CounterMetricFamily("wtwind_emitters_evicted",
                                   "Emitter ids dropped from a full run after [runs] emitter_idle_s",
                                   value=self.stats.evicted_emitters)
+        yield _counter("wtwind_scalars_dropped", "Scalar values dropped: their name was past a "
+                       "run's or the daemon's cap of scalar series (daemon/scalars.py)", ["reason"],
+                       self.table.scalar_budget.dropped)
         yield _counter("wtwind_http_refused", "HTTP requests refused (Host, Origin, token)", ["reason"],
                        self.stats.http_refused)
         # every (kind, severity) from 0, so that increase() sees the first alert of a kind

@@ -24,6 +24,7 @@ from wtwin.emitters.schema import TIMING
 from wtwin.emitters.wire import KIND_PRESETS
 
 from .ingest_marks import EmitterMarks
+from .scalars import RunScalars, ScalarBudget
 from .series import RunSeries, Spark
 
 if TYPE_CHECKING:
@@ -45,12 +46,14 @@ class RunState:
     def __init__(self, run: str, *, preset: str, cooldown_s: float, now: float, creator=None,
                  new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True,
                  max_kind_chars: int = MAX_KIND_CHARS, max_eval_metrics: int = MAX_EVAL_METRICS,
-                 max_rewinds_kept: int = MAX_REWINDS_KEPT) -> None:
+                 max_rewinds_kept: int = MAX_REWINDS_KEPT,
+                 scalar_budget: ScalarBudget | None = None) -> None:
         """``new_watch`` builds the run's spectral watch when its first checkpoint result
         comes (``spectral_watch``), configured from ``[jobs]``; ``keep_history``: its
         series gather the whole history for the store (false without a store: nothing
         would take it). The ``max_*`` bound the free text a client may make the run keep
-        (``[runs]``, docs/CONFIG.md)."""
+        (``[runs]``, docs/CONFIG.md); ``scalar_budget``: the daemon's bound on scalar
+        series (daemon/scalars.py), shared by its runs."""
         self.max_kind_chars, self.max_eval_metrics = max_kind_chars, max_eval_metrics
         self.run = run
         self.preset = preset
@@ -75,6 +78,8 @@ class RunState:
         self._monitor: RunMonitor | None = None   # built on first use: see ``monitor``
         self.frozen = None             # a stored detector snapshot not yet restored (store/)
         self._series: RunSeries | None = None
+        self.scalars: RunScalars | None = None   # built at the first scalar event
+        self.scalar_budget = scalar_budget
         self.history: dict | None = None   # the stored history's envelopes (store/codec.py)
         # restored from the store: its plot series hold only what came since (the page
         # puts the stored history in front: web/__init__.py)
@@ -226,7 +231,9 @@ class RunState:
                                   timing)
         self.last_state = state
         series = self._series if self._series is not None else self.series
-        series.add_loss(step, loss, state, self.lr, grad_norm, tokens)
+        series.add_loss(step, loss, state, self.lr, grad_norm, tokens, now if ts is None else ts)
+        if timing is not None:   # only events with fields of time or memory (not the fast path)
+            series.add_timing(step, timing)
         self.spark.add(step, loss)
         if self.refs is not None:   # daemon/references.py: one tracker feed a loss
             out += self.refs.update(self.policy, step, loss, lr, tokens, now)
@@ -241,6 +248,13 @@ class RunState:
                           else dict(list(metrics.items())[: self.max_eval_metrics]))
         self.series.add_eval(ev["step"], self.last_eval)
         return observe_eval(self.monitor, self.policy, ev["step"], ev["metrics"], now)[1]
+
+    def _on_scalar(self, ev: dict, now: float) -> list[Alert]:
+        if self.scalars is None:
+            self.scalars = RunScalars(self.run, self.scalar_budget, (self.history or {}).get("scalars"),
+                                      keep=self.keep_history)
+        self.scalars.add(ev["step"], ev["name"], ev["value"])
+        return []
 
     def _on_run_start(self, ev: dict, now: float) -> list[Alert]:
         self.config = dict(ev.get("config") or {})
@@ -341,5 +355,6 @@ _HANDLERS = {
     "run_end": RunState._on_run_end,
     "checkpoint": RunState._on_checkpoint,
     "rewind": RunState._on_rewind,
+    "scalar": RunState._on_scalar,
 }
 

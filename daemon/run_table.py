@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from .run_state import RunState
+from .scalars import ScalarBudget
 
 if TYPE_CHECKING:
     from .spectral.health import SpectralWatch
@@ -15,8 +16,10 @@ if TYPE_CHECKING:
 class RunTable:
     def __init__(self, *, preset: str, cooldown_s: float, max_runs: int,
                  new_watch: Callable[[], "SpectralWatch"] | None = None, keep_history: bool = True,
-                 **text_limits: int) -> None:
-        """``text_limits``: ``RunState``'s ``max_*`` for every run."""
+                 scalar_budget: ScalarBudget | None = None, **text_limits: int) -> None:
+        """``text_limits``: ``RunState``'s ``max_*`` for every run; ``scalar_budget``: the
+        bound on all runs' scalar series together (a fresh one by default)."""
+        self.scalar_budget = scalar_budget if scalar_budget is not None else ScalarBudget()
         self.text_limits = text_limits
         self.preset = preset
         self.keep_history = keep_history
@@ -45,7 +48,8 @@ class RunTable:
                 return None
             state = self._runs[run] = RunState(run, preset=self.preset, cooldown_s=self.cooldown_s,
                                                now=now, creator=creator, new_watch=self.new_watch,
-                                               keep_history=self.keep_history, **self.text_limits)
+                                               keep_history=self.keep_history,
+                                               scalar_budget=self.scalar_budget, **self.text_limits)
         return state
 
     def forget(self, run: str) -> RunState | None:

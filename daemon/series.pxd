@@ -20,5 +20,5 @@ cdef class Spark:
 
 
 cdef class RunSeries:
-    cdef public object envelopes, markers
+    cdef public object envelopes, markers, timing, _timing_args
     cdef public Decimated train, eval

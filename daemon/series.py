@@ -43,8 +43,12 @@ except ImportError:            # no Cython: the pure build runs (compiled/cython
 _BLOCK = 64          # points folded into the past at once (vectorized)
 _NAN = float("nan")
 
-TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens")
+# ``time``: the point's Unix time (the event's ``ts``, else its arrival); a bin of the past
+# keeps its last point's, the store its offset from the run's first (``Envelope(origin=)``)
+TRAIN_FIELDS = ("step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens", "time")
 EVAL_FIELDS = ("step", "val_loss")
+# a run's time and memory (docs/TIMING.md): built at its first loss event with one of them
+TIMING_FIELDS = ("step", "step_time_s", "data_wait_s", "mem_allocated", "mem_reserved", "mem_total")
 
 
 class Decimated:
@@ -338,7 +342,7 @@ class RunSeries:
         from .store.envelope import Envelope   # numpy only: no store import at module level
 
         h = history or {}
-        self.envelopes = {"train": Envelope(TRAIN_FIELDS[1:], kind="train"),
+        self.envelopes = {"train": Envelope(TRAIN_FIELDS[1:], kind="train", origin="time"),
                           "eval": Envelope(EVAL_FIELDS[1:], kind="eval")} if keep else {}
         for kind, env in self.envelopes.items():
             if h.get(kind):
@@ -347,21 +351,42 @@ class RunSeries:
         self.eval = Decimated(EVAL_FIELDS, recent=min(recent, 256), past=min(past, 256),
                               history=self.envelopes.get("eval"))
         self.markers: deque[dict[str, Any]] = deque(maxlen=markers)
+        self.timing, self._timing_args = None, (keep, recent, past, h.get("timing"))   # add_timing
+
+    def add_timing(self, step: int, timing: dict) -> None:
+        """A loss event's fields of time and memory as a row (NaN where absent: memory
+        comes every N steps); a bin of the past keeps each field's mean of finite values."""
+        if self.timing is None:
+            keep, recent, past, stored = self._timing_args
+            env = None
+            if keep:
+                from .store.envelope import Envelope   # as in __init__
+                env = self.envelopes["timing"] = Envelope(TIMING_FIELDS[1:], kind="timing", floor=256)
+                if stored:
+                    env.restore(stored)
+            self.timing = Decimated(TIMING_FIELDS, recent=min(recent, 256), past=min(past, 256),
+                                    mean=TIMING_FIELDS[1:], history=env)   # the eval series' size
+        get = timing.get
+        self.timing.push((step, get("step_time_s"), get("data_wait_s"), get("mem_allocated"),
+                          get("mem_reserved"), get("mem_total")))
 
     def take_history(self) -> tuple[dict[str, Any], list]:
         """The envelopes' state (for the snapshot) and the chunks to write with it."""
         self.train._flush()
         self.eval._flush()
+        if self.timing is not None:
+            self.timing._flush()
         chunks = [c for c in (e.take() for e in self.envelopes.values()) if c is not None]
         return {k: e.snapshot() for k, e in self.envelopes.items()}, chunks
 
     def add_loss(self, step: int, loss: float, state: Any = None, lr: float | None = None,
-                 grad_norm: float | None = None, tokens: float | None = None) -> None:
+                 grad_norm: float | None = None, tokens: float | None = None,
+                 time: float | None = None) -> None:
         if state is None:
-            self.train.push((step, loss, None, None, None, None, lr, grad_norm, tokens))
+            self.train.push((step, loss, None, None, None, None, lr, grad_norm, tokens, time))
         else:                       # a MonitorState
             self.train.push((step, loss, state.l_pred, state.band_lo, state.band_hi, state.W, lr,
-                             grad_norm, tokens))
+                             grad_norm, tokens, time))
 
     def add_eval(self, step: int, metrics: dict) -> None:
         val = metrics.get("val_loss", metrics.get("loss"))

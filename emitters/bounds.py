@@ -29,6 +29,8 @@ MAX_WANTS = 4              # items in checkpoint.want
 MAX_CONFIG_DEPTH = 16      # run_start.config nesting (a map in a map is depth 2)
 MAX_CONFIG_NODES = 4096    # values of every kind in the config, containers included
 MAX_CONFIG_BYTES = 64 * 1024  # the config as msgpack
+MAX_SCALAR_NAME = 64       # scalar.name: 1..64 chars of SCALAR_NAME_CHARS
+SCALAR_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-:")
 MAX_REFERENCES = 8         # run names in run_start.reference (the daemon uses [runs] max_references)
 
 _LEAVES = (str, int, float, bool, type(None))
@@ -103,3 +105,18 @@ def check_metrics(metrics: dict, fail: Callable[[str, str], Exception]) -> None:
             raise fail("bad_type", "eval.metrics must map names to numbers")
         if len(key) > MAX_KEY_LEN:
             raise fail("bad_value", f"eval.metrics names must be <= {MAX_KEY_LEN} chars")
+
+
+def scalar_name_ok(name) -> bool:
+    """A scalar's name: 1..MAX_SCALAR_NAME chars, each a letter, digit or one of ``_./-:``
+    (what HF and Lightning log: ``train/loss``, ``eval_accuracy``, ``lr-AdamW``)."""
+    return (type(name) is str and 0 < len(name) <= MAX_SCALAR_NAME
+            and SCALAR_NAME_CHARS.issuperset(name))
+
+
+def scalar_name(key) -> str | None:
+    """A logged metric's key as a scalar's name: each other char ``_``, cut at 64 chars
+    (None for an empty key or one that is not a str)."""
+    if type(key) is not str or not key:
+        return None
+    return "".join(c if c in SCALAR_NAME_CHARS else "_" for c in key[:MAX_SCALAR_NAME])

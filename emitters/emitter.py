@@ -141,6 +141,11 @@ class Emitter:
     def eval(self, step, **metrics) -> None:
         self._put(("eval", time.time(), step, metrics))
 
+    def scalar(self, step, name, value) -> None:
+        """Any other number the trainer logs, charted on the run page under ``name``
+        (1..64 letters, digits or ``_./-:``; a bad name is counted ``invalid``)."""
+        self._put(("scalar", time.time(), step, name, value))
+
     def checkpoint(self, step, path, *, format: str = "torch", epoch=None,
                    want=("analyze",)) -> None:
         self._put(("checkpoint", time.time(), step, path, format, epoch, want))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .bounds import scalar_name_ok
 from .schema import TIMING
 
 # a loss event's optional fields beyond lr and grad_norm (``emit.loss(..., **extra)``)
@@ -51,9 +52,17 @@ def _checkpoint(item):
     return ev
 
 
+def _scalar(item):
+    _, ts, step, name, value = item
+    if not scalar_name_ok(name):   # counted as ``invalid`` by the emitter, never sent
+        raise ValueError(f"scalar name {name!r}: 1..64 letters, digits or _./-:")
+    return {"type": "scalar", "ts": ts, "step": int(step), "name": name, "value": _f(value)}
+
+
 BUILDERS = {
     "loss": _loss,
     "eval": _eval,
+    "scalar": _scalar,
     "checkpoint": _checkpoint,
     "heartbeat": lambda item: {"type": "heartbeat", "ts": item[1]},
     "run_start": lambda item: {"type": "run_start", "ts": item[1], **item[2]},

@@ -130,6 +130,10 @@ class WTwinCallback(FrameworkCallback, TrainerCallback):
             self.tracker.loss(state.global_step, loss, lr=_num(logs.get("learning_rate")),
                               grad_norm=_num(logs.get("grad_norm")), tokens=tokens,
                               gpus=args.world_size, **self.clock.take(), **mem)
+        if self.tracker is not None and "train_loss" not in logs:   # not the end's summary
+            # the rest of what HF logs (epoch, a custom metric...): eval_* goes with on_evaluate
+            self.tracker.scalars(state.global_step, {k: v for k, v in logs.items()
+                                                     if not k.startswith("eval_")}, skip=_SENT)
         return self._apply(control)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
@@ -245,6 +249,10 @@ def restore_checkpoint(folder: str, model, optimizer=None, scheduler=None) -> No
         path = os.path.join(folder, name)
         if obj is not None and os.path.exists(path):
             obj.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+
+# on_log's keys sent with the loss event
+_SENT = frozenset(("loss", "learning_rate", "grad_norm", "num_input_tokens_seen"))
 
 
 def _num(x) -> float | None:

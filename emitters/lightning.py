@@ -53,6 +53,8 @@ from .rewind import NOT_DISTRIBUTED, Rewind
 from .timing import StepClock, device_memory
 from .tracker import Tracker
 
+_SENT = ("loss", "train_loss", "train/loss")   # logged names of the loss the callback sends
+
 
 class WTwinCallback(FrameworkCallback, Callback):
     def __init__(self, run: str | None = None, endpoint: str | None = None, *,
@@ -122,6 +124,10 @@ class WTwinCallback(FrameworkCallback, Callback):
                     self.tracker.loss(ev[0], ev[1], lr=ev[2], grad_norm=ev[3])
                 ev = flushed[-1]
                 self.tracker.loss(ev[0], ev[1], lr=ev[2], grad_norm=ev[3], **timing)
+                # what self.log logged, read at a flush only: validation's goes as eval
+                self.tracker.scalars(ev[0], {k: v for k, v in trainer.logged_metrics.items()
+                                             if "val" not in k and getattr(v, "numel", lambda: 1)() == 1},
+                                     skip=_SENT)
         self._send_checkpoints(trainer)
         self._poll(trainer)
         if self.rewind is not None and self.rewind.pending is not None:

@@ -16,7 +16,7 @@ fails at import (the decoder's names) and in ``tests/test_fast_decode.py``.
 
 from __future__ import annotations
 
-from .bounds import MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN
+from .bounds import MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, MAX_SCALAR_NAME
 
 NUM = (int, float)
 STR = (str,)
@@ -57,6 +57,9 @@ SCHEMA: dict[str, tuple[dict[str, tuple], dict[str, tuple]]] = {
         {"step": INT, "from_step": INT},
         {"kind": STR, "checkpoint": STR, "lr_scale": NUM, "count": INT},
     ),
+    # any other number the trainer logs (emit.scalar): one value of one name at a step; the
+    # name is 1..64 chars of bounds.SCALAR_NAME_CHARS; NaN/inf allowed, as for the loss
+    "scalar": ({"step": INT, "name": STR, "value": NUM}, {}),
 }
 # a batch frame: its events, and what they inherit (``base``: the oldest seq still held)
 BATCH_REQUIRED: dict[str, tuple] = {"v": INT, "type": STR, "events": LIST}
@@ -64,8 +67,8 @@ BATCH_OPTIONAL: dict[str, tuple] = {"emitter": STR, "auth": STR, "base": INT}
 
 # the longest str a field may hold (others: bounds.MAX_STR_LEN), and the shortest
 STR_LIMITS = {"run": MAX_RUN_LEN, "emitter": MAX_EMITTER_LEN, "auth": MAX_AUTH_LEN, "preset": 64,
-              "group": MAX_RUN_LEN, "reference": MAX_RUN_LEN}
-STR_SHORTEST = {"run": 1}
+              "group": MAX_RUN_LEN, "reference": MAX_RUN_LEN, "name": MAX_SCALAR_NAME}
+STR_SHORTEST = {"run": 1, "name": 1}
 
 # ---- derived: the loss event, the one the fast paths read ---------------------------
 LOSS_TYPES: dict[str, tuple] = {**ENVELOPE, **SCHEMA["loss"][0], **SCHEMA["loss"][1],

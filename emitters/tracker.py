@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable
 
 from . import _is_rank_zero, connect
+from .bounds import scalar_name
 from .null import NullEmitter
 from .wire import KIND_PRESETS
 
@@ -103,6 +104,21 @@ class Tracker:
             for alert in self.monitor.update_eval(int(step), {k: float(v) for k, v in metrics.items()}):
                 self._dispatch(alert)
         self.poll()
+
+    def scalars(self, step: int, values: dict, skip=()) -> None:
+        """Every number of ``values`` whose key is not in ``skip`` as a ``scalar`` event
+        (a key made a safe name: ``bounds.scalar_name``); what is not a number is left."""
+        if not self.active or self.emitter is None:
+            return
+        for key, val in values.items():
+            name = scalar_name(key) if key not in skip else None
+            if name is None or type(val) is bool:
+                continue
+            try:
+                val = float(val.detach() if hasattr(val, "detach") else val)
+            except (TypeError, ValueError, RuntimeError):   # a string, a tensor of many values
+                continue
+            self.emitter.scalar(step, name, val)
 
     def checkpoint(self, step: int, path, **kw) -> None:
         if self.active and self.emitter is not None:

@@ -24,14 +24,14 @@ import msgpack
 
 from .bounds import (INT64_MAX, MAX_AUTH_LEN, MAX_EMITTER_LEN, MAX_RUN_LEN, MAX_STR_LEN,
                      MAX_WANTS, VERSION, check_config, check_metrics, int_in_range,
-                     reference_fields, reference_names)  # noqa: F401 (the emitter's)
+                     reference_fields, reference_names, scalar_name_ok)  # noqa: F401 (the emitter's)
 from .fast_checks import loss_columns, plain_loss
 from .schema import COMMON_OPTIONAL, INT, SCHEMA, STR_LIMITS  # noqa: F401 (SCHEMA: the protocol's)
 
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 MAX_BATCH_EVENTS = 10_000
 
-EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end", "rewind")
+EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end", "rewind", "scalar")
 REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
 # ``error`` replies: why the daemon refused an event (a closed set, docs/PROTOCOL.md)
 ERROR_REASONS = ("not_owner", "run_table_full", "client_run_quota", "emitter_quota",
@@ -321,6 +321,12 @@ def _check_rewind(ev: dict) -> None:
         raise WireError("bad_value", "rewind.kind (64) or rewind.checkpoint (256) too long")
 
 
+def _check_scalar(ev: dict) -> None:
+    _non_negative(ev, "step")
+    if not scalar_name_ok(ev["name"]):
+        raise WireError("bad_value", "scalar.name must be letters, digits or _./-: only")
+
+
 _EXTRA_CHECKS = {
     "run_start": _check_run_start,
     "heartbeat": _check_heartbeat,
@@ -329,6 +335,7 @@ _EXTRA_CHECKS = {
     "checkpoint": _check_checkpoint,
     "run_end": _check_run_end,
     "rewind": _check_rewind,
+    "scalar": _check_scalar,
 }
 
 

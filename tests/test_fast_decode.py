@@ -459,3 +459,19 @@ def test_a_daemon_with_the_decoder_ends_as_one_without(decode, tmp_path, monkeyp
         assert msgpack.packb(with_it[key]) == msgpack.packb(without[key]), key
     assert without["events"] == 1200 and without["received"] == {"loss": 1449, "heartbeat": 1}
     assert without["dropped"] == {"duplicate": 100, "out_of_order": 100, "not_owner": 50}
+
+
+def test_a_scalar_event_is_left_to_the_general_checks(decode):
+    """A ``scalar`` event (emit.scalar), alone or in a batch of losses, is declined by the
+    decoder and by the fast checks; the general checks take it and the losses beside it."""
+    losses = emitter_events(3)
+    sc = BUILDERS["scalar"](("scalar", 1.7e9, 2, "train/grad_scale", 1024.0))
+    sc.update(v=wire.VERSION, run="gpt", emitter="a1b2c3d4e5f60718", seq=4)
+    assert not plain_loss(sc)
+    assert decode(wire.encode(sc), NO_LR) is None
+    frame = wire.encode_batch([*losses, sc], "a1b2c3d4e5f60718")
+    assert decode(frame, NO_LR) is None
+    events, rejects, batch = wire.decode_frame(frame)
+    assert rejects == [] and batch.columns is None
+    assert [e["type"] for e in events] == ["loss"] * 3 + ["scalar"]
+    assert _item(events[-1])[1] is events[-1]           # the body takes it whole

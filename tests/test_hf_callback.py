@@ -90,6 +90,23 @@ class TestHFCallback:
         assert run.config["framework"] == "transformers" and run.config["max_steps"] == MAX_STEPS
         assert tokens[0] == 8 * 24 and tokens[-1] == trainer.state.num_input_tokens_seen  # by tokens
 
+    def test_what_on_log_logs_besides_the_loss_is_sent_as_scalars(self, tmp_path):
+        """``epoch`` (and any other number HF logs) becomes a scalar series at the daemon;
+        the loss, lr and grad norm are not sent twice; eval metrics stay eval events."""
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="hf-scalars", endpoint=d.endpoint)
+            trainer = make_trainer(tmp_path, cb, max_steps=30, blowup_at=None,
+                                   eval_strategy="steps", eval_steps=20)
+            trainer.train()
+            run = d.server.table.get("hf-scalars")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            scalars = run.scalars.columns()
+        assert "epoch" in scalars and not {"loss", "learning_rate", "grad_norm"} & set(scalars)
+        assert not any(k.startswith("eval_") for k in scalars)
+        epochs = scalars["epoch"]
+        assert epochs["step"][0] == 1 and epochs["step"][-1] == 30
+        assert epochs["value"][-1] == pytest.approx(trainer.state.epoch, rel=1e-6)
+
     def test_clean_run_embedded_no_alert_no_stop(self, tmp_path):
         """No daemon configured: the monitor runs in-process and a clean run finishes silently."""
         cb = WTwinCallback(stop_on="warning")

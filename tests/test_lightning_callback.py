@@ -193,3 +193,29 @@ class TestStepsMatchLightningsLogger:
         for step, loss, gnorm in sent:
             assert loss == pytest.approx(float(logged[int(step)]["train_loss"]), rel=1e-5)
             assert gnorm == pytest.approx(norms[int(step)], rel=1e-4)
+
+
+class TestScalars:
+    def test_what_self_log_logs_is_sent_as_scalars_at_each_flush(self, tmp_path):
+        """``grad_total`` (logged by the module) reaches the daemon as a scalar at each flush
+        of the loss buffer, its value the one metrics.csv has at that step; the loss the
+        callback sends is not sent again, validation's goes as eval."""
+        import csv
+
+        with InProcessDaemon() as d:
+            cb = WTwinCallback(run="pl-scalars", endpoint=d.endpoint, log_every=7)
+            trainer = L.Trainer(max_steps=40, accelerator="cpu", devices=1, log_every_n_steps=1,
+                                logger=L.loggers.CSVLogger(str(tmp_path), name="csv"),
+                                enable_progress_bar=False, enable_model_summary=False,
+                                limit_val_batches=0, enable_checkpointing=False, callbacks=[cb])
+            trainer.fit(LoggedNet(None), _data(4000, 1))
+            run = d.server.table.get("pl-scalars")
+            wait_for(lambda: run.status != "running", 10, what="run_end at the daemon")
+            scalars = run.scalars.columns()
+        rows = list(csv.DictReader(open(next(tmp_path.glob("csv/*/metrics.csv")))))
+        norms = {int(r["step"]): float(r["grad_total"]) for r in rows if r.get("grad_total")}
+        assert set(scalars) == {"grad_total"}
+        got = scalars["grad_total"]
+        assert got["step"] == [6.0, 13.0, 20.0, 27.0, 34.0]   # the 7th, 14th... loss: logger steps
+        for step, val in zip(got["step"], got["value"]):
+            assert val == pytest.approx(norms[int(step)], rel=1e-4)

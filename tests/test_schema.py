@@ -47,3 +47,22 @@ class TestDerived:
     def test_a_name_that_is_no_key_reads_as_none(self):
         for name in ("step ", "Loss", "grad_norm2", "tokenz", "emitters", "x" * 9, "events_"):
             assert frame_keys.read_name(name) == 0, name
+
+
+class TestScalarEvent:
+    def test_a_scalar_event_is_declared_once_and_checked_by_name(self):
+        """``scalar`` is the schema's; its name is 1..64 chars of letters, digits and
+        ``_./-:`` (bad_value otherwise), its value any number (NaN and inf allowed)."""
+        assert "scalar" in wire.EVENT_TYPES and schema.SCHEMA["scalar"][0] == {
+            "step": schema.INT, "name": schema.STR, "value": schema.NUM}
+        base = {"v": 1, "type": "scalar", "run": "r", "seq": 1, "step": 3, "name": "eval/acc-1:top.5",
+                "value": float("nan")}
+        assert wire.validate(dict(base))["name"] == "eval/acc-1:top.5"
+        for name in ("", "x" * 65, "a b", "é", "a\n", "<b>"):
+            try:
+                wire.validate({**base, "name": name})
+            except wire.WireError as exc:
+                assert exc.reason == "bad_value", name
+            else:
+                raise AssertionError(f"{name!r} accepted")
+        wire.validate({**base, "name": "x" * 64, "value": float("inf")})

@@ -35,7 +35,7 @@ class TestApi:
         status, p = api(fed, "/api/runs/healthy")
         assert status == 200
         s = p["series"]
-        assert set(s) == {"step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens"}
+        assert set(s) == {"step", "loss", "l_pred", "band_lo", "band_hi", "W", "lr", "grad_norm", "tokens", "time"}
         assert len({len(v) for v in s.values()}) == 1 and s["step"][-1] == 3000
         assert any(v is not None for v in s["l_pred"]) and s["lr"][-1] == pytest.approx(3e-5 * 1.0, rel=0.01)
         assert p["eval"]["step"] == [float(t) for t in range(250, 3001, 250)]

@@ -87,7 +87,12 @@ def encode(run) -> Row:
     d = snapshot(run)
     chunks = []
     if run._series is not None:   # else the stored envelopes' state goes back unchanged
-        run.history, chunks = run._series.take_history()
+        taken, chunks = run._series.take_history()
+        run.history = {**(run.history or {}), **taken}
+    if run.scalars is not None:   # daemon/scalars.py: one envelope per name
+        taken, more = run.scalars.take_history()
+        run.history = {**(run.history or {}), "scalars": taken}
+        chunks = chunks + more
     if run.history:
         d["history"] = run.history
     row = Row((run.run, run.status, run.preset, run.config_json,

@@ -70,6 +70,17 @@ def reduce(block: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.concatenate([block[starts, :1], block[ends - 1, 1:2], mn, mx, flag], axis=1)
 
 
+def widen(block: np.ndarray, k: int) -> np.ndarray:
+    """A block of fewer than ``k`` fields with the missing ones (the last) added as NaN:
+    a block stored before a field was added (``time``) reads beside the newer ones."""
+    k0 = (block.shape[1] - 2) // 3
+    if k0 >= k:
+        return block
+    pad = np.full((len(block), k - k0), np.nan)
+    return np.hstack([block[:, :2 + k0], pad, block[:, 2 + k0:2 + 2 * k0], pad,
+                      block[:, 2 + 2 * k0:], np.ones((len(block), k - k0))])
+
+
 def rebin(block: np.ndarray, width: float) -> np.ndarray:
     return reduce(block, np.floor(block[:, 0] / width)) if len(block) else block
 
@@ -140,10 +151,16 @@ class Envelope:
 
     MAX_RAW = 2048
 
-    def __init__(self, fields: tuple[str, ...], *, kind: str = "train", floor: int = 1024) -> None:
+    def __init__(self, fields: tuple[str, ...], *, kind: str = "train", floor: int = 1024,
+                 origin: str | None = None) -> None:
+        """``origin``: a field of Unix times, kept as seconds since the run's first
+        (``t0``, in the snapshot): float32 holds that to a fraction of a second for weeks,
+        a Unix time only to 128 s."""
         if floor < 1:
             raise ValueError("floor must be >= 1")
         self.fields, self.kind, self.floor = tuple(fields), kind, floor
+        self._origin = None if origin is None else 1 + self.fields.index(origin)   # its row column
+        self.t0: float | None = None
         self.width = 1.0
         self.first: float | None = None   # the run's first step (the span the width covers)
         self._raw: list[np.ndarray] = []
@@ -157,6 +174,13 @@ class Envelope:
             return
         if self.first is None:
             self.first = float(rows[0, 0])
+        at = self._origin
+        if at is not None:        # the block is the caller's too (Decimated's ring): a copy
+            if self.t0 is None:
+                times = rows[:, at][np.isfinite(rows[:, at])]
+                self.t0 = float(times[0]) if len(times) else None
+            rows = rows.copy()
+            rows[:, at] -= np.nan if self.t0 is None else self.t0
         self._raw.append(rows)
         self._nraw += len(rows)
         while (rows[-1, 0] - self.first) / self.width >= 2 * self.floor:
@@ -191,9 +215,14 @@ class Envelope:
         return out
 
     def snapshot(self) -> dict[str, Any]:
-        return {"w": self.width, "first": self.first}
+        out = {"w": self.width, "first": self.first}
+        if self.t0 is not None:
+            out["t0"] = self.t0
+        return out
 
     def restore(self, snap: dict[str, Any]) -> "Envelope":
         self.width = float(snap["w"])
         self.first = None if snap.get("first") is None else float(snap["first"])
+        t0 = snap.get("t0")   # absent: stored before times were kept, or none seen yet
+        self.t0 = float(t0) if isinstance(t0, (int, float)) and t0 == t0 else None
         return self

@@ -16,7 +16,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..series import EVAL_FIELDS, TRAIN_FIELDS
+from ..scalars import FIELDS as SCALAR_FIELDS
+from ..scalars import KIND_PREFIX
+from ..series import EVAL_FIELDS, TIMING_FIELDS, TRAIN_FIELDS
 from . import envelope, series_rows
 from .codec import decode_head
 from .db import connect
@@ -93,12 +95,22 @@ def run_record(path: str, name: str) -> dict[str, Any] | None:
         fired = _fired_one(conn, name)
         snap = _snapshot(row[6])
         train = _series(conn, name, "train", TRAIN_FIELDS)
+        t0 = ((snap.get("history") or {}).get("train") or {}).get("t0")
+        if train is not None:   # the times as stored: seconds since the run's first (envelope.py)
+            train["time"] = [None if v is None or not isinstance(t0, (int, float)) else v + t0
+                             for v in train["time"]]
         evals = _series(conn, name, "eval", EVAL_FIELDS)
+        timing = _series(conn, name, "timing", TIMING_FIELDS)
+        scalars = {kind[len(KIND_PREFIX):]: _series(conn, name, kind, SCALAR_FIELDS)
+                   for (kind,) in conn.execute("SELECT DISTINCT kind FROM series WHERE run = ? AND "
+                                               "kind >= ? AND kind < ? ORDER BY kind",
+                                               (name, KIND_PREFIX, KIND_PREFIX[:-1] + ";"))}
     finally:
         conn.close()
     out = _summary(row[:7], fired)
     out["config"] = _json(row[7])
-    out["series"], out["eval"] = train, evals
+    out["series"], out["eval"], out["timing"] = train, evals, timing
+    out["scalars"] = {k: v for k, v in scalars.items() if v is not None}   # daemon/scalars.py
     out["last_eval"] = snap.get("last_eval") or {}
     out["references"] = snap.get("references")   # names and group (docs/REFERENCES.md)
     out["markers"] = [m for m in (_marker(b[0]) for b in reversed(bodies)) if m]
@@ -111,7 +123,7 @@ def _series(conn, name: str, kind: str, fields: tuple[str, ...]) -> dict[str, li
     blk = series_rows.read(conn, name, kind)
     if not len(blk):
         return None
-    cols = envelope.columns(blk, fields[1:])
+    cols = envelope.columns(envelope.widen(blk, len(fields) - 1), fields[1:])
     return {f: cols[f].tolist() if f == "step" else _short(cols[f]) for f in fields}
 
 

@@ -25,6 +25,8 @@ def write(conn: sqlite3.Connection, run: str, chunk: Chunk) -> None:
     new = chunk.buckets()
     if chunk.compact or chunk.truncate is not None:
         old = read(conn, run, chunk.kind)
+        if new is not None and len(old):
+            old = envelope.widen(old, (new.shape[1] - 2) // 3)
         if chunk.truncate is not None:
             old = old[old[:, 0] < chunk.truncate]
         parts = [p for p in (old, new) if p is not None and len(p)]
@@ -40,7 +42,7 @@ def write(conn: sqlite3.Connection, run: str, chunk: Chunk) -> None:
             break
         small.append(rid)
     if len(small) > MAX_SMALL:
-        blk = read(conn, run, chunk.kind, ids=small)
+        blk = read(conn, run, chunk.kind, ids=small)   # widened to the newest block's fields
         conn.execute(f"DELETE FROM series WHERE id IN ({','.join('?' * len(small))})",
                      small)
         _insert(conn, run, chunk.kind, envelope.rebin(blk, chunk.width))
@@ -60,4 +62,6 @@ def read(conn: sqlite3.Connection, run: str, kind: str, ids: list[int] | None = 
                                         "ORDER BY lo, id", (run, kind, *(ids or ())))]
     if not blobs:
         return np.empty((0, 5))
-    return np.concatenate([envelope.decode(b) for b in blobs])
+    blocks = [envelope.decode(b) for b in blobs]
+    k = max((b.shape[1] - 2) // 3 for b in blocks)   # rows stored before a field was added
+    return np.concatenate([envelope.widen(b, k) for b in blocks])

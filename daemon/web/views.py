@@ -105,7 +105,8 @@ def stored_detail(d: dict[str, Any]) -> dict[str, Any]:
     evals = d.get("eval") or {"step": [], "val_loss": []}
     out.update(preset=d["preset"], config=safe_config(d["config"]), state=None,
                last_eval={k: num(v) for k, v in d["last_eval"].items() if isinstance(k, str)},
-               forecast_wait=None, series=series, eval=evals,
+               forecast_wait=None, series=series, eval=evals, scalars=d.get("scalars") or {},
+               timing=d.get("timing"),
                markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in d["markers"]],
                spectral=None, rewinds=rewinds_view(d["rewinds"]), references=stored_references(d.get("references")))
     return out
@@ -175,6 +176,8 @@ def run_detail(r: Any, spectral: Any = None) -> dict[str, Any]:
         forecast_wait=no_forecast(r.preset, series),
         series=with_earlier(series, r.spark.points()),
         eval=r.series.eval.columns(),
+        scalars=r.scalars.columns() if r.scalars is not None else {},
+        timing=r.series.timing.columns() if r.series.timing is not None else None,
         markers=[dict(m, message=scrub(m["message"]), details=scrub(m.get("details", ""))) for m in r.series.markers],
         spectral=spectral_view(spectral),
         rewinds=rewinds_view(r.rewinds),
@@ -189,7 +192,15 @@ def with_stored(out: dict[str, Any], rec: dict[str, Any] | None, live: dict[str,
     restore (``live``), and the stored alert transitions before the live ones, so the
     page right after a restart is the page the store gives once the run leaves memory.
     ``series_from``: the step the exact points begin at (before it: min/max buckets)."""
-    if rec is None or rec.get("series") is None:
+    if rec is None:
+        return out
+    out["scalars"] = with_stored_scalars(rec.get("scalars") or {}, out["scalars"])
+    stored_timing, live_timing = rec.get("timing"), out["timing"]
+    if stored_timing is not None:   # the stored time and memory before the live points
+        live_timing = live_timing or {f: [] for f in stored_timing}
+        out["timing"] = _before(stored_timing, live_timing,
+                                live_timing["step"][0] if live_timing["step"] else math.inf)
+    if rec.get("series") is None:
         return out
     first = live["step"][0] if live["step"] else math.inf
     out["series"] = _before(rec["series"], live, first)
@@ -203,6 +214,16 @@ def with_stored(out: dict[str, Any], rec: dict[str, Any] | None, live: dict[str,
     out["markers"] = older + out["markers"]
     out["series_from"] = None if first == math.inf else num(first)
     out["from_store"] = True
+    return out
+
+
+def with_stored_scalars(stored: dict[str, dict], live: dict[str, dict]) -> dict[str, dict]:
+    """Each scalar's stored history before the first point its live series holds."""
+    empty = {"step": [], "value": []}
+    out = {}
+    for name in sorted(set(stored) | set(live)):
+        cols = live.get(name, empty)
+        out[name] = _before(stored.get(name, empty), cols, cols["step"][0] if cols["step"] else math.inf)
     return out
 
 

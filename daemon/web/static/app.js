@@ -292,7 +292,7 @@ const WT = (() => {
     const ctx = u.ctx, { left, top, width, height } = u.bbox;
     ctx.save();
     for (const m of markers) {
-      const x = Math.round(u.valToPos(m.step, "x", true));
+      const x = Math.round(u.valToPos(m.x === undefined ? m.step : m.x, "x", true));
       if (!(x >= left - 1 && x <= left + width + 1)) continue;
       const firing = m.status === "firing";
       if (m.severity === "info") continue;   // info: only the small flag on top, no line
@@ -305,7 +305,7 @@ const WT = (() => {
     for (const old of u.over.querySelectorAll(".alert-marker")) old.remove();
     for (const m of markers) {
       if (m.status !== "firing") continue;
-      const x = u.valToPos(m.step, "x");
+      const x = u.valToPos(m.x === undefined ? m.step : m.x, "x");
       if (!(x >= -1 && x <= u.over.clientWidth + 1)) continue;
       u.over.append(el("div", {
         class: `alert-marker sev-${m.severity}`, style: `left:${x}px`,
@@ -328,6 +328,11 @@ const WT = (() => {
       this.userLog = false;
       this.last = null;
       this.charts = [];
+      this.opt = null;              // the lr / grad-norm chart, when shown
+      this.xmode = "step";          // the x axis (xaxis.js): step, relative, wall, tokens
+      this.xmap = null;             // step -> x for it (null: the step)
+      this.scalars = [];            // one chart per scalar the trainer logs (scalars.js)
+      this.timing = [];             // step time, memory (timing.js)
       this.smooth = WTTools.smoothing();
       this.pin = null;              // the step a click pinned the cursor at
       this.name = "run";            // exported files are named <name>-<chart>
@@ -344,6 +349,7 @@ const WT = (() => {
       this.root.textContent = "";
       const self = this;
       const sync = { key: "wtwind-run" }, t = WTTools.theme(), axis = WTTools.axis;
+      const xo = WTAxis.options(this.xmode, !!this.xmap);
       const pin = WTTools.pinning(() => self.charts, step => self.pinned(step));
       const base = {
         width: this.width(), cursor: { sync, drag: { x: true, y: false }, lock: true },
@@ -353,11 +359,11 @@ const WT = (() => {
       const marks = { draw: [u => drawMarkers(u, self.markers)] };
       this.charts = [new uPlot(Object.assign({}, base, {
         height: 340,
-        scales: { x: { time: false },
+        scales: { x: xo.scale,
           y: { distr: this.logy ? 3 : 1, range: (u, lo, hi) => lossRange(u, self.logy, self.refs)
             || (self.logy ? [lo / 1.1, hi * 1.1] : around(u, lo, hi)) } },
         series: [
-          { label: "step" },
+          { label: xo.axis.label },
           { label: "loss", stroke: this.smooth > 0 ? t.faint : t.loss, width: 1, spanGaps: false },
           { label: "forecast", stroke: "#2ca02c", width: 2, dash: [6, 4] },
           { label: "band low", stroke: "rgba(44,160,44,0.25)", width: 1 },
@@ -367,7 +373,7 @@ const WT = (() => {
           { label: "loss (smoothed)", stroke: t.loss, width: 1.5, spanGaps: true, show: this.smooth > 0 },
         ],
         bands: [{ series: [4, 3], fill: "rgba(44,160,44,0.13)" }],
-        axes: [axis({ label: "step" }), axis({ label: this.logy ? "loss (log)" : "loss", values: ticks, size: 60 })],
+        axes: [axis(xo.axis), axis({ label: this.logy ? "loss (log)" : "loss", values: ticks, size: 60 })],
         hooks: Object.assign({}, base.hooks, { draw: [shadeNonfinite, u => WTRefs.draw(u, self.refs),
           u => drawMarkers(u, self.markers)] }),
       }), lossData(data, this.logy, this.smooth), box("chart-loss"))];
@@ -375,21 +381,21 @@ const WT = (() => {
         height: 160,
         /* W runs from about -15 to thousands: a symmetric log (asinh) axis, linear
            within +-1, so both its sign and its decades read */
-        scales: { x: { time: false }, y: { distr: 4, asinh: 1, range: symlogRange } },
-        series: [{ label: "step" }, { label: "W", stroke: "#c2185b", width: 1.5 }],
-        axes: [axis({ label: "step" }), axis({ label: "W (symlog)", values: ticks, size: 60, splits: symlogSplits, filter: (u, splits) => splits })],
+        scales: { x: xo.scale, y: { distr: 4, asinh: 1, range: symlogRange } },
+        series: [{ label: xo.axis.label }, { label: "W", stroke: "#c2185b", width: 1.5 }],
+        axes: [axis(xo.axis), axis({ label: "W (symlog)", values: ticks, size: 60, splits: symlogSplits, filter: (u, splits) => splits })],
         hooks: Object.assign({}, base.hooks, marks),
       }), scoreData(data), box("chart-score")));
       if (hasAny(data[6]) || hasAny(data[7])) {
-        this.charts.push(new uPlot(Object.assign({}, base, {
+        this.charts.push(this.opt = new uPlot(Object.assign({}, base, {
           height: 180,
-          scales: { x: { time: false }, lr: { range: around }, gn: { range: around } },
+          scales: { x: xo.scale, lr: { range: around }, gn: { range: around } },
           series: [
-            { label: "step" },
+            { label: xo.axis.label },
             { label: "lr", stroke: t.lr, width: 1.5, scale: "lr" },
             { label: "grad norm", stroke: "#e07b00", width: 1, scale: "gn" },
           ],
-          axes: [axis({ label: "step" }), axis({ scale: "lr", label: "lr", values: ticks, size: 64, space: 20 }),
+          axes: [axis(xo.axis), axis({ scale: "lr", label: "lr", values: ticks, size: 64, space: 20 }),
             axis({ scale: "gn", side: 1, label: "grad norm", values: ticks, size: 60, space: 20, grid: { show: false } })],
           hooks: Object.assign({}, base.hooks, marks),
         }), optData(data), box("chart-opt")));
@@ -398,6 +404,11 @@ const WT = (() => {
       if (smoothRow && !(this.smooth > 0)) smoothRow.style.display = "none";   // off: not in the legend
       ["loss", "w", "lr"].forEach((what, i) => this.charts[i] &&
         WTTools.exportButtons(this.charts[i].root.parentElement, this.charts[i], () => `${self.name}-${what}`));
+      const opts = { base, box, smooth: this.smooth, name: () => self.name, hooks: marks, around, ticks,
+        xmap: this.xmap, xo };
+      this.timing = WTTiming.build(this.last && this.last.timing, opts);   // timing.js
+      this.scalars = WTScalars.build(this.last && this.last.scalars, opts);
+      this.charts.push(...this.timing, ...this.scalars);
       this.pinned(null);
     }
 
@@ -426,7 +437,8 @@ const WT = (() => {
       const was = this.smooth > 0;
       this.smooth = w;
       if (!this.loss || was !== w > 0) return this.rebuild();
-      this.loss.setData(lossData(columns(this.last), this.logy, w), false);
+      this.loss.setData(lossData(this.xdata(columns(this.last)), this.logy, w), false);
+      WTScalars.update(this.scalars, this.last.scalars, w, false, this.xmap);
     }
 
     rebuild() {
@@ -435,27 +447,44 @@ const WT = (() => {
       if (p) this.update(p);
     }
 
+    /* The x axis for every chart: "step", "relative", "wall" or "tokens" (xaxis.js). */
+    setX(mode) {
+      this.xmode = mode;
+      this.rebuild();
+    }
+
+    /* The charts' columns with their x mapped from steps to the chosen axis. */
+    xdata(d) {
+      if (this.xmap) d[0] = d[0].map(this.xmap);
+      return d;
+    }
+
     update(p) {
       this.last = p;
-      this.markers = p.markers || [];
-      this.refs = p.references || null;
-      const data = columns(p);
+      const xon = !!this.xmap, f = WTAxis.mapper(p, this.xmode) || null;
+      this.xmap = f;
+      this.markers = (p.markers || []).map(m => (f ? Object.assign({}, m, { x: f(m.step) }) : m));
+      this.refs = f ? null : (p.references || null);   // reference curves are by step
+      const data = this.xdata(columns(p));
       if (!data[0].length) {
         this.destroy();
         this.root.replaceChildren(el("p", { class: "muted empty-chart", text: "No loss or eval events yet." }));
         return;
       }
       const wantLog = this.userLog ? this.logy : spansDecade(data[1]);
-      const optShown = this.charts.length === 3, optWanted = hasAny(data[6]) || hasAny(data[7]);
-      if (!this.loss || wantLog !== this.logy || optShown !== optWanted) {
+      const optShown = this.opt !== null, optWanted = hasAny(data[6]) || hasAny(data[7]);
+      if (!this.loss || wantLog !== this.logy || optShown !== optWanted || xon !== !!f
+          || !WTScalars.same(this.scalars, p.scalars) || !WTTiming.same(this.timing, p.timing)) {
         if (wantLog !== this.logy) { this.logy = wantLog; this.onLog(wantLog); }
         this.destroy();
         return this.build(data);
       }
-      const [loss, score, opt] = this.charts;
+      const [loss, score] = this.charts, opt = this.opt;
       loss.setData(lossData(data, this.logy, this.smooth), this.follow);
       score.setData(scoreData(data), this.follow);
       if (opt) opt.setData(optData(data), this.follow);
+      WTScalars.update(this.scalars, p.scalars, this.smooth, this.follow, f);
+      WTTiming.update(this.timing, p.timing, this.follow, f);
       this.repin();
     }
 
@@ -468,6 +497,9 @@ const WT = (() => {
     destroy() {
       for (const u of this.charts) u.destroy();
       this.charts = [];
+      this.opt = null;
+      this.scalars = [];
+      this.timing = [];
       this.follow = true;
     }
 

@@ -111,6 +111,7 @@
       el("div", { class: `banner sev-${a.severity}` }, `${a.severity}: ${a.kind} since step ${a.step}. `,
         message(a.message, a.details))));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
+    WTAxis.control(p, mode => charts.setX(mode));
     charts.update(p);
     const ref = p.references;
     document.getElementById("reference").replaceChildren(...(ref ? [el("p", { class: "muted",
