@@ -125,6 +125,13 @@ class TestXAxis:
         assert acc[0] == pytest.approx(series["time"][series["step"].index(20)] - t0, abs=1e-6)
         assert acc == sorted(acc) and acc[-1] == pytest.approx(t1 - t0, abs=1e-6)
         assert page.evaluate(f"{CHARTS}.charts.map(u => u.axes[0].label)") == ["relative time"] * len(got)
+        box = page.locator(".chart-loss .u-over").bounding_box()       # a pin says a time
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)
+        page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)
+        page.wait_for_selector("#charts[data-pinned]")
+        note = page.locator("#pinned").inner_text()
+        assert note.startswith("pinned at ") and " s · " in note and "step" not in note, note
+        page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)   # released
         page.select_option("#xaxis", "wall")
         page.wait_for_function(f"() => {CHARTS}.charts[0].scales.x.time === true")
         got = page.evaluate(xs)

@@ -418,7 +418,7 @@ const WT = (() => {
       if (step === null) this.root.removeAttribute("data-pinned");
       else this.root.setAttribute("data-pinned", step);
       const note = document.getElementById("pinned");
-      if (note) note.textContent = step === null ? "click a chart to pin its values" : `pinned at step ${step} · click to release`;
+      if (note) note.textContent = step === null ? "click a chart to pin its values" : `pinned at ${WTAxis.at(this.xmap ? this.xmode : "step", step)} · click to release`;
     }
 
     /* After new data: the pinned cursor back at its step (the x range may have grown). */

@@ -60,6 +60,14 @@ const WTAxis = (() => {
   }
   const WT_fmtTick = x => (Math.abs(x) >= 1e5 ? x.toExponential(2).replace("e+", "e") : String(x));
 
+  /* Where a pin stands, in the words of `mode`'s axis ("step 1200", "3.5 min", a date). */
+  function at(mode, x) {
+    if (mode === "relative") return duration(x);
+    if (mode === "wall") return new Date(x * 1000).toLocaleString();
+    if (mode === "tokens") return `tokens ${WT_fmtTick(x)}`;
+    return `step ${x}`;
+  }
+
   /* The selector: each mode this run lacks disabled and marked unavailable. */
   function control(p, onChange) {
     const sel = document.getElementById("xaxis");
@@ -76,5 +84,5 @@ const WTAxis = (() => {
     return sel;
   }
 
-  return { mapper, options, control, duration, LABELS };
+  return { mapper, options, control, duration, at, LABELS };
 })();
