@@ -34,6 +34,7 @@ import structlog
 from wtwin import emitters
 from wtwin.emitters import fast_decode, wire
 from wtwin.emitters.schema import TIMING
+from wtwin.emitters.wire import REFUSED
 
 from .incarnations import is_new
 from .logsetup import RateLimited
@@ -118,6 +119,8 @@ class Ingest:
             else:  # ``base`` is a batch's (docs/PROTOCOL.md)
                 events[0].pop("base", None)
             for ev in events:
+                if ev["type"] == REFUSED:
+                    continue  # a refused event's place: no run to keep it in
                 received[ev["type"]] += 1
                 item = (identity, ev, now, user)
                 # a run in the store but not in memory: its events wait for its row (restores.py)
@@ -131,7 +134,8 @@ class Ingest:
         admission, group, key = self.admission, None, None
         for ev in events:
             kind = ev["type"]
-            received[kind] += 1
+            if kind != REFUSED:   # counted where it was refused (``frame_rejected``)
+                received[kind] += 1
             secret = ev.pop("auth", auth)  # the secret leaves the event here
             em = ev.get("emitter", emitter)
             if kind == "run_start" and not admission.config_fits(ev, identity):
@@ -182,6 +186,8 @@ class Ingest:
                 verdict = marks.admit_seq(em, seq, base)
                 if verdict and not answer(run, em, verdict):
                     continue  # already processed, or a gap to re-send first
+            if ev is not None and ev["type"] == REFUSED:
+                continue  # its place in the sequence taken: the emitter's next is no gap
             if run.frozen is not None:  # a run restored at startup: its detectors, at its first event
                 self.restores.thaw(run)
             if ev is not None and ev["type"] == "run_start" and self.incarnations is not None \

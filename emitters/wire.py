@@ -44,6 +44,11 @@ KIND_PRESETS = {"pretraining": "pretraining", "continued_pretraining": "adaptive
                 "finetuning": "finetuning", "rl": "stationary", "gan": "stationary",
                 "contrastive": "stationary", "stationary": "stationary"}
 CHECKPOINT_FORMATS = ("torch", "safetensors")
+# an event the checks refused, kept as its place in its emitter's sequence only
+# (`decode_frame`): the emitter's later events are then no gap to re-send forever (a
+# newer trainer's event type or field froze its run at an older daemon). Never a client's
+# type: one a client sends is refused as ``unknown_type`` like any other.
+REFUSED = "refused"
 CHECKPOINT_WANTS = ("analyze", "project")
 
 REJECT_REASONS = (
@@ -110,6 +115,8 @@ def decode(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> tuple[list
     """Decode and validate a frame. Returns (valid events, reject reasons); the events of
     a batch carry the batch's ``emitter``, ``auth`` and ``base`` (see ``decode_frame``)."""
     events, rejects, batch = decode_frame(frame, max_bytes)
+    if rejects:     # a refused event's place (`REFUSED`) is the daemon's, not a valid event
+        events = [ev for ev in events if ev["type"] != REFUSED]
     if batch is not None:
         inherit(events, batch)
     elif events:
@@ -150,8 +157,26 @@ def decode_frame(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
         try:
             return [_validate_general(obj)], [], None
         except WireError as exc:
-            return [], [exc.reason], None
+            kept = refused(obj, exc.reason)
+            return ([kept] if kept else []), [exc.reason], None
     return _decode_batch(obj)
+
+
+def refused(ev: dict, reason: str) -> dict | None:
+    """A refused event's place in its emitter's sequence (type `REFUSED`, ``reason``), when
+    its version, run, seq, emitter and secret are well-formed; else None (no place to keep)."""
+    run, seq, em, auth = ev.get("run"), ev.get("seq"), ev.get("emitter"), ev.get("auth")
+    if not (ev.get("v") == VERSION and type(run) is str and 0 < len(run) <= MAX_RUN_LEN
+            and type(seq) is int and 0 <= seq <= INT64_MAX
+            and (em is None or (type(em) is str and len(em) <= MAX_EMITTER_LEN))
+            and (auth is None or (type(auth) is str and len(auth) <= MAX_AUTH_LEN))):
+        return None
+    out = {"v": VERSION, "type": REFUSED, "run": run, "seq": seq, "reason": reason}
+    if em is not None:
+        out["emitter"] = em
+    if auth is not None:
+        out["auth"] = auth
+    return out
 
 
 def inherit(events: list[dict], batch: Batch) -> None:
@@ -204,6 +229,9 @@ def _decode_batch(obj: dict) -> tuple[list[dict], list[str], Batch | None]:
                 keep(_validate_general(ev))
             except WireError as exc:
                 rejects.append(exc.reason)
+                kept = refused(ev, exc.reason)
+                if kept is not None:
+                    keep(kept)
     return events, rejects, Batch(emitter, auth, base)
 
 

@@ -31,7 +31,8 @@ FIELDS = ("v", "type", "run", "seq", "step", "loss", "lr", "grad_norm", "tokens"
 
 def judged_alone(obj) -> tuple[list[dict], list[str]]:
     """The protocol's definition: each event of the batch, with the batch's emitter and
-    auth inherited, judged on its own by the general checks."""
+    auth inherited, judged on its own by the general checks; a refused one keeps its place
+    in the sequence (``wire.refused``)."""
     events, rejects = [], []
     for ev in obj["events"]:
         if type(ev) is not dict:
@@ -44,12 +45,17 @@ def judged_alone(obj) -> tuple[list[dict], list[str]]:
             events.append(wire._validate_general(ev))
         except wire.WireError as exc:
             rejects.append(exc.reason)
+            kept = wire.refused(ev, exc.reason)     # its place in the sequence, kept
+            if kept is not None:
+                events.append(kept)
     return events, rejects
 
 
 def loss_events(n: int, first: int = 1, run: str = "r") -> list[dict]:
+    # a send time each: a point's time is its event's ts, else its arrival (which differs
+    # between two feeds of the same events)
     return [{"v": 1, "type": "loss", "run": run, "seq": s, "step": s, "loss": 2.0 + 1.0 / s,
-             "lr": 3e-4, "emitter": "e"} for s in range(first, first + n)]
+             "lr": 3e-4, "emitter": "e", "ts": 1.7e9 + s} for s in range(first, first + n)]
 
 
 def test_batch_checks_judge_each_event_as_the_general_checks_do():
@@ -75,7 +81,9 @@ def test_batch_checks_judge_each_event_as_the_general_checks_do():
                 frame_obj[name] = rng.choice(HOSTILE + ["e", "s3cret", 1])
         frame = msgpack.packb(frame_obj, use_bin_type=True)
         want_events, want_rejects = judged_alone(msgpack.unpackb(frame))
-        events, rejects = wire.decode(frame)
+        events, rejects, batch = wire.decode_frame(frame)     # what the daemon takes
+        if batch is not None:
+            wire.inherit(events, batch)
         assert rejects == want_rejects, frame_obj
         # the same events (NaN compared as packed bytes); ``base`` is the batch's
         assert msgpack.packb([{k: v for k, v in e.items() if k != "base"} for e in events]) == \

@@ -82,6 +82,7 @@ class TestDecode:
             "heartbeat": {"dropped": 0},
             "run_end": {"status": "completed"},
             "rewind": {"step": 500, "from_step": 624, "kind": "divergence", "lr_scale": 0.5, "count": 1},
+            "scalar": {"step": 1, "name": "eval/acc", "value": 0.5},
         }
         assert set(examples) == set(wire.EVENT_TYPES)
         for kind, fields in examples.items():
