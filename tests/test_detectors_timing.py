@@ -180,6 +180,26 @@ class TestMemory:
         assert all(states[first:]), "the page flapped"
         assert len(states) - first >= 30     # reports (minutes) before the total
 
+    def test_the_message_says_when_at_which_step_and_the_last_checkpoint(self):
+        """The issue's sentence: rate, total, time, "at step ~N" (two digits: a forecast),
+        and the last checkpoint, which a snapshot keeps."""
+        mon = RunMonitor()
+        for i in range(1, 400):
+            if i == 300:
+                mon.checkpoint(30_000)
+            st = mon.update_loss(i * 100, 3.0, ts=60.0 * i,
+                                 timing={"mem_reserved": (40 + i / 60) * GIB, "mem_total": 48 * GIB})
+            page = [f for f in st.findings if f.kind == "memory" and f.active]
+            if page:
+                break
+        text = page[0].message
+        assert text.startswith("reserved memory grows 1 GiB/h (now 4"), text
+        assert "48 GiB reached in about 1 h 5" in text and "(at step ~48,000)" in text
+        assert "). Last checkpoint: step 30,000" in text
+        twin = RunMonitor()
+        twin.restore(mon.snapshot())
+        assert twin.detectors["memory"]._ckpt == 30_000
+
     def test_critical_within_a_quarter_of_the_horizon(self):
         det = MemoryDetector()
         sev = set()
