@@ -9,6 +9,8 @@ whose iterations take 1.5x longer for long enough pages ``throughput``; without
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import random
 from datetime import datetime, timedelta
@@ -92,8 +94,6 @@ def nanogpt(path, iters=6000, every=10, slow_from=None, eval_every=500, eval_s=2
 
 
 def monitor(path, *extra) -> dict:
-    import contextlib
-    import io
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         rc = main(["monitor", str(path), "--json", *extra])
