@@ -286,7 +286,10 @@ class RunState:
         return self.policy.resolve_all(self.step or 0, now, f"run ended ({self.status})")
 
     def _on_checkpoint(self, ev: dict, now: float) -> list[Alert]:
-        return []  # the server hands checkpoints to the job runner
+        """The detectors hear of it (a memory page names the last checkpoint); the server
+        hands it to the job runner."""
+        self.monitor.checkpoint(ev["step"])
+        return []
 
     def _on_rewind(self, ev: dict, now: float) -> list[Alert]:
         """A trainer-side `Rewind` ran: keep and log its audit record. The loss events

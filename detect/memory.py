@@ -17,6 +17,8 @@ approach whose time constant comes from the two slopes' ratio and their ages, so
 fragmentation that plateaus never gets there. Once paging, the first line alone is
 followed (the recent slope wobbles with the step rate: no flapping), and the page clears
 once its crossing is beyond 1.5x the horizon. A resume (the step went back) starts it over: a new process.
+The run's checkpoints (`checkpoint`, the daemon's checkpoint events) are not judged: the
+page names the last one, what an OOM would fall back to.
 
 >>> det = MemoryDetector()
 >>> first = None
@@ -49,6 +51,11 @@ _GIB = cython.declare(cython.double, float(2 ** 30))
 _new = tuple.__new__
 
 
+def _about(step: float) -> int:
+    """A forecast step to two significant digits (it is a forecast): 41,237 -> 41,000."""
+    return int(round(step, 2 - len(str(abs(int(step))))))
+
+
 class MemoryState(NamedTuple):
     step: int
     active: bool
@@ -64,8 +71,10 @@ class MemoryDetector(Detector):
     ARGS = ("horizon_s", "halflife", "r2", "min_span_s", "warmup", "patience")
     STATE = ("_s", "_t0", "_w", "_st", "_sm", "_stt", "_stm", "_smm", "_fw", "_fst", "_fsm",
              "_fstt", "_fstm", "_n", "_first_ts",
-             "_last_ts", "_last_m", "_total", "_kind", "_run", "_on", "_crit", "_s0", "_ts0")
-    OPTIONAL = ("_s", "_t0", "_first_ts", "_last_ts", "_last_m", "_total", "_s0", "_ts0")
+             "_last_ts", "_last_m", "_total", "_kind", "_run", "_on", "_crit", "_s0", "_ts0",
+             "_ckpt")
+    OPTIONAL = ("_s", "_t0", "_first_ts", "_last_ts", "_last_m", "_total", "_s0", "_ts0",
+                "_ckpt")
 
     def __init__(self, *, horizon_s: float = 7200.0, halflife: float = 60.0, r2: float = 0.8,
                  min_span_s: float = 1800.0, warmup: int = 20, patience: int = 3) -> None:
@@ -81,7 +90,7 @@ class MemoryDetector(Detector):
         self._c_fk = 0.5 ** (4.0 / halflife)
         self._s = NO_STEP
         self._t0 = self._first_ts = self._last_ts = self._last_m = self._total = NAN
-        self._s0 = NO_STEP
+        self._s0 = self._ckpt = NO_STEP
         self._ts0 = NAN
         self._w = self._st = self._sm = self._stt = self._stm = self._smm = 0.0
         self._fw = self._fst = self._fsm = self._fstt = self._fstm = 0.0
@@ -94,11 +103,17 @@ class MemoryDetector(Detector):
 
     def see(self, p) -> None:
         if p.from_step != NO_STEP:      # a resume: a new process, new allocations
+            ckpt = self._ckpt           # (the checkpoints saved stay saved)
             self.__init__(**self._params())
+            self._ckpt = ckpt
         if p.timed and p.ts == p.ts:
             self.observe(p.s, p.ts, p.mem_alloc, p.mem_reserved, p.mem_total)
         else:
             self._s = p.s
+
+    def checkpoint(self, step: int) -> None:
+        """A checkpoint was saved at ``step``: the page names the last one."""
+        self._ckpt = step
 
     @cython.locals(m=cython.double, k=cython.double, t=cython.double)
     def observe(self, step: int, ts: float, allocated: float, reserved: float,
@@ -192,7 +207,9 @@ class MemoryDetector(Detector):
                 f"{_dur(self.eta_s)}")
         if self._s0 != NO_STEP and self._last_ts > self._ts0 and self._s > self._s0:
             rate = (self._s - self._s0) / (self._last_ts - self._ts0)
-            text += f" (at step ~{int(self._s + rate * self.eta_s):,})"
+            text += f" (at step ~{_about(self._s + rate * self.eta_s):,})"
+        if self._ckpt != NO_STEP:
+            text += f". Last checkpoint: step {self._ckpt:,}"
         return text
 
     def update(self, step: int, loss: float, ts: float | None = None,

@@ -33,6 +33,10 @@ CHECKS = {
     "spike": ("the batch and the data shard at that step", "WTwinLossSpike"),
     "resume_jump": ("that the checkpoint resumed is the one the run saved last (weights, "
                     "optimizer and data position)", "WTwinResumeJump"),
+    "throughput": ("the slowest node's step time and the data loader (its workers, the "
+                   "filesystem)", "WTwinRunSlowdown"),
+    "memory": ("what a step keeps alive for the next (a loss kept with its graph, a growing "
+               "cache); save a checkpoint now", "WTwinMemoryExhaustion"),
     "frozen_loader": ("the data loader's iterator and sampler", "WTwinLossDegradation"),
     "chance": ("that the labels match the inputs and the lr is not zero or huge",
                "WTwinLossAtChance"),

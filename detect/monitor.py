@@ -186,6 +186,14 @@ class RunMonitor:
                            tuple(out)))
         return self._judge(a, p)
 
+    def checkpoint(self, step: int) -> None:
+        """A checkpoint was saved at ``step`` (the daemon's checkpoint event): detectors
+        whose page names the last one hear of it (`MemoryDetector.checkpoint`)."""
+        for det in self._d.values():
+            saved = getattr(det, "checkpoint", None)
+            if saved is not None:
+                saved(step)
+
     def _point(self, step, loss, lr, grad_norm):
         """The update's `Point` (the monitor's one, refilled)."""
         p = self._p

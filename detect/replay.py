@@ -27,6 +27,7 @@ from .finding import MonitorState
 from .monitor import RunMonitor
 from .policy import AlertPolicy
 
+_UNTIMED = (None, None)     # a step ``times`` has nothing for (`scan`)
 
 def _apply(policy: AlertPolicy, state: MonitorState, step: int, now: float,
            advance: bool) -> list[Alert]:
@@ -116,7 +117,7 @@ def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrainin
     """`replay` for a caller that wants the alerts, not an object per event (a log of
     10^6 steps: the offline CLI): (every alert transition, the number of loss events).
     ``series``, a list: ``(step, loss, l_pred, band_lo, band_hi, W)`` is appended to it
-    per loss event. ``times``: step -> ``(ts, timing)``, the run's time and memory
+    per loss event. ``times``: step -> ``(ts, timing)`` or ``(ts, timing, tokens)``, the run's time and memory
     (`RunMonitor.update_loss`; ``wtwin monitor --timing``). Same events, same transitions
     as `replay`."""
     s = Session(run, preset, **overrides)
@@ -135,8 +136,8 @@ def scan(events: Iterable[tuple], *, run: str = "log", preset: str = "pretrainin
         if times is None:
             state = update(step, value, lr, grad)
         else:
-            ts, timing = times.get(step, (None, None))
-            state = update(step, value, lr, grad, ts, None, timing)
+            ts, timing, *tokens = times.get(step, _UNTIMED)
+            state = update(step, value, lr, grad, ts, tokens[0] if tokens else None, timing)
         if state.findings or not idle:   # else `_apply` returns []: skip it
             out += _apply(policy, state, step, float(i), advance=True)
             idle = policy.idle

@@ -7,7 +7,8 @@ a step time (``step_time_s``, ``step_time``, ``iter_time``, ``time_per_iter``, `
 ``step_time_ms``: milliseconds, Megatron's), a data wait (``data_wait_s``, ``data_time``)
 or the memory columns of the wire (``mem_allocated``, ``mem_reserved``, ``mem_total``),
 gives per step ``(ts, timing)``, what `RunMonitor.update_loss` takes (with step times and
-no wall time, their sum stands in for ``ts``). Read apart from
+no wall time, their sum stands in for ``ts``); any other file, the per-iteration times a
+trainer printed (`log_stdout`: Megatron-LM, nanoGPT). Read apart from
 the loss (``logs.py``): the detection of the loss never depends on it.
 """
 
@@ -17,6 +18,7 @@ import csv
 import io
 import json
 
+from . import log_stdout
 from .log_table import STEP_COLS
 
 TS_COLS = ("ts", "timestamp", "time", "wall_time", "_timestamp", "wall time")
@@ -65,7 +67,23 @@ def _rows(path: str):
 
 
 def read_timing(path: str) -> dict[int, tuple] | None:
-    """step -> (ts, timing dict or None); None when the log has no such column."""
+    """step -> (ts, timing dict or None[, tokens]); None when the log has no such column.
+    A file that is no CSV, JSONL or JSON: the times a trainer printed (`log_stdout`)."""
+    if not path.endswith((".jsonl", ".ndjson", ".csv", ".json")):
+        return _printed(path)
+    return _columns(path)
+
+
+def _printed(path: str) -> dict[int, tuple] | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            printed = log_stdout.parse(f.read())
+    except OSError:
+        return None
+    return printed[2] or None if printed is not None else None
+
+
+def _columns(path: str) -> dict[int, tuple] | None:
     out: dict[int, tuple] = {}
     cols = None
     clock, last = 0.0, None     # no wall time: the step times summed stand in for it

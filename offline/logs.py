@@ -25,7 +25,7 @@ from itertools import chain, repeat
 from json.scanner import make_scanner
 from operator import itemgetter
 
-from . import log_columns, log_formats
+from . import log_columns, log_formats, log_stdout
 from .log_table import LogError, TrainingLog, _build, _fast
 
 STOP_KEY = "wtwin_stopped"   # a log_history entry a wtwin callback left on stopping (stops.py)
@@ -71,7 +71,16 @@ def read_log(path, loss_col: str | None = None, run: str | None = None) -> Train
 
 
 def _read_csv(path, text, loss_col) -> TrainingLog:
-    return _csv_by_columns(path, text, loss_col) or _csv_by_rows(path, text, loss_col)
+    """A CSV; else, only when no CSV reading can read it, a trainer's stdout (`log_stdout`:
+    Megatron-LM, nanoGPT), so that every log read before reads the same."""
+    try:
+        return _csv_by_columns(path, text, loss_col) or _csv_by_rows(path, text, loss_col)
+    except LogError:
+        printed = log_stdout.parse(text)
+        if printed is None or not printed[1]:
+            raise
+    fmt, rows, _ = printed
+    return _build(path, rows, log_stdout.NAMES, None, {"format": fmt})
 
 
 def _csv_by_columns(path, text, loss_col) -> TrainingLog | None:

@@ -72,3 +72,27 @@ class TestTiming:
         assert left is not None and 0 < left <= 7200
         assert sample(daemon, "wtwind_run_alert_active", run="leak", kind="throughput") is None
         sock.close()
+
+    def test_the_memory_page_names_the_last_checkpoint(self, daemon):
+        """Checkpoint events at steps 10,000 and 15,000 among the reports: the memory page
+        back at the trainer says when the total is reached, at which step, and the last
+        checkpoint (what an OOM would fall back to)."""
+        sock = raw_dealer(daemon.tcp)
+        frames = []
+        for i in range(1, 400):
+            frames.append({"type": "loss", "step": 50 * i, "loss": 2.0 + 5.0 / (50 * i) ** 0.5,
+                           "ts": 1.7e9 + 60.0 * i, "mem_reserved": (40 + i / 60) * GIB,
+                           "mem_total": 48 * GIB})
+            if i in (200, 300):
+                frames.append({"type": "checkpoint", "step": 50 * i, "path": f"/nowhere/ckpt-{50 * i}.pt"})
+        for i in range(0, len(frames), 100):
+            chunk = [{"v": 1, "run": "ckpt", "seq": 1 + i + k, **ev}
+                     for k, ev in enumerate(frames[i:i + 100])]
+            sock.send(wire.encode({"v": 1, "type": "batch", "events": chunk, "emitter": "em-ckpt"}))
+        got = []
+        wait_for(lambda: got.extend(_alerts(sock)) or any(a["kind"] == "memory" for a in got),
+                 timeout=30, what="the memory page back at the sender")
+        (page,) = [a for a in got if a["kind"] == "memory" and a["status"] == "firing"]
+        assert "GiB/h" in page["message"] and "(at step ~" in page["message"]
+        assert "Last checkpoint: step 15,000" in page["message"]
+        sock.close()

@@ -58,6 +58,26 @@ class TestThroughput:
             det = ThroughputDetector()
             assert first_active(det, clocked(20000, ckpt_every=500, log_every=log_every)) is None
 
+    @pytest.mark.parametrize("log_every", [10, 50])
+    def test_20_s_checkpoints_as_a_step_clock_reports_them_are_silent(self, log_every):
+        """The trainer's own means (`StepClock`): a 20 s save every 500 steps of 0.2 s is
+        the next step's data wait, inside the mean ``step_time_s`` and ``data_wait_s`` of
+        its interval; in the monitor, no page of any kind (the loss is healthy)."""
+        mon, rng, ts, pages = RunMonitor(), random.Random(1), 1.7e9, []
+        total = wait = 0.0
+        for t in range(1, 20001):
+            step = 0.2 * (1 + 0.05 * rng.random())
+            stall = 20.0 if t % 500 == 1 and t > 1 else 0.0
+            total, wait = total + step + stall, wait + 0.01 + stall
+            ts += step + stall
+            if t % log_every == 0:
+                timing = {"step_time_s": total / log_every, "data_wait_s": wait / log_every}
+                total = wait = 0.0
+                st = mon.update_loss(t, 2.5 + 9.0 * t ** -0.35 + rng.gauss(0, 0.01), ts=ts,
+                                     timing=timing)
+                pages += [f.kind for f in st.findings if f.active and f.severity != "info"]
+        assert pages == []
+
     def test_slow_first_steps_are_silent(self):
         """Compilation: the first 15 steps take 30 s, then 0.2 s."""
         det = ThroughputDetector()
@@ -179,6 +199,26 @@ class TestMemory:
         first = states.index(True)
         assert all(states[first:]), "the page flapped"
         assert len(states) - first >= 30     # reports (minutes) before the total
+
+    def test_the_message_says_when_at_which_step_and_the_last_checkpoint(self):
+        """The issue's sentence: rate, total, time, "at step ~N" (two digits: a forecast),
+        and the last checkpoint, which a snapshot keeps."""
+        mon = RunMonitor()
+        for i in range(1, 400):
+            if i == 300:
+                mon.checkpoint(30_000)
+            st = mon.update_loss(i * 100, 3.0, ts=60.0 * i,
+                                 timing={"mem_reserved": (40 + i / 60) * GIB, "mem_total": 48 * GIB})
+            page = [f for f in st.findings if f.kind == "memory" and f.active]
+            if page:
+                break
+        text = page[0].message
+        assert text.startswith("reserved memory grows 1 GiB/h (now 4"), text
+        assert "48 GiB reached in about 1 h 5" in text and "(at step ~48,000)" in text
+        assert "). Last checkpoint: step 30,000" in text
+        twin = RunMonitor()
+        twin.restore(mon.snapshot())
+        assert twin.detectors["memory"]._ckpt == 30_000
 
     def test_critical_within_a_quarter_of_the_horizon(self):
         det = MemoryDetector()
