@@ -41,7 +41,6 @@ docs/REFERENCES.md, "The detector".
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from bisect import bisect_right
 from typing import Sequence
@@ -55,8 +54,8 @@ if not cython.compiled:       # compiled: libc's, cimported in reference.pxd
     from math import fabs, isfinite, sqrt
 
 from .errors import ConfigError
-from .finding import Finding
 from .reference_config import ReferenceConfig
+from .reference_verdict import ReferenceVerdict, plain as _plain
 from .reference_curve import ReferenceCurve
 
 __all__ = ["ReferenceConfig", "ReferenceCurve", "ReferenceTracker", "ReferenceVerdict", "STATES"]
@@ -79,33 +78,6 @@ _STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt",
 # later: a snapshot without them keeps their fresh values)
 HIST_STEP = cython.declare(cython.double, 1.25)   # the run's own levels, kept every 25% of x
 HIST_MAX = cython.declare(cython.Py_ssize_t, 256)   # ... at most this many (steps to 2^63: 196)
-
-
-def _plain(v):
-    return None if isinstance(v, float) and v != v else v
-
-
-@dataclasses.dataclass(frozen=True)
-class ReferenceVerdict:
-    """The comparison at one update. ``gap``/``units`` are against ``reference`` (the one
-    the live run is furthest behind when several); NaN when there is no comparison."""
-
-    state: str
-    reference: str
-    gap: float
-    units: float
-    message: str
-    step: int = 0
-    resolved: bool = False     # True on the update where a ``behind`` ended
-
-    def finding(self) -> Finding | None:
-        """A ``behind`` finding (active while behind, inactive on the update it resolves),
-        else None."""
-        if self.state == "behind":
-            return Finding("behind", "warning", True, self.step, self.message)
-        if self.resolved:
-            return Finding("behind", "warning", False, self.step, self.message)
-        return None
 
 
 @cython.cclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -67,6 +68,18 @@ def http_get(url: str, timeout: float = 10.0) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+def run_page(d, name: str) -> dict | None:
+    """``/api/runs/<name>`` of daemon ``d`` (None: not found)."""
+    status, body = http_get(f"{d.url}/api/runs/{name}", timeout=5)
+    return json.loads(body) if status == 200 else None
+
+
+def run_at(d, name: str, step: int, status: str) -> dict:
+    """Wait until run ``name``'s page is at ``step`` with ``status``; that page."""
+    return wait_for(lambda: (p := run_page(d, name)) and p["step"] == step and p["status"] == status and p,
+                    30, 0.05, f"{name} at step {step}, {status}")
 
 
 def parse_metrics(text: str) -> dict[tuple[str, tuple], float]:

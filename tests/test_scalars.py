@@ -5,24 +5,13 @@ wtwind, real emitters, raw frames where a client misbehaves."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import msgpack
-from helpers import Daemon, http_get, raw_dealer, sample, wait_for
+from helpers import Daemon, raw_dealer, run_at, run_page, sample, wait_for
 
 from wtwin.daemon.scalars import PER_RUN
 from wtwin.emitters import connect
-
-
-def page(d, name: str) -> dict | None:
-    status, body = http_get(f"{d.url}/api/runs/{name}", timeout=5)
-    return json.loads(body) if status == 200 else None
-
-
-def at(d, name: str, step: int, status: str) -> dict:
-    return wait_for(lambda: (p := page(d, name)) and p["step"] == step and p["status"] == status and p,
-                    30, 0.05, f"{name} at step {step}, {status}")
 
 
 class TestScalars:
@@ -38,7 +27,7 @@ class TestScalars:
                 if t % 10 == 0:
                     e.scalar(t, "eval_accuracy", float("nan") if t == 1500 else t / 3000)
             e.close("completed")
-            before = at(d, "sc", 3000, "completed")
+            before = run_at(d, "sc", 3000, "completed")
         finally:
             d.stop()
         sc = before["scalars"]
@@ -47,11 +36,11 @@ class TestScalars:
         assert len(sc["train/grad_scale"]["step"]) > 500
         assert None in sc["eval_accuracy"]["value"]          # the NaN, as the loss keeps one
         with Daemon(tmpdir=str(tmp_path)) as d2:           # back in memory, from the store
-            live = at(d2, "sc", 3000, "completed")
+            live = run_at(d2, "sc", 3000, "completed")
             assert live.get("from_store") is True
         gone = {"WTWIND_RUNS__ENDED_TTL_S": "0", "WTWIND_RUNS__ENDED_SERIES_S": "0"}
         with Daemon(tmpdir=str(tmp_path), extra_env=gone) as d3:   # the store only
-            stored = at(d3, "sc", 3000, "completed")
+            stored = run_at(d3, "sc", 3000, "completed")
             assert stored["stored"] is True
         assert live["scalars"] == stored["scalars"]
         assert sorted(stored["scalars"]) == ["eval_accuracy", "train/grad_scale"]
@@ -71,7 +60,7 @@ class TestScalars:
                     e.scalar(t, f"m{i:02d}", i + t)
             e.loss(6, 0.5)
             e.close("completed")
-            p = at(d, "many", 6, "completed")
+            p = run_at(d, "many", 6, "completed")
             assert sorted(p["scalars"]) == [f"m{i:02d}" for i in range(PER_RUN)]
             assert p["scalars"]["m31"]["value"] == [32.0, 33.0, 34.0, 35.0, 36.0]
             wait_for(lambda: sample(d, "wtwind_scalars_dropped_total", reason="names_per_run") == 40,
@@ -95,7 +84,7 @@ class TestScalars:
             for i, ev in enumerate(events):
                 ev["seq"] = i
             sock.send(msgpack.packb({"v": 1, "type": "batch", "events": events}))
-            p = wait_for(lambda: (p := page(d, "raw")) and p["step"] == 3 and p, 10, 0.05, "raw at 3")
+            p = wait_for(lambda: (p := run_page(d, "raw")) and p["step"] == 3 and p, 10, 0.05, "raw at 3")
             assert p["scalars"] == {"ok": {"step": [2.0, 3.0], "value": [None, 2.5]}}
             for reason in ("bad_value", "bad_type", "missing_field"):
                 want = sum(1 for _, r in bad if r == reason)

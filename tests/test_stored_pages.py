@@ -5,26 +5,15 @@ that say "No alerts". A real wtwind, restarted on the same store; real emitters.
 
 from __future__ import annotations
 
-import json
 import math
 
-from helpers import Daemon, http_get, wait_for
+from helpers import Daemon, run_at
 
 from wtwin.emitters import connect
 
 
 def curve(t: int) -> float:
     return 2.0 + 8.0 * (t + 50) ** -0.45 + 0.02 * math.sin(t * 1.7)
-
-
-def page(d, name: str) -> dict | None:
-    status, body = http_get(f"{d.url}/api/runs/{name}", timeout=5)
-    return json.loads(body) if status == 200 else None
-
-
-def at(d, name: str, step: int, status: str) -> dict:
-    return wait_for(lambda: (p := page(d, name)) and p["step"] == step and p["status"] == status and p,
-                    30, 0.05, f"{name} at step {step}, {status}")
 
 
 def test_an_ended_run_right_after_a_restart_is_its_stored_page(tmp_path):
@@ -36,16 +25,16 @@ def test_an_ended_run_right_after_a_restart_is_its_stored_page(tmp_path):
             if t % 250 == 0:
                 e.eval(t, val_loss=curve(t) + 0.05)
         e.close("failed")
-        before = at(d, "nan-run", 3000, "failed")
+        before = run_at(d, "nan-run", 3000, "failed")
         assert any(m["kind"] == "nonfinite" for m in before["markers"])
     finally:
         d.stop()
     with Daemon(tmpdir=str(tmp_path)) as d2:       # the ended run is back in memory
-        live = at(d2, "nan-run", 3000, "failed")
+        live = run_at(d2, "nan-run", 3000, "failed")
         assert live["stored"] is False and live.get("from_store") is True
     gone = {"WTWIND_RUNS__ENDED_TTL_S": "0", "WTWIND_RUNS__ENDED_SERIES_S": "0"}
     with Daemon(tmpdir=str(tmp_path), extra_env=gone) as d3:   # from the store only
-        stored = at(d3, "nan-run", 3000, "failed")
+        stored = run_at(d3, "nan-run", 3000, "failed")
         assert stored["stored"] is True
     for f in ("step", "loss", "W", "lr"):
         assert live["series"][f] == stored["series"][f], f

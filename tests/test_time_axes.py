@@ -5,27 +5,16 @@ real wtwind, restarted on the same store; real emitters."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 
 import numpy as np
-from helpers import Daemon, http_get, wait_for
+from helpers import Daemon, run_at
 
 from wtwin.daemon.store import envelope
 from wtwin.emitters import connect
 
 GONE = {"WTWIND_RUNS__ENDED_TTL_S": "0", "WTWIND_RUNS__ENDED_SERIES_S": "0"}
-
-
-def page(d, name: str) -> dict | None:
-    status, body = http_get(f"{d.url}/api/runs/{name}", timeout=5)
-    return json.loads(body) if status == 200 else None
-
-
-def at(d, name: str, step: int, status: str) -> dict:
-    return wait_for(lambda: (p := page(d, name)) and p["step"] == step and p["status"] == status and p,
-                    30, 0.05, f"{name} at step {step}, {status}")
 
 
 def feed(d, run: str, steps: int) -> tuple[float, float]:
@@ -57,16 +46,16 @@ class TestTimePerPoint:
         d = Daemon(tmpdir=str(tmp_path)).start()
         try:
             lo, hi = feed(d, "timed", 3000)
-            live = at(d, "timed", 3000, "completed")["series"]
+            live = run_at(d, "timed", 3000, "completed")["series"]
         finally:
             d.stop()
         times = live["time"]
         assert len(times) == len(live["step"]) > 1000 and None not in times
         assert lo <= times[0] <= times[-1] <= hi and times == sorted(times)
         with Daemon(tmpdir=str(tmp_path)) as d2:
-            restored = at(d2, "timed", 3000, "completed")
+            restored = run_at(d2, "timed", 3000, "completed")
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d3:
-            stored = at(d3, "timed", 3000, "completed")
+            stored = run_at(d3, "timed", 3000, "completed")
         assert restored["series"]["time"] == stored["series"]["time"]
         st = stored["series"]
         assert None not in st["time"] and st["time"][0] >= lo - 0.01 and st["time"][-1] <= hi + 0.01
@@ -82,12 +71,12 @@ class TestTimePerPoint:
         d = Daemon(tmpdir=str(tmp_path)).start()
         try:
             feed(d, "old", 2000)
-            at(d, "old", 2000, "completed")
+            run_at(d, "old", 2000, "completed")
         finally:
             d.stop()
         make_old(tmp_path / "wtwind.db", "old")     # as an older wtwind wrote it: 8 fields
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d2:
-            stored = at(d2, "old", 2000, "completed")
+            stored = run_at(d2, "old", 2000, "completed")
         s = stored["series"]
         assert len(s["step"]) > 500 and set(s["time"]) == {None} and None not in s["loss"]
         with Daemon(tmpdir=str(tmp_path)) as d3:      # it goes on: new blocks carry times
@@ -95,9 +84,9 @@ class TestTimePerPoint:
             for t in range(2001, 2501):
                 e.loss(t, 2.0)
             e.close("completed")
-            at(d3, "old", 2500, "completed")
+            run_at(d3, "old", 2500, "completed")
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d4:
-            s = at(d4, "old", 2500, "completed")["series"]
+            s = run_at(d4, "old", 2500, "completed")["series"]
         old = [t for st, t in zip(s["step"], s["time"]) if st <= 2000]
         new = [t for st, t in zip(s["step"], s["time"]) if st > 2000]
         assert sum(t is not None for t in old) <= 2 < len(old)   # a bucket across step 2000 has one

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import Daemon
-from test_time_axes import GONE, at
+from helpers import Daemon, run_at
+from test_time_axes import GONE
 from test_web_browser import browser, page  # noqa: F401 (fixtures)
 
 from wtwin.emitters import connect
@@ -37,8 +37,8 @@ class TestTimingSeries:
             e = connect(d.ipc, run="plain")
             e.loss(1, 1.0)
             e.close("completed")
-            live = at(d, "timed", 1500, "completed")["timing"]
-            assert at(d, "plain", 1, "completed")["timing"] is None
+            live = run_at(d, "timed", 1500, "completed")["timing"]
+            assert run_at(d, "plain", 1, "completed")["timing"] is None
         finally:
             d.stop()
         assert live["step"][-1] == 1500 and live["step_time_s"][-1] == pytest.approx(0.3)
@@ -46,9 +46,9 @@ class TestTimingSeries:
         assert live["mem_total"][-1] == 80 * GIB and live["mem_allocated"][-1] == pytest.approx(25 * GIB)
         assert live["mem_total"][-2] is None                  # memory every 10th step only
         with Daemon(tmpdir=str(tmp_path)) as d2:
-            restored = at(d2, "timed", 1500, "completed")["timing"]
+            restored = run_at(d2, "timed", 1500, "completed")["timing"]
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d3:
-            stored = at(d3, "timed", 1500, "completed")["timing"]
+            stored = run_at(d3, "timed", 1500, "completed")["timing"]
         assert restored == stored and stored["step"][-1] == 1500
         times = [v for v in stored["step_time_s"] if v is not None]
         assert min(times) == pytest.approx(0.2) and max(times) == pytest.approx(0.3)
@@ -62,8 +62,8 @@ class TestTimingSeries:
             e = connect(d.ipc, run="plain")
             e.loss(1, 1.0)
             e.close("completed")
-            api = at(d, "timed", 600, "completed")["timing"]
-            at(d, "plain", 1, "completed")
+            api = run_at(d, "timed", 600, "completed")["timing"]
+            run_at(d, "plain", 1, "completed")
             page.goto(f"{d.url}/runs/timed")
             page.wait_for_selector(".chart-memory canvas")
             charts = f"{CHARTS}.charts.filter(u => u.timingKind)"

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from helpers import Daemon, wait_for
+from helpers import Daemon, run_at, wait_for
 from test_web_browser import browser, page  # noqa: F401 (fixtures)
 from test_web_par import legend, tensorboard_ema
-from test_time_axes import GONE, at, feed, make_old
+from test_time_axes import GONE, feed, make_old
 from web_fed import api
 
 from wtwin.emitters import connect
@@ -146,7 +146,7 @@ class TestXAxis:
         d = Daemon(tmpdir=str(tmp_path)).start()
         try:
             feed(d, "old", 500)
-            at(d, "old", 500, "completed")
+            run_at(d, "old", 500, "completed")
         finally:
             d.stop()
         make_old(tmp_path / "wtwind.db", "old")
