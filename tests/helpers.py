@@ -82,6 +82,17 @@ def run_at(d, name: str, step: int, status: str) -> dict:
                     30, 0.05, f"{name} at step {step}, {status}")
 
 
+def drag_across(page, selector: str, frm: float, to: float, steps: int = 8) -> None:
+    """Drag the mouse across ``selector``'s box at mid-height, from ``frm`` to ``to`` of its
+    width (a uPlot zoom), in a Playwright ``page``."""
+    box = page.locator(selector).bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * frm, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * to, y, steps=steps)
+    page.mouse.up()
+
+
 def parse_metrics(text: str) -> dict[tuple[str, tuple], float]:
     """{(sample name, sorted label items): value} from Prometheus text format."""
     out = {}

@@ -39,6 +39,18 @@ def make_old(path, run: str) -> None:
     db.close()
 
 
+def stored_before_times(tmp_path, run: str, steps: int) -> None:
+    """A run of ``steps`` losses, ended, then its store rewritten as an older wtwind wrote
+    it (`make_old`: 8 fields, no ``t0``)."""
+    d = Daemon(tmpdir=str(tmp_path)).start()
+    try:
+        feed(d, run, steps)
+        run_at(d, run, steps, "completed")
+    finally:
+        d.stop()
+    make_old(tmp_path / "wtwind.db", run)
+
+
 class TestTimePerPoint:
     def test_live_restored_and_stored_pages_carry_each_points_time(self, tmp_path):
         """The live page's times are the events' send times, in step order; right after a
@@ -68,13 +80,7 @@ class TestTimePerPoint:
         """Blocks of the old width (no time field) and a snapshot without ``t0``: the stored
         page has every point with a null time; a run that goes on after a restart adds
         blocks with times beside the old ones, and both read."""
-        d = Daemon(tmpdir=str(tmp_path)).start()
-        try:
-            feed(d, "old", 2000)
-            run_at(d, "old", 2000, "completed")
-        finally:
-            d.stop()
-        make_old(tmp_path / "wtwind.db", "old")     # as an older wtwind wrote it: 8 fields
+        stored_before_times(tmp_path, "old", 2000)
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d2:
             stored = run_at(d2, "old", 2000, "completed")
         s = stored["series"]

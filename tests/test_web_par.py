@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from helpers import drag_across
 from test_web_browser import LOSS_BLUE, PIXELS, browser, page, shoot, shots  # noqa: F401 (fixtures)
 from web_fed import api, fed  # noqa: F401 (fixture)
 
@@ -236,13 +237,7 @@ class TestZoom:
         page.wait_for_selector(".chart-opt canvas")
         xs = "() => document.querySelector('#charts').runCharts.charts.map(u => [u.scales.x.min, u.scales.x.max])"
         full = page.evaluate(xs)
-        box = page.locator(".chart-loss .u-over").bounding_box()
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.3, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.45, y, steps=5)
-        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
-        page.mouse.up()
+        drag_across(page, ".chart-loss .u-over", 0.3, 0.6, steps=10)
         page.wait_for_function(f"() => ({xs})()[0][1] < {full[0][1]} * 0.8")
         zoomed = page.evaluate(xs)
         lo, hi = zoomed[0]

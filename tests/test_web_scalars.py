@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from helpers import Daemon, run_at, wait_for
+from helpers import Daemon, drag_across, wait_for
 from test_web_browser import browser, page  # noqa: F401 (fixtures)
 from test_web_par import legend, tensorboard_ema
-from test_time_axes import GONE, feed, make_old
+from test_time_axes import GONE, stored_before_times
 from web_fed import api
 
 from wtwin.emitters import connect
@@ -83,18 +83,15 @@ class TestScalarCharts:
         # zoom: a drag across the loss chart narrows every chart to the same steps
         xs = f"() => {CHARTS}.charts.map(u => [u.scales.x.min, u.scales.x.max])"
         full = page.evaluate(xs)
-        box = page.locator(".chart-loss .u-over").bounding_box()
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.3, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
-        page.mouse.up()
+        drag_across(page, ".chart-loss .u-over", 0.3, 0.6)
         page.wait_for_function(f"() => ({xs})().every(r => r[1] < {full[0][1]} * 0.8)")
         zoomed = page.evaluate(xs)
         assert all(z == pytest.approx(zoomed[0], abs=25) for z in zoomed), zoomed
         page.click("#reset")
         page.wait_for_function(f"() => ({xs})()[0][1] >= {full[0][1]}")
         # pin: a click on the loss chart holds the scalar legends at that step
+        box = page.locator(".chart-loss .u-over").bounding_box()
+        y = box["y"] + box["height"] / 2
         page.mouse.move(box["x"] + box["width"] * 0.5, y)
         page.mouse.click(box["x"] + box["width"] * 0.5, y)
         pinned = page.wait_for_selector("#charts[data-pinned]").get_attribute("data-pinned")
@@ -143,13 +140,7 @@ class TestXAxis:
     def test_a_history_stored_before_times_were_kept_says_unavailable(self, tmp_path, page):
         """A stored run whose loss history has no times: the time axes are disabled and
         marked unavailable; the charts stay on steps."""
-        d = Daemon(tmpdir=str(tmp_path)).start()
-        try:
-            feed(d, "old", 500)
-            run_at(d, "old", 500, "completed")
-        finally:
-            d.stop()
-        make_old(tmp_path / "wtwind.db", "old")
+        stored_before_times(tmp_path, "old", 500)
         with Daemon(tmpdir=str(tmp_path), extra_env=GONE) as d2:
             page.goto(f"{d2.url}/runs/old")
             page.wait_for_selector(".chart-loss canvas")
