@@ -75,8 +75,9 @@ def plateau(pl, fc, effect: float, progress: float, rose: bool = False,
     (headline, details); ``rose``: a slowdown whose level has since risen above its
     ``best``, paged as a drift."""
     if pl.rule == "frozen":
-        return (f"logged loss frozen at exactly {pl.level!r} for {pl.repeats} points in a row: "
-                "the loss stopped updating (often a NaN the logger hides)",
+        return (f"logged loss frozen at {pl.level!r} (to single precision) for {pl.repeats} "
+                "points in a row: the loss stopped updating (often a NaN the logger hides, or "
+                "a network that died)",
                 f"repeats {pl.repeats}")
     if pl.rule == "no_learning":
         return (f"no learning: loss level {pl.level:.4g} fell only {pl.progress:.2%} since "

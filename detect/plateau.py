@@ -3,8 +3,8 @@ flat where the forecast falls.
 
 Four rules:
 
-- *frozen*: the loss has repeated one exact value for ``frozen_points`` points in a
-  row (at increasing steps): the logger stopped updating (two MLPerf Mask R-CNN runs
+- *frozen*: the loss has repeated one value, to single precision, for ``frozen_points``
+  points in a row (at increasing steps): the logger stopped updating, or the network died (two MLPerf Mask R-CNN runs
   printed one value for 36,000 iterations after a NaN their meters hid, while the lr
   moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
   the log rounds it (`resolution`) and it moves by less than a printed digit a point: a
@@ -81,6 +81,10 @@ from .resolution import NONE, RAW as _RAW, decimals, quantum
 INF = cython.declare(cython.double, math.inf)
 NAN = cython.declare(cython.double, base.NAN)              # a float state with no value yet
 NO_STEP = cython.declare(cython.longlong, base.NO_STEP)    # a step state with no step yet
+# in a log that is not rounded, a repeat is the same value to single precision (2^-23 of
+# it, float32's spacing): a dead network's loss that averages float32 values varies in its
+# ninth digit only (a PINN sat at 0.51090220(5-6) for 6,000 steps after a blow-up)
+SINGLE = cython.declare(cython.double, 2.0 ** -23)
 RAW = cython.declare(cython.longlong, _RAW)
 _new = tuple.__new__     # a state without the NamedTuple's Python-level __new__
 
@@ -226,7 +230,7 @@ class PlateauDetector(PlateauSlope):
         if step < self._last:
             self._reset_slope()
         if step > self._last:
-            if loss == self._prev:
+            if loss == self._prev or (self._dec >= RAW and abs(loss - self._prev) <= SINGLE * abs(loss)):
                 self._same += 1
             else:
                 self._same, self._before = 0, self._prev

@@ -118,3 +118,41 @@ class TestFailuresInRoundedLogs:
             if det.update(t, x if places is None else round(x, places)).active and first is None:
                 first = t
         assert first is not None and 400 < first < 450
+
+
+class TestDeadNetwork:
+    """A log that is not rounded: a dead network's loss, averaged from float32 values,
+    moves in its ninth digit only (a PINN sat at 0.51090220(5-6) after a blow-up); a value
+    repeated to single precision 20 times is frozen, and a converged healthy loss whose
+    changes are a millionth of it is not."""
+
+    @staticmethod
+    def _run(after, seed=4):
+        rng = random.Random(seed)
+        return [2.9 * (1 + s / 20) ** -0.5 + abs(rng.gauss(0, 0.3)) for s in range(1, 301)] + after(rng)
+
+    def test_a_loss_stuck_in_its_ninth_digit_is_frozen(self):
+        losses = self._run(lambda rng: [0.5109022 + rng.uniform(-5e-9, 5e-9) for _ in range(40)])
+        assert ("plateau", "warning") in _kinds(losses)
+        mon = RunMonitor("pretraining")
+        msgs = [f.message for s, x in enumerate(losses, 1) for f in mon.update_loss(s, x).findings
+                if f.kind == "plateau" and f.active]
+        assert msgs and "(to single precision) for 20 points" in msgs[0], msgs
+
+    def test_a_converged_loss_moving_a_millionth_is_not_frozen(self):
+        losses = self._run(lambda rng: [0.5109022 * (1 + rng.uniform(-2e-6, 2e-6)) for _ in range(200)])
+        assert not any(k == "plateau" for k, _ in _kinds(losses))
+
+    def test_the_shared_pinn_that_froze_after_its_blow_up_pages(self):
+        from corpus import SHARED, require_data
+        from wtwin.offline.logs import read_log
+
+        require_data()
+        log = read_log(str(SHARED / "real-logs-3" / "lightning_pinn_pendulum_v5_blowup_frozen.csv"))
+        mon, first = RunMonitor("pretraining"), None
+        for kind, step, value, *_ in log.events():
+            if kind == "loss" and value is not None:
+                for f in mon.update_loss(step, value).findings:
+                    if f.kind == "plateau" and f.active and first is None:
+                        first = step
+        assert first is not None and 349 < first <= 1500, first
