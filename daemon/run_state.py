@@ -80,6 +80,8 @@ class RunState:
         self._series: RunSeries | None = None
         self.scalars: RunScalars | None = None   # built at the first scalar event
         self.scalar_budget = scalar_budget
+        # its series of time and memory: counted in the scalar budget, or found no room (logged)
+        self._timing_taken = self._timing_refused = False
         self.history: dict | None = None   # the stored history's envelopes (store/codec.py)
         # restored from the store: its plot series hold only what came since (the page
         # puts the stored history in front: web/__init__.py)
@@ -232,8 +234,8 @@ class RunState:
         self.last_state = state
         series = self._series if self._series is not None else self.series
         series.add_loss(step, loss, state, self.lr, grad_norm, tokens, now if ts is None else ts)
-        if timing is not None:   # only events with fields of time or memory (not the fast path)
-            series.add_timing(step, timing)
+        if timing is not None and self._timing_room():
+            series.add_timing(step, timing)   # only events with fields of time or memory
         self.spark.add(step, loss)
         if self.refs is not None:   # daemon/references.py: one tracker feed a loss
             out += self.refs.update(self.policy, step, loss, lr, tokens, now)
@@ -248,6 +250,20 @@ class RunState:
                           else dict(list(metrics.items())[: self.max_eval_metrics]))
         self.series.add_eval(ev["step"], self.last_eval)
         return observe_eval(self.monitor, self.policy, ev["step"], ev["metrics"], now)[1]
+
+    def _timing_room(self) -> bool:
+        """Has the daemon room for this run's series of time and memory (`ScalarBudget`)?
+        Without, the row is dropped (counted) and the run's first drop logged."""
+        if self._timing_taken or self.scalar_budget is None:
+            return True
+        if self.scalar_budget.take_timing(self):     # held while this run is in memory
+            self._timing_taken = True
+            return True
+        if not self._timing_refused:
+            self._timing_refused = True
+            log.warning("scalar_dropped", run=self.run, reason="timing_total",
+                        max_series=self.scalar_budget.max_series)
+        return False
 
     def _on_scalar(self, ev: dict, now: float) -> list[Alert]:
         if self.scalars is None:

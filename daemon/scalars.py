@@ -31,14 +31,18 @@ FIELDS = ("step", "value")
 KIND_PREFIX = "s:"          # the store's ``series.kind`` of a scalar's history
 PER_RUN = 32
 MAX_SERIES = 2048         # about 107 KB each at worst: 219 MB (docs/SECURITY.md)
+# a run's series of time and memory (`series.RunSeries.add_timing`) takes this many of
+# ``max_series``: about 231 KB at worst, so 2,048 units hold 2,048 scalars or 1,024 runs'
+# timing, 219 or 237 MB
+TIMING_UNITS = 2
 ENVELOPE_FLOOR = 256        # stored buckets per name: 256..512 (the loss keeps 1,024..2,048)
-DROP_REASONS = ("names_per_run", "names_total")
+DROP_REASONS = ("names_per_run", "names_total", "timing_total")
 
 
 class ScalarBudget:
-    """The daemon's scalar series: how many all runs in memory hold (``held``, at most
-    ``max_series``), and the values dropped, by reason. A run's series leave the count
-    when the run leaves memory."""
+    """The daemon's extra series, scalars and each run's time and memory (`TIMING_UNITS`):
+    how many all runs in memory hold (``held``, at most ``max_series``), and the values
+    dropped, by reason. A run's series leave the count when the run leaves memory."""
 
     def __init__(self, max_series: int = MAX_SERIES, per_run: int = PER_RUN) -> None:
         if max_series < 1 or per_run < 1:
@@ -49,6 +53,20 @@ class ScalarBudget:
 
     def release(self, series: dict) -> None:
         self.held -= len(series)
+
+    def take_timing(self, owner) -> bool:
+        """May a run keep a series of time and memory (``owner``)? Counted against
+        ``max_series`` until ``owner`` is gone; past the cap, False and counted
+        (``timing_total``: the run's row is dropped)."""
+        if self.held + TIMING_UNITS > self.max_series:
+            self.dropped["timing_total"] += 1
+            return False
+        self.held += TIMING_UNITS
+        weakref.finalize(owner, self._untake)
+        return True
+
+    def _untake(self) -> None:
+        self.held -= TIMING_UNITS
 
 
 class RunScalars:

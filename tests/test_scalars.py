@@ -125,3 +125,30 @@ class TestScalarBudget:
         r.add(10, "new", 1.0)
         assert sorted(r.series) == ["p", "q"] and budget.dropped == {"names_per_run": 1}
         assert r.series["p"].history.width == 8.0 and r.series["p"].history.kind == "s:p"
+
+    def test_a_runs_time_and_memory_series_takes_its_share_of_the_cap(self):
+        """A run's series of time and memory counts ``TIMING_UNITS`` against the same cap
+        (each is about 231 KB at worst: 10,000 runs sending timing would hold 2.3 GB):
+        past it, the rows are dropped and counted (``timing_total``), the run's loss and
+        its detectors go on; the run leaving memory frees its share."""
+        import gc
+
+        from wtwin.daemon.run_state import RunState
+        from wtwin.daemon.scalars import TIMING_UNITS, ScalarBudget
+
+        budget = ScalarBudget(max_series=TIMING_UNITS + 1)
+        runs = [RunState(name, preset="pretraining", cooldown_s=0, now=0.0, keep_history=False,
+                         scalar_budget=budget) for name in ("a", "b")]
+        for step in range(1, 4):
+            for r in runs:
+                r.observe({"type": "loss", "step": step, "loss": 2.0, "step_time_s": 0.2,
+                           "mem_reserved": 1e9}, float(step))
+        a, b = runs
+        assert a.series.timing is not None and b.series.timing is None
+        assert budget.held == TIMING_UNITS and budget.dropped == {"timing_total": 3}
+        assert b.step == 3 and b.timing == {"step_time_s": 0.2, "mem_reserved": 1e9}
+        del a, runs
+        gc.collect()
+        assert budget.held == 0
+        b.observe({"type": "loss", "step": 4, "loss": 2.0, "step_time_s": 0.2}, 4.0)
+        assert b.series.timing is not None and budget.held == TIMING_UNITS
