@@ -20,6 +20,7 @@ cdef class ReferenceTracker:
     cpdef int feed(self, long long step, double loss, double lr=*, double tokens=*) except? -1
     cdef void _level_in(self, double x, double loss) except *
     cdef void _own(self, double x) except *
+    cdef double _fell(self, double x) except? -1.0
     cdef double _at(self, int i, double x, list cur, list ys) except? -1.0
     cdef int _compare(self, double x, double lr) except? -1
     cdef void _wander_in(self, double x) except *

@@ -73,8 +73,8 @@ OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
 _STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt", "_level", "_prev",
           "_scat", "_gx", "_gprev", "_wander", "_gap", "_units", "_spread", "_state", "_worst",
           "_resolved", "_cond", "_still", "_cur", "_curl", "_lrbad", "_lv_now", "_sched", "_lrnow",
-          "_lrref", "_hx", "_hlv", "_fall", "_stuck")
-# (``_sched``, ``_lrnow``, ``_lrref`` and the run's own history ``_hx``..``_stuck`` came
+          "_lrref", "_hx", "_hlv")
+# (``_sched``, ``_lrnow``, ``_lrref`` and the run's own history ``_hx``, ``_hlv`` came
 # later: a snapshot without them keeps their fresh values)
 HIST_STEP = cython.declare(cython.double, 1.25)   # the run's own levels, kept every 25% of x
 HIST_MAX = cython.declare(cython.Py_ssize_t, 256)   # ... at most this many (steps to 2^63: 196)
@@ -124,7 +124,8 @@ class ReferenceTracker:
         self._gap, self._units, self._step, self._cstep = NAN, NAN, 0, 0
         self._spread, self._cond, self._still = 0.0, False, False
         self._hx, self._hlv = [], []           # the run's own level, every `HIST_STEP` of x
-        self._fall, self._stuck = NAN, False   # its fall over the last half of x; stuck?
+        # at the last comparison: its fall over the last half of x (NaN: not needed), stuck?
+        self._fall, self._stuck = NAN, False
 
     def update(self, step: int, loss: float, lr: float = NAN, tokens: float = NAN) -> ReferenceVerdict:
         """Feed one point of the live run; the comparison at it."""
@@ -188,10 +189,10 @@ class ReferenceTracker:
         self._prev = loss
         self._scat = d if self._n == 2 else 0.98 * self._scat + 0.02 * d
 
-    @cython.locals(n=cython.Py_ssize_t, j=cython.Py_ssize_t, half=cython.double)
+    @cython.locals(n=cython.Py_ssize_t)
     def _own(self, x: float) -> None:
         """Keep the run's own level every `HIST_STEP` of ``x`` (log-spaced: a few hundred
-        entries over any run), and its fall since half of ``x`` (``_fall``)."""
+        entries over any run)."""
         n = len(self._hx)
         if x > 0.0 and (n == 0 or x >= HIST_STEP * self._hx[n - 1]):
             if n >= HIST_MAX:       # a hostile axis (tokens from 1e-300): every other one
@@ -199,9 +200,13 @@ class ReferenceTracker:
                 del self._hlv[::2]
             self._hx.append(x)
             self._hlv.append(self._level)
+
+    @cython.locals(j=cython.Py_ssize_t, half=cython.double)
+    def _fell(self, x: float) -> float:
+        """How far the run's own level fell since half of ``x`` (NaN: no level kept then)."""
         half = 0.5 * x
         j = bisect_right(self._hx, half) - 1
-        self._fall = self._hlv[j] - self._level if j >= 0 and self._hx[0] < half else NAN
+        return self._hlv[j] - self._level if j >= 0 and self._hx[0] < half else NAN
 
     @cython.locals(xs=list, lv=list, n=cython.int, j=cython.int, x0=cython.double,
                    x1=cython.double, w=cython.double)
@@ -230,7 +235,7 @@ class ReferenceTracker:
                    lag=cython.double, noise=cython.double, live=cython.double, a=cython.double,
                    ok=cython.bint, still=cython.bint, eff=cython.double, st=cython.double,
                    nz=cython.double, nref=cython.int, other=cython.bint, bar=cython.double,
-                   stuck=cython.bint, fall=cython.double, own=cython.double)
+                   stuck=cython.bint, own=cython.double)
     def _compare(self, x: float, lr: float) -> int:
         """The gap to each reference at ``x``; the state it allows (OK: judged, with
         ``_cond``: behind every reference, and ``_still``: not yet back within noise)."""
@@ -269,8 +274,7 @@ class ReferenceTracker:
         # the level at step s stands for step s - tau (tau: its weights' mean age): the lag
         # is measured on that effective step, so a young run's smoothing is not a lag
         eff = 1.0 - self._c_tau / self._step if self._step > self._c_tau else 0.0
-        fall = self._fall
-        self._stuck = False
+        self._fall, self._stuck = NAN, False
         for i in range(nref):
             lv = self._lv_now[i]
             if not isfinite(lv):
@@ -288,7 +292,9 @@ class ReferenceTracker:
             noise = sqrt(own + self._wander * self._wander)
             # another lr: stuck, the gap material and the run no longer closing it; the gap's
             # wander is no noise here (a stuck run's gap to a falling sibling wanders by design)
-            stuck = (other and u > self._c_stuck and fall < self._c_keep * gap
+            if other and u > self._c_stuck and self._fall != self._fall:
+                self._fall = self._fell(x)      # only where the stuck rule may judge
+            stuck = (other and u > self._c_stuck and self._fall < self._c_keep * gap
                      and x >= xs[0] + self._c_swarm * (xs[len(xs) - 1] - xs[0])
                      and gap > self._c_ngate * sqrt(own))
             ok = ok and (stuck or (u > bar and gap > lag and gap > self._c_ngate * noise))
