@@ -24,7 +24,6 @@ the same logs under ``pretraining``, to show what the preset spares them.
 
 from __future__ import annotations
 
-import csv
 import math
 import pathlib
 import statistics
@@ -37,6 +36,7 @@ from corpus import NOT_MEANT_TO_FALL, SHARED, manifest_rows  # noqa: E402
 
 from wtwin.detect import RunMonitor  # noqa: E402
 from wtwin.detect.presets import PRESET_PARAMS  # noqa: E402
+from wtwin.offline.logs import read_log  # noqa: E402
 
 FLOOR = 40.0          # the smallest run-away that pages, in one-point scatters
 ONSET = 0.6           # the injected failures start at this fraction of a log's points
@@ -45,19 +45,9 @@ INJECTIONS = ("jump", "runaway", "nan")
 
 def logs() -> list[tuple[str, str, str, list[tuple[int, float]]]]:
     """(file, label, source, points) of every log not meant to fall in ../shared/data."""
-    out = []
-    for path, r in manifest_rows():
-        if r.get("kind") not in NOT_MEANT_TO_FALL:
-            continue
-        pts = []
-        with open(path) as fh:
-            for row in csv.DictReader(fh):
-                try:
-                    pts.append((int(float(row["step"])), float(row["loss"])))
-                except (TypeError, ValueError):
-                    continue
-        out.append((r["file"], r["label"], r["repo"], pts))
-    return sorted(out)
+    return sorted((r["file"], r["label"], r["repo"],
+                   [(s, v) for k, s, v, *_ in read_log(str(path)).events() if k == "loss" and v is not None])
+                  for path, r in manifest_rows() if r.get("kind") in NOT_MEANT_TO_FALL)
 
 
 def held_runaway(pts: list[tuple[int, float]]) -> float:
