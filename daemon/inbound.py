@@ -16,9 +16,14 @@
   ZeroMQ's round-robin over connections quick; what delays the others is an expensive
   frame). The same charges go to one shared bucket (``loop_share`` a second): while it
   is empty, a peer goes on only within a light allowance of a tenth of its own rate
-  (a trainer's frames are mostly free), so ten flooding connections together take
-  about ``loop_share`` of the loop, and ZeroMQ's round-robin stays quick for a
-  trainer's frames. It is enforced while peers contend: the handlers are behind (the
+  (a trainer's frames are mostly free), and what those allowances spend is drawn from
+  one pool too (a tenth of ``loop_share``), except by a peer whose allowance is nearly
+  full (``RESTED``: it cost next to nothing lately). So forty flooding connections
+  together take about ``loop_share`` of the loop, and ZeroMQ's round-robin stays quick
+  for a trainer's frames (without the pool, each connection spent its own allowance and
+  the page of the all-at-once flood came 9-16 s late, 2026-12-07). The garbage
+  collector's pauses are not the frame's that met them: the shared bucket pays them
+  (``Receiver._timed``, daemon/gc_clock.py). It is enforced while peers contend: the handlers are behind (the
   last drain ended with frames still waiting) and another peer sent within
   ``ACTIVE_S``. Then a frame of a peer in debt is dropped before it is decoded (it
   costs a receive) and counted (``wtwind_frames_dropped_total{reason="peer_rate"}``,
@@ -47,6 +52,7 @@ MAX_PEERS = 4096
 ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take seconds)
 MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
 LIGHT = 0.1  # of a peer's rate and burst: what it may spend while the shared bucket is empty
+RESTED = 0.9  # of its light allowance: a peer that cost this little lately never waits for the pool
 # A frame handled within this is free: cheap frames keep ZeroMQ's round-robin quick (a
 # trainer's one-event frames are never charged); what delays others is an expensive frame.
 FREE_S = 0.0002
@@ -69,6 +75,9 @@ class PeerBuckets:
         self.total_rate = total_rate or 3 * rate
         # the shared bucket, one second deep: its tokens, and when they were counted
         self._total_tokens, self._total_when = self.total_rate, clock()
+        # what the light allowances of all peers spend together, one second deep: without
+        # it, a thousand connections would each spend their own
+        self._light_tokens, self._light_when = self.total_rate * LIGHT, clock()
         # peer -> (tokens, light tokens, when), in order of last use
         self._peers: dict[bytes | str, tuple[float, float, float]] = {}
         self.dropped_frames = 0
@@ -92,7 +101,10 @@ class PeerBuckets:
         self._peers[peer] = (tokens, light, now)
         if len(self._peers) > self.max_peers:
             self._evict(now)
-        if (tokens > 0 and (total > 0 or light > 0)) or not (backlogged and self._others_active(peer, now)):
+        rested = light >= self.burst * LIGHT * RESTED   # it cost (next to) nothing lately
+        if tokens > 0 and (total > 0 or (light > 0 and (rested or self._refill_light(now) > 0))):
+            return True
+        if not (backlogged and self._others_active(peer, now)):
             return True
         self.dropped_frames += 1
         self.dropped_bytes += size
@@ -105,20 +117,45 @@ class PeerBuckets:
 
     @cython.locals(seconds=cython.double, tokens=cython.double, light=cython.double, when=cython.double,
                    total=cython.double)
-    def charge(self, peer, seconds: float) -> None:
-        """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``). A lone
-        producer owes at most ``burst`` and leaves the shared bucket alone; a contending
-        peer owes up to ``MAX_DEBT_S`` (one 10k-event frame is paid for)."""
-        if seconds <= FREE_S or peer not in self._peers:
+    def charge(self, peer, seconds: float, shared: float = 0.0) -> None:
+        """``peer``'s frame took the handlers ``seconds`` (free up to ``FREE_S``), and the
+        daemon ``shared`` more on top that no one peer caused (the garbage collector's
+        pauses: the contending peers pay them together). A lone producer owes at most
+        ``burst`` and leaves the shared bucket alone; a contending peer owes up to
+        ``MAX_DEBT_S`` (one 10k-event frame is paid for)."""
+        if peer not in self._peers:
+            return
+        if shared > 0:
+            self._charge_shared(peer, shared)
+        if seconds <= FREE_S:
             return
         tokens, light, when = self._peers[peer]
         if not self._others_active(peer, when):
             self._peers[peer] = (max(tokens - seconds, -self.burst), light, when)
             return
         self._peers[peer] = (max(tokens - seconds, -MAX_DEBT_S), max(light - seconds, -MAX_DEBT_S * LIGHT), when)
+        if self._refill_total(when) <= 0:   # it went on within its light allowance: the pool pays too
+            self._light_tokens = max(self._refill_light(when) - seconds, -MAX_DEBT_S * LIGHT)
+            self._light_when = max(when, self._light_when)
+        self._charge_shared(peer, seconds)
+
+    @cython.locals(seconds=cython.double, total=cython.double, when=cython.double)
+    def _charge_shared(self, peer, seconds: float) -> None:
+        """The shared bucket pays ``seconds`` while peers contend."""
+        when = self._peers[peer][2]
+        if not self._others_active(peer, when):
+            return
         total = self._refill_total(when)
         self._total_tokens = max(total - seconds, -MAX_DEBT_S)
         self._total_when = max(when, self._total_when)
+
+    @cython.locals(now=cython.double, tokens=cython.double, depth=cython.double)
+    def _refill_light(self, now: float) -> float:
+        tokens, depth = self._light_tokens, self.total_rate * LIGHT
+        if now > self._light_when:
+            tokens = min(depth, tokens + (now - self._light_when) * depth)
+            self._light_tokens, self._light_when = tokens, now
+        return tokens
 
     @cython.locals(now=cython.double, tokens=cython.double)
     def _refill_total(self, now: float) -> float:

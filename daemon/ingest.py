@@ -20,6 +20,12 @@ secret goes from its bytes to the same body, with the same arguments, without a 
 ``wire.decode_frame``; every other frame (the decoder declines it, or its run is not
 live) takes the path above.
 
+A frame is handled up to the caller's ``deadline`` (the receiver's slice). Past it, the
+body stops between two events (at least ``CHECK_EVERY`` - 1 in) and what is left of the
+frame, each (emitter, secret) group's remaining items in order, comes back as a `Rest`:
+calling it goes on, up to its own deadline (daemon/frame_backlog.py parks it). Without
+a deadline (tests, replays) a frame is handled whole.
+
 Every item the body takes is ``(seq, event, step, loss, lr, grad_norm, tokens, ts)``: for a
 loss the event is None and the values are its fields; for any other kind the event dict.
 """
@@ -27,7 +33,7 @@ loss the event is None and the values are its fields; for any other kind the eve
 from __future__ import annotations
 
 import time
-from itertools import repeat
+from itertools import chain, repeat
 
 import structlog
 
@@ -41,6 +47,8 @@ from .logsetup import RateLimited
 from .run_state import NO_LR
 
 TIMED = frozenset(TIMING)   # a loss event's fields of time and memory (the whole event is read)
+INF = float("inf")
+CHECK_EVERY = 64            # events between two looks at the clock (a power of 2)
 
 log = structlog.get_logger("wtwind")
 
@@ -59,9 +67,33 @@ class Ingest:
         # ``fast(frame, no_lr)``: the frame's run, emitter, secret, base and body items, or
         # None (emitters/fast_decode.py); pure, msgpack is faster than it: not used
         self.fast = fast_decode.loss_frame if emitters.COMPILED else None
+        self._deadline = INF   # of the frame being handled (perf_counter)
+        self._cut: list | None = None  # its groups left past the deadline, in order
+        self._taken = 0        # its events taken so far (the clock is read every CHECK_EVERY)
 
-    def frame(self, identity: bytes, frame: bytes, user: str | None = None) -> None:
-        """A frame from ``identity`` (``user``: its CURVE key, if any)."""
+    def frame(self, identity: bytes, frame: bytes, user: str | None = None,
+              deadline: float = INF) -> Rest | None:
+        """A frame from ``identity`` (``user``: its CURVE key, if any), handled up to
+        ``deadline``: what is left of it, or None."""
+        self._deadline, self._cut, self._taken = deadline, [], 0
+        try:
+            self._frame(identity, frame, user)
+        finally:
+            cut, self._cut, self._deadline = self._cut, None, INF
+        return Rest(self, cut) if cut else None
+
+    def resume(self, groups: list, deadline: float) -> Rest | None:
+        """Go on with a frame's ``groups`` left at an earlier deadline (`Rest`); each run
+        is looked up again, as a later frame's would be."""
+        self._deadline, self._cut, self._taken = deadline, [], 0
+        try:
+            for group in groups:
+                self._body(self.table.get(group[0]), *group)
+        finally:
+            cut, self._cut, self._deadline = self._cut, None, INF
+        return Rest(self, cut) if cut else None
+
+    def _frame(self, identity: bytes, frame: bytes, user: str | None) -> None:
         self.stats.frames += 1
         fast = self.fast
         if fast is not None and len(frame) <= self.max_frame_bytes:
@@ -172,7 +204,13 @@ class Ingest:
     def _body(self, live, name: str, em: str | None, secret: str | None, base: int | None, items,
               n: int, identity: bytes, now: float, user: str | None) -> None:
         """``n`` events of run ``name`` (``live``: the run, or None to create it) from one
-        emitter and one secret: admit, then per event seq, observe, publish, mark."""
+        emitter and one secret: admit, then per event seq, observe, publish, mark; up to
+        the frame's deadline, the rest cut for later (after a cut, the frame's later
+        groups wait whole behind it)."""
+        cut = self._cut
+        if cut:
+            cut.append((name, em, secret, base, items, n, identity, now, user))
+            return
         admission = self.admission
         run = admission.admit(name, em, identity, admission.principal_of(secret, user), now, live, n)
         if run is None:  # refused: not the run's owner, or over a quota (replied, counted)
@@ -181,7 +219,13 @@ class Ingest:
         if em is not None:
             marks.sent(em, identity, now)
         losses = 0  # loss events observed since the run was last marked
-        for seq, ev, step, loss, lr, grad_norm, tokens, ts in items:
+        taken, done, deadline, items = 0, self._taken, self._deadline, iter(items)
+        for item in items:
+            taken += 1
+            if not (done + taken) % CHECK_EVERY and time.perf_counter() > deadline:
+                cut.append((name, em, secret, base, chain((item,), items), n - taken + 1, identity, now, user))
+                break
+            seq, ev, step, loss, lr, grad_norm, tokens, ts = item
             if em is not None:
                 verdict = marks.admit_seq(em, seq, base)
                 if verdict and not answer(run, em, verdict):
@@ -209,6 +253,7 @@ class Ingest:
             changed(run, losses + 1)  # after the alerts: a snapshot never holds one unjournaled
             losses = 0
             self._after(run, ev)
+        self._taken = done + taken   # (a new run's events come one body each)
         if losses:
             changed(run, losses)  # a group's losses: marked once, after their alerts
 
@@ -223,6 +268,18 @@ class Ingest:
             self.references.ended(run)
         elif kind == "checkpoint":
             self.submit(ev)
+
+
+class Rest:
+    """What is left of a frame past its deadline: call it to go on (`Ingest.resume`)."""
+
+    __slots__ = ("ingest", "groups")
+
+    def __init__(self, ingest: Ingest, groups: list) -> None:
+        self.ingest, self.groups = ingest, groups
+
+    def __call__(self, deadline: float = INF) -> Rest | None:
+        return self.ingest.resume(self.groups, deadline)
 
 
 def _item(ev: dict) -> tuple:

@@ -20,10 +20,15 @@ import zmq
 from .config import ListenConfig
 from .envelopes import Envelopes
 from .errors import ConfigError
+from .frame_backlog import FrameBacklog
+from .gc_clock import GcClock
 from .inbound import PeerBuckets, rcvhwm
 
 log = structlog.get_logger("wtwind.receiver")
-Handler = Callable[..., None]  # (identity, frame) or, with user ids, (identity, frame, user)
+# (identity, frame, user, deadline) -> the frame's rest or None: `user` is the CURVE key
+# (None without user ids); the handler stops at `deadline` (perf_counter) and returns a
+# callable `rest(deadline)` for what is left (frame_backlog.py)
+Handler = Callable[..., object]
 
 
 def secure_ipc_dir(folder: str) -> None:
@@ -57,6 +62,8 @@ class Receiver:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s, total_rate=cfg.loop_share)
+        self.backlog = FrameBacklog()  # frames cut short by their slice, and what their peers sent after
+        self.gc = GcClock()  # the collector's pauses: the daemon's cost, not the peer whose frame met one
         self.connections = 0  # live, from the monitor (accepted - disconnected)
         self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
         self.sock.setsockopt(zmq.RCVHWM, self.hwm)
@@ -98,6 +105,7 @@ class Receiver:
         """Frames go to ``handler`` from now on (the socket is bound already)."""
         self.handler = handler
         self._loop = loop
+        self.gc.install()
         self._drain_pending = False
         loop.add_reader(self.sock.getsockopt(zmq.FD), self.drain)
         loop.call_soon(self.drain)
@@ -138,7 +146,9 @@ class Receiver:
         starve the HTTP server, the tick or alert delivery: the rest is picked up on the
         next turn. The slice is short because an alert's delivery takes several loop
         turns (outbox read, the HTTP exchange, the outcome write); docs/BENCHMARKS.md has
-        the measurements behind its value.
+        the measurements behind its value. A frame is handled up to the same deadline:
+        what is left of it waits in `backlog` (frame_backlog.py), which takes the first
+        half of each turn, one peer after another, before the socket's new frames.
         """
         handler, n = self.handler, 0
         if handler is None:  # not started: leave the frames queued in the socket
@@ -147,13 +157,19 @@ class Receiver:
         # calls where compiled; the User-Id goes to the handler and names the bucket
         with_user = self.user_ids
         nxt = self.envelopes.next_with_user if with_user else self.envelopes.next
-        take, charge, backlogged, clock = self.buckets.take, self.buckets.charge, self._backlogged, time.perf_counter
-        dropped = self.buckets.dropped_frames
-        deadline = clock() + self.slice_s
+        take, backlogged, clock = self.buckets.take, self._backlogged, time.perf_counter
+        backlog, handle = self.backlog, self._handle
+        dropped = self.buckets.dropped_frames + backlog.dropped_frames
+        start = clock()
+        deadline = start + self.slice_s
+        if backlog:
+            n += backlog.serve(start + self.slice_s / 2, self._resume, clock)
         while True:
             got = nxt()
             if got is None:
-                self._backlogged = dropped != self.buckets.dropped_frames
+                self._backlogged = bool(backlog) or dropped != self.buckets.dropped_frames + backlog.dropped_frames
+                if backlog:
+                    self._schedule()
                 return n
             n += 1
             identity, frame = got[0], got[1]
@@ -164,22 +180,53 @@ class Receiver:
             peer = user or identity  # with CURVE the bucket is the key's, however many connections
             if not take(peer, len(frame), backlogged):  # in debt while others wait
                 continue
-            start = clock()
-            try:
-                if with_user:
-                    handler(identity, frame, user)
-                else:
-                    handler(identity, frame)
-            except Exception:  # task boundary: count, log the traceback, keep serving
-                self.handler_errors += 1
-                log.exception("frame_handler_failed")
-            end = clock()
-            charge(peer, end - start)  # what the frame cost the loop: its peer's bucket
-            if end > deadline:  # per message: one frame may hold 10,000 events
+            if peer in backlog:  # behind what it sent before: in its order
+                backlog.queue(peer, identity, frame, user, self.hwm)
+                continue
+            if handle(peer, identity, frame, user, deadline) > deadline:
                 break
         self._backlogged = True
         self._schedule()
         return n
+
+    def _handle(self, peer, identity: bytes, frame: bytes, user, deadline: float) -> float:
+        """A new frame, up to ``deadline``, its rest parked; returns the clock after it."""
+        rest, end = self._timed(peer, self.handler, identity, frame, user, deadline)
+        if rest is not None:
+            self.backlog.park(peer, rest)
+        return end
+
+    def _resume(self, peer, item, deadline: float):
+        """A parked item, up to ``deadline``: the rest of a frame (a callable, paid for
+        already: it goes on), or a frame that waited behind one (its peer's bucket is
+        asked again: its credit may have gone into the rest). Returns what is left."""
+        if callable(item):
+            return self._timed(peer, item, deadline)[0]
+        identity, frame, user = item
+        if not self.buckets.take(peer, len(frame), True):
+            return None
+        return self._timed(peer, self.handler, identity, frame, user, deadline)[0]
+
+    def _timed(self, peer, call, *args) -> tuple:
+        """``call(*args)`` charged to ``peer``'s bucket: (its return, the clock after it).
+
+        The charge is the frame's wall time, GIL waits included: a new run's alert costs
+        the store's writer thread more than the handler, and the writer takes the GIL
+        from the loop while the frame waits (charged by the thread's CPU time instead, the
+        all-at-once flood took 8x more of the loop and the legitimate page came 14-24 s
+        late). The garbage collector's pauses in it are taken out and paid by all
+        contending peers together: one peer's frame did not make it collect."""
+        clock, gc = time.perf_counter, self.gc
+        start, paused, rest = clock(), gc.seconds, None
+        try:
+            rest = call(*args)
+        except Exception:  # task boundary: count, log the traceback, keep serving
+            self.handler_errors += 1
+            log.exception("frame_handler_failed")
+        end = clock()
+        paused = gc.seconds - paused
+        self.buckets.charge(peer, end - start - paused, paused)
+        return rest, end
 
     def _schedule(self) -> None:
         """At most one drain pending on the loop, however many sends asked for one."""
@@ -206,7 +253,7 @@ class Receiver:
         return described(
             counters=("wtwind_frames_bad_envelope", "wtwind_frame_handler_errors",
                       "wtwind_peer_disconnects", "wtwind_frames_dropped", "wtwind_frames_dropped_bytes",
-                      "wtwind_replies_dropped"),
+                      "wtwind_replies_dropped", "wtwind_gc_seconds"),
             gauges=("wtwind_receive_connections", "wtwind_receive_queue_messages",
                     "wtwind_receive_queue_limit_bytes"))
 
@@ -224,12 +271,14 @@ class Receiver:
                                   "Client connections dropped: peers that went away, and peers libzmq "
                                   "cut for a message over listen.max_frame_bytes", value=self.disconnects)
         dropped = CounterMetricFamily("wtwind_frames_dropped", "Frames dropped before decoding: "
-                                      "their peer had spent its [listen] peer_loop_share while others waited",
+                                      "their peer had spent its [listen] peer_loop_share while others waited "
+                                      "(peer_rate), or had a full queue behind a frame cut short (peer_backlog)",
                                       labels=["reason"])
         dropped.add_metric(["peer_rate"], self.buckets.dropped_frames)
+        dropped.add_metric(["peer_backlog"], self.backlog.dropped_frames)
         yield dropped
         yield CounterMetricFamily("wtwind_frames_dropped_bytes", "Bytes of the frames dropped before decoding",
-                                  value=self.buckets.dropped_bytes)
+                                  value=self.buckets.dropped_bytes + self.backlog.dropped_bytes)
         yield GaugeMetricFamily("wtwind_receive_connections", "Client connections open", value=self.connections)
         yield GaugeMetricFamily("wtwind_receive_queue_messages",
                                 "Messages the next connection's socket queue may hold ([listen] "
@@ -237,11 +286,18 @@ class Receiver:
         yield GaugeMetricFamily("wtwind_receive_queue_limit_bytes",
                                 "Bytes the open connections' socket queues may hold at most, as sized now",
                                 value=max(1, self.connections) * self.hwm * self.cfg.max_frame_bytes)
+        family = CounterMetricFamily("wtwind_gc_seconds", "Seconds Python's cyclic garbage collector "
+                                     "held the daemon, by generation (2: a full collection)",
+                                     labels=["generation"])
+        for generation, seconds in enumerate(self.gc.by_generation):
+            family.add_metric([str(generation)], seconds)
+        yield family
         yield CounterMetricFamily("wtwind_replies_dropped",
                                   "Replies (acks, alerts, errors) not sent: the peer's queue was full",
                                   value=self.send_dropped)
 
     def close(self) -> None:
+        self.gc.close()
         mon = self._monitor
         if self._loop is not None:
             try:

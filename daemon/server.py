@@ -11,6 +11,7 @@ within ``shutdown_timeout_s``. A second signal exits at once with status 1.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import time
@@ -69,6 +70,10 @@ class Server:
         for event, package in (("detector_build", detect), ("ingest_build", daemon),
                                ("decoder_build", emitters)):
             log.info(event, compiled=package.COMPILED, build=build_words(package))
+        # what the imports built lives as long as the process: out of every full collection
+        # (a full collection walks what is left: the runs; gc_clock.py)
+        gc.collect()
+        gc.freeze()
         self.store.open(loop)  # ConfigError naming the file: locked, corrupt, newer, unwritable
         restored = await self.restores.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
                                             ended_ttl_s=self.config.runs.ended_ttl_s)

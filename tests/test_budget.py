@@ -101,6 +101,46 @@ class TestPeerBuckets:
         assert spent <= 0.3 * 20 + 0.01 * 10 * 20 + 1.0, spent  # shared + light allowances + bursts
         assert legit_ok >= 1990
 
+    def test_light_allowances_draw_on_one_pool_a_peer_that_costs_nothing_does_not(self):
+        """Forty connections, each with a full light allowance, offer 5 ms frames while the
+        shared bucket is empty: past what each spends while nearly rested, they draw on
+        one pool (a tenth of the shared rate), not on forty allowances; a trainer whose
+        frames are free goes on. Before the pool each connection spent its own allowance
+        and what it earned: 40 x 0.06 = 2.4 s of handler time in one second."""
+        clock = Clock()
+        b = PeerBuckets(0.1, 0.5, clock=clock, total_rate=0.3)
+        b.take(b"legit", 100)
+        b.take(b"hog", 100)
+        b.charge(b"hog", 2.0)  # the shared bucket is in debt: light allowances only
+        flood = [b"flood-%d" % i for i in range(40)]
+        for peer in flood:  # known before the debt: each with its full light allowance
+            b._peers[peer] = (0.5, 0.05, clock.t)
+        spent, legit_ok = 0.0, 0
+        for _ in range(100):  # one second: every 10 ms, each flooder offers a 5 ms frame
+            clock.t += 0.01
+            for peer in flood:
+                if b.take(peer, 100):
+                    b.charge(peer, 0.005)
+                    spent += 0.005
+            legit_ok += b.take(b"legit", 100)
+            b.charge(b"legit", 0.0001)
+        # each: its first frame and what it earns (0.01 s a second) while nearly rested;
+        # all: the pool's 0.03 a second and its one-second depth
+        assert spent <= 40 * (0.005 + 0.01) + 0.03 + 0.03 + 0.005, spent
+        assert legit_ok == 100
+
+    def test_a_collector_pause_is_paid_by_the_shared_bucket_not_the_peer(self):
+        """A full collection in a trainer's one-event frame (0.3 s under a flood of runs) is
+        not the trainer's debt: before, it left the trainer refused for seconds."""
+        clock = Clock()
+        b = PeerBuckets(0.1, 0.5, clock=clock, total_rate=0.3)
+        b.take(b"flood", 100)
+        b.take(b"legit", 100)
+        b.charge(b"legit", 0.0001, 0.3)
+        assert b._peers[b"legit"][:2] == (0.25, 0.05)   # its credit and light allowance untouched
+        assert b._total_tokens < 0.3 - 0.29             # the shared bucket paid the pause
+        assert b.take(b"legit", 100)
+
     def test_the_table_of_peers_is_bounded(self):
         clock = Clock()
         b = PeerBuckets(0.2, 1.0, clock=clock, max_peers=64)

@@ -69,7 +69,7 @@ def test_the_receiver_counts_bad_envelopes_and_hands_on_the_rest(tmp_path):
     rx = Receiver(ListenConfig(endpoints=(f"ipc://{tmp_path}/r.sock",)), ctx=ctx)
     rx.bind()
     got = []
-    rx.handler = lambda identity, frame: got.append(frame)
+    rx.handler = lambda identity, frame, user, deadline: got.append(frame)
     dealer = ctx.socket(zmq.DEALER)
     dealer.connect(f"ipc://{tmp_path}/r.sock")
     for parts in MESSAGES:

@@ -291,6 +291,7 @@ def run_attack(names: list[str], seconds: float, env: dict | None = None) -> dic
             "peak_rss_mb": round(sampler.peak, 1), "max_healthz_s": round(sampler.healthz, 2),
             "legit_sent": legit.sent, "legit_acked": legit.em.stats["acked"],
             "legit_emitter": {k: v for k, v in legit.em.stats.items() if v},
+            "legit_nan_at": legit.nan_at,
             "legit_page_webhook_s": None if webhook is None else round(webhook - legit.nan_at, 3),
             "legit_page_raised_s": None if webhook is None else round(page_at(hook, "legit", True) - legit.nan_at, 3),
             "legit_page_trainer_s": None if legit.alerted is None else round(legit.alerted - legit.nan_at, 3),
