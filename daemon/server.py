@@ -72,8 +72,9 @@ class Server:
             log.info(event, compiled=package.COMPILED, build=build_words(package))
         # what the imports built lives as long as the process: out of every full collection
         # (a full collection walks what is left: the runs; gc_clock.py)
-        gc.collect()
-        gc.freeze()
+        if not gc.get_freeze_count():   # once a process (tests start several servers)
+            gc.collect()
+            gc.freeze()
         self.store.open(loop)  # ConfigError naming the file: locked, corrupt, newer, unwritable
         restored = await self.restores.load(time.time(), idle_ttl_s=self.config.runs.idle_ttl_s,
                                             ended_ttl_s=self.config.runs.ended_ttl_s)
