@@ -11,9 +11,12 @@ receiver parks it here, under the frame's peer, and goes on with other peers' fr
 - **Turns**: `serve` gives each parked peer one slice, oldest first, and moves it to the
   back: a peer with a long rest takes turns like any other, never the whole loop.
 - **Bounded**: a peer may queue ``limit`` frames behind its rest (its socket pipe's
-  size: the bytes stay within the receive queue's budget, they only moved); past it a
-  frame is refused, counted in `dropped_frames` and `dropped_bytes`, and its emitter
-  re-sends what was not acked.
+  size), and all peers together ``max_bytes`` (a quarter of ``[listen] queue_bytes``);
+  past either a frame is refused, counted in `dropped_frames` and `dropped_bytes`, and
+  its emitter re-sends what was not acked. The rests hold decoded events (up to about
+  600 B each as dicts): while they hold ``max_events``, a new frame is not cut but
+  handled whole, as before slices (`has_room`), so a thousand connections of big frames
+  cannot park a thousand decoded frames.
 """
 
 from __future__ import annotations
@@ -22,12 +25,22 @@ from collections import deque
 from typing import Callable
 
 
+MAX_EVENTS = 50_000    # events the parked rests may hold together (about 600 B each as dicts)
+
+
 class FrameBacklog:
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int, max_events: int = MAX_EVENTS) -> None:
         # peer -> its pending work, oldest first: a rest (callable) or (identity, frame, user)
         self._peers: dict[object, deque] = {}
+        self.max_bytes, self.max_events = max_bytes, max_events
+        self.bytes = 0     # of the frames queued behind rests
+        self.events = 0    # held by the rests
         self.dropped_frames = 0
         self.dropped_bytes = 0
+
+    def has_room(self) -> bool:
+        """A new frame may be cut and its rest parked."""
+        return self.events < self.max_events
 
     def __len__(self) -> int:
         return len(self._peers)
@@ -35,8 +48,10 @@ class FrameBacklog:
     def __contains__(self, peer) -> bool:
         return peer in self._peers
 
-    def park(self, peer, rest: Callable) -> None:
-        """``peer``'s frame stopped at its deadline: ``rest`` goes first in its queue."""
+    def park(self, peer, rest) -> None:
+        """``peer``'s frame stopped at its deadline: ``rest`` (a callable with ``events``)
+        goes first in its queue."""
+        self.events += rest.events
         queue = self._peers.get(peer)
         if queue is None:
             self._peers[peer] = deque((rest,))
@@ -47,10 +62,11 @@ class FrameBacklog:
         """A new frame of a parked ``peer`` waits behind what it sent before; False when
         ``limit`` frames wait already (refused and counted)."""
         queue = self._peers[peer]
-        if len(queue) > limit:   # its rest, and ``limit`` frames
+        if len(queue) > limit or self.bytes + len(frame) > self.max_bytes:   # its rest, and ``limit`` frames
             self.dropped_frames += 1
             self.dropped_bytes += len(frame)
             return False
+        self.bytes += len(frame)
         queue.append((identity, frame, user))
         return True
 
@@ -63,9 +79,15 @@ class FrameBacklog:
             if served and clock() > deadline:
                 break
             queue = self._peers.pop(peer)   # served: to the back of the turns
-            rest = handle(peer, queue.popleft(), deadline)
+            item = queue.popleft()
+            if callable(item):
+                self.events -= item.events
+            else:
+                self.bytes -= len(item[1])
+            rest = handle(peer, item, deadline)
             served += 1
             if rest is not None:
+                self.events += rest.events
                 queue.appendleft(rest)
             if queue:
                 self._peers[peer] = queue

@@ -273,10 +273,11 @@ class Ingest:
 class Rest:
     """What is left of a frame past its deadline: call it to go on (`Ingest.resume`)."""
 
-    __slots__ = ("ingest", "groups")
+    __slots__ = ("ingest", "groups", "events")
 
     def __init__(self, ingest: Ingest, groups: list) -> None:
         self.ingest, self.groups = ingest, groups
+        self.events = sum(group[5] for group in groups)   # what it holds (frame_backlog.py's bound)
 
     def __call__(self, deadline: float = INF) -> Rest | None:
         return self.ingest.resume(self.groups, deadline)

@@ -6,7 +6,8 @@ resolved, the sinks' secret references resolved, the store's database opened rea
 folder checked for its owner and mode. Nothing is created, bound or locked: a running
 daemon on the same store does not make ``--check`` fail.
 
-It also refuses an HTTP port bound beyond loopback with neither ``[http] allowed_hosts``
+It also refuses limits that add up to more than ``[budget] memory_bytes`` at worst
+(daemon/memory_sum.py), and an HTTP port bound beyond loopback with neither ``[http] allowed_hosts``
 (which turns the Host check on: DNS rebinding) nor a token.
 
 ``problems(cfg)`` returns every problem found, in words; none means the config is good.
@@ -22,17 +23,24 @@ from typing import Mapping
 
 from .config import DaemonConfig, build_sinks
 from .errors import ConfigError
+from .memory_sum import over_budget
 
 
 def problems(cfg: DaemonConfig, environ: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     out = []
-    for check in (_sinks, _curve, _http_token, _exposure, _store, _ipc_dirs):
+    for check in (_sinks, _curve, _http_token, _exposure, _store, _ipc_dirs, _memory):
         try:
             check(cfg, env)
         except ConfigError as exc:
             out.append(str(exc))
     return out
+
+
+def _memory(cfg, env) -> None:
+    problem = over_budget(cfg)   # the limits' worst case over [budget] memory_bytes
+    if problem:
+        raise ConfigError(problem)
 
 
 def _sinks(cfg, env) -> None:

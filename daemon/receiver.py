@@ -25,6 +25,7 @@ from .gc_clock import GcClock
 from .inbound import PeerBuckets, rcvhwm
 
 log = structlog.get_logger("wtwind.receiver")
+INF = float("inf")
 # (identity, frame, user, deadline) -> the frame's rest or None: `user` is the CURVE key
 # (None without user ids); the handler stops at `deadline` (perf_counter) and returns a
 # callable `rest(deadline)` for what is left (frame_backlog.py)
@@ -62,7 +63,8 @@ class Receiver:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s, total_rate=cfg.loop_share)
-        self.backlog = FrameBacklog()  # frames cut short by their slice, and what their peers sent after
+        # frames cut short by their slice, and what their peers sent after them
+        self.backlog = FrameBacklog(max_bytes=cfg.queue_bytes // 4)
         self.gc = GcClock()  # the collector's pauses: the daemon's cost, not the peer whose frame met one
         self.connections = 0  # live, from the monitor (accepted - disconnected)
         self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
@@ -183,7 +185,7 @@ class Receiver:
             if peer in backlog:  # behind what it sent before: in its order
                 backlog.queue(peer, identity, frame, user, self.hwm)
                 continue
-            if handle(peer, identity, frame, user, deadline) > deadline:
+            if handle(peer, identity, frame, user, deadline if backlog.has_room() else INF) > deadline:
                 break
         self._backlogged = True
         self._schedule()

@@ -107,3 +107,33 @@ def test_a_parked_peers_later_frames_ask_its_bucket_again(tmp_path):
     assert rx._resume(b"other", (b"other", b"its frame", None), float("inf")) is None
     assert handled == [b"its frame"]
     rx.close()
+
+
+class _Rest:
+    def __init__(self, events: int) -> None:
+        self.events = events
+
+    def __call__(self, deadline: float):
+        return None
+
+
+def test_the_backlog_is_bounded_in_frames_bytes_and_events():
+    """Past ``max_events`` held by rests a new frame is not cut (handled whole, as before
+    slices); past a peer's ``limit`` or ``max_bytes`` together a queued frame is refused
+    and counted. What is served gives its room back."""
+    from wtwin.daemon.frame_backlog import FrameBacklog
+
+    b = FrameBacklog(max_bytes=100, max_events=10)
+    b.park(b"a", _Rest(6))
+    assert b.has_room()
+    b.park(b"b", _Rest(6))
+    assert not b.has_room()
+    assert b.queue(b"a", b"a", b"x" * 60, None, limit=16)
+    assert not b.queue(b"b", b"b", b"x" * 60, None, limit=16)      # 120 bytes > 100
+    assert not b.queue(b"a", b"a", b"x", None, limit=1)             # its rest and 1 frame already
+    assert (b.dropped_frames, b.dropped_bytes) == (2, 61)
+    served = []
+    while b:
+        b.serve(float("inf"), lambda peer, item, deadline: served.append(peer), lambda: 0.0)
+    assert served == [b"a", b"b", b"a"]      # in turns, each peer's own in order
+    assert (b.events, b.bytes) == (0, 0) and b.has_room()

@@ -271,7 +271,7 @@ class TestLaterReferences:
             assert '"references": ["run-a"]' in d.log()
             held = sample(d, "wtwind_budget_items", part="reference_points", state="held")
             assert 2 <= held <= 2048
-            assert sample(d, "wtwind_budget_items", part="reference_points", state="limit") == 1_500_000   # the default
+            assert sample(d, "wtwind_budget_items", part="reference_points", state="limit") == 750_000   # the default
             b.close()
 
     def test_a_sibling_that_starts_later_is_picked_up(self, tmp_path):

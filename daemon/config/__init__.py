@@ -46,7 +46,7 @@ class ListenConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     ipc_mode: str = "0660"
     ipc_group: str | None = None
-    queue_bytes: int = 256 * 2**20
+    queue_bytes: int = 128 * 2**20
     peer_queue_bytes: int = 16 * 2**20
     peer_loop_share: float = 0.1
     peer_burst_s: float = 2.0
@@ -148,8 +148,9 @@ class RunsConfig:
     max_rewinds_kept: int = 32        # rewind audit records kept per run
     max_references: int = 4           # references a run may name (docs/REFERENCES.md)
     reference_resolve_s: float = 60.0  # incomplete references looked up again after (doubling)
-    # every run's reference curves together (about 211 bytes a point held: some 320 MB)
-    max_reference_points: int = 1_500_000
+    # every run's reference curves together (about 211 bytes a point held: some 160 MB;
+    # the limits' sum, daemon/memory_sum.py)
+    max_reference_points: int = 750_000
 
     def __post_init__(self) -> None:
         require(1 <= self.max_kind_chars <= 4096, "max_kind_chars: must be in [1, 4096]")
