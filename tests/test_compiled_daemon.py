@@ -99,9 +99,10 @@ async def main():
             dealer.send(f)
         sent += len(frames)
         deadline = time.monotonic() + 60
-        while server.stats.frames < sent and time.monotonic() < deadline:
+        # every frame read, and none of them still in slices (frame_backlog.py)
+        while (server.stats.frames < sent or server.receiver.backlog) and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
-        assert server.stats.frames == sent, (server.stats.frames, sent)
+        assert server.stats.frames == sent and not server.receiver.backlog, (server.stats.frames, sent)
         server.snapshots.flush()                                       # commit, then the acks
         await server.store.execute(lambda conn: None, full=False)
         server.store.writer.poll_completed()

@@ -143,7 +143,8 @@ class Harness:
 
         def done():
             srv.receiver.drain()
-            return srv.stats.frames == self.sent and srv.receiver.bad_envelopes == self.envelopes
+            return (srv.stats.frames == self.sent and srv.receiver.bad_envelopes == self.envelopes
+                    and not srv.receiver.backlog)   # none still in slices
 
         wait_for(done, timeout=30, interval=0.001, what="every frame handled")
         assert srv.stats.loop_errors == 0

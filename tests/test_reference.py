@@ -307,8 +307,10 @@ class TestOwnRuns:
 
     def test_a_sweeps_stuck_members_page_and_its_slow_members_do_not(self):
         """The evidence for the stuck rule: against a baseline at the full lr (both lrs
-        sent), the lr x250 members (stuck near 2.0) page "stuck" by a quarter of the
-        run; the lr/2 and lr/10 members, which keep falling, never page, and from
+        sent), the lr x250 members (stuck near 2.0) page "stuck" before half the run
+        (at 20-37% of it: their training at lr x250 is chaotic, so the step moves with
+        the CPU's kernels, 23% at worst on an Intel Xeon, 37% on an AMD EPYC); the lr/2
+        and lr/10 members, which keep falling, never page, and from
         ``stuck_warm`` on their own fall over the last half of their steps stays at least
         twice ``stuck_keep`` x their gap (0.25 of it at the least)."""
         pytest.importorskip("torch")
@@ -326,7 +328,7 @@ class TestOwnRuns:
                 if s >= cfg.stuck_warm * R.STEPS and v.units > cfg.lr_stuck and tr._gap > 0:
                     least = min(least, tr._fall / tr._gap)
             if change == "lr_stuck":
-                assert first_at is not None and first_at <= R.STEPS // 4 and "stuck" in msg, (name, first_at)
+                assert first_at is not None and first_at <= R.STEPS // 2 and "stuck" in msg, (name, first_at)
             else:
                 assert first_at is None and least >= 2 * cfg.stuck_keep, (name, first_at, least)
 
