@@ -17,8 +17,8 @@
   frame). The same charges go to one shared bucket (``loop_share`` a second): while it
   is empty, a peer goes on only within a light allowance of a tenth of its own rate
   (a trainer's frames are mostly free), and what those allowances spend is drawn from
-  one pool too (a tenth of ``loop_share``), except by a peer whose allowance is nearly
-  full (``RESTED``: it cost next to nothing lately). So forty flooding connections
+  one pool too (a tenth of ``loop_share``), except by a peer that kept ``RESTED`` of its
+  allowance (a trainer's frames are free; its own refits and re-sends spend some). So forty flooding connections
   together take about ``loop_share`` of the loop, and ZeroMQ's round-robin stays quick
   for a trainer's frames (without the pool, each connection spent its own allowance and
   the page of the all-at-once flood came 9-16 s late, 2026-12-07). The garbage
@@ -52,7 +52,8 @@ MAX_PEERS = 4096
 ACTIVE_S = 5.0  # a peer that sent this recently still contends (one flood frame can take seconds)
 MAX_DEBT_S = 2.0  # the most handler time a contending peer can owe
 LIGHT = 0.1  # of a peer's rate and burst: what it may spend while the shared bucket is empty
-RESTED = 0.9  # of its light allowance: a peer that cost this little lately never waits for the pool
+RESTED = 0.75  # of its light allowance: a peer that kept this much never waits for the pool
+# (a quarter, 0.05 s by default: a trainer's early refits; forty flooding connections keep it too)
 # A frame handled within this is free: cheap frames keep ZeroMQ's round-robin quick (a
 # trainer's one-event frames are never charged); what delays others is an expensive frame.
 FREE_S = 0.0002

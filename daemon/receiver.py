@@ -22,7 +22,7 @@ from .envelopes import Envelopes
 from .errors import ConfigError
 from .frame_backlog import FrameBacklog
 from .gc_clock import GcClock
-from .inbound import PeerBuckets, rcvhwm
+from .inbound import FREE_S, PeerBuckets, rcvhwm
 
 log = structlog.get_logger("wtwind.receiver")
 INF = float("inf")
@@ -66,6 +66,7 @@ class Receiver:
         # frames cut short by their slice, and what their peers sent after them
         self.backlog = FrameBacklog(max_bytes=cfg.queue_bytes // 4)
         self.gc = GcClock()  # the collector's pauses: the daemon's cost, not the peer whose frame met one
+        self._mark = (0.0, 0.0)  # (thread CPU, clock) at the start of the drain turn (`_timed`)
         self.connections = 0  # live, from the monitor (accepted - disconnected)
         self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
         self.sock.setsockopt(zmq.RCVHWM, self.hwm)
@@ -164,6 +165,7 @@ class Receiver:
         dropped = self.buckets.dropped_frames + backlog.dropped_frames
         start = clock()
         deadline = start + self.slice_s
+        self._mark = (time.thread_time(), start)   # for `_timed`: the loop thread's CPU from here
         if backlog:
             n += backlog.serve(start + self.slice_s / 2, self._resume, clock)
         while True:
@@ -216,8 +218,13 @@ class Receiver:
         the store's writer thread more than the handler, and the writer takes the GIL
         from the loop while the frame waits (charged by the thread's CPU time instead, the
         all-at-once flood took 8x more of the loop and the legitimate page came 14-24 s
-        late). The garbage collector's pauses in it are taken out and paid by all
-        contending peers together: one peer's frame did not make it collect."""
+        late). But a frame on which the loop's thread itself spent under ``FREE_S`` is
+        free however long it waited: a trainer's one-event frame that met the writer or
+        another process on the core is not its trainer's debt. The thread's CPU is read
+        only for a frame whose wall time is over ``FREE_S``: a lower bound of its own,
+        the CPU since the turn's mark less the wall time of everything else since.
+        The garbage collector's pauses are taken out and paid by all contending peers
+        together: one peer's frame did not make it collect."""
         clock, gc = time.perf_counter, self.gc
         start, paused, rest = clock(), gc.seconds, None
         try:
@@ -227,7 +234,13 @@ class Receiver:
             log.exception("frame_handler_failed")
         end = clock()
         paused = gc.seconds - paused
-        self.buckets.charge(peer, end - start - paused, paused)
+        spent = end - start - paused
+        if spent > FREE_S:
+            cpu, (cpu0, t0) = time.thread_time(), self._mark
+            if (cpu - cpu0) - (end - t0 - (end - start)) - paused <= FREE_S:
+                spent = 0.0   # it waited: its own work was next to nothing
+            self._mark = (cpu, end)
+        self.buckets.charge(peer, spent, paused)
         return rest, end
 
     def _schedule(self) -> None:

@@ -103,9 +103,9 @@ class TestPeerBuckets:
 
     def test_light_allowances_draw_on_one_pool_a_peer_that_costs_nothing_does_not(self):
         """Forty connections, each with a full light allowance, offer 5 ms frames while the
-        shared bucket is empty: past what each spends while nearly rested, they draw on
-        one pool (a tenth of the shared rate), not on forty allowances; a trainer whose
-        frames are free goes on. Before the pool each connection spent its own allowance
+        shared bucket is empty: past what each may spend of its own (down to ``RESTED`` of
+        its allowance), they draw on one pool (a tenth of the shared rate), not on forty
+        allowances; a trainer whose frames are free goes on. Before the pool each connection spent its own allowance
         and what it earned: 40 x 0.06 = 2.4 s of handler time in one second."""
         clock = Clock()
         b = PeerBuckets(0.1, 0.5, clock=clock, total_rate=0.3)
@@ -124,9 +124,9 @@ class TestPeerBuckets:
                     spent += 0.005
             legit_ok += b.take(b"legit", 100)
             b.charge(b"legit", 0.0001)
-        # each: its first frame and what it earns (0.01 s a second) while nearly rested;
-        # all: the pool's 0.03 a second and its one-second depth
-        assert spent <= 40 * (0.005 + 0.01) + 0.03 + 0.03 + 0.005, spent
+        # each: down to RESTED of its allowance (a quarter of 0.05: three 5 ms frames) and
+        # what it earns (0.01 s a second); all: the pool's 0.03 a second and its depth
+        assert spent <= 40 * (0.015 + 0.01) + 0.03 + 0.03 + 0.005, spent
         assert legit_ok == 100
 
     def test_a_collector_pause_is_paid_by_the_shared_bucket_not_the_peer(self):
