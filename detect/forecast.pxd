@@ -9,7 +9,7 @@ cdef double _REACH
 
 cdef class ForecastDetector(ForecastFit):
     cpdef observe(self, object step, object loss, object lr=*)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef double _advance(self, object step, long long st, object lr) except? -1.0
     cdef void _young(self, object step, long long st, double x0, double x1, object loss,
                      double x) except *

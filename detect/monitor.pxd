@@ -18,7 +18,7 @@ cdef long long NO_STEP
 cdef double _NAN
 
 cdef object _state(tuple fields)
-cdef void _feed(list dets, Point p) except *
+cdef int _feed(list dets, Point p) except -1
 cdef void _timing(Point p, dict timing) except *
 cdef void _untimed(Point p) except *
 

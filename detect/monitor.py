@@ -101,6 +101,8 @@ def stages(d: dict) -> list:
         if type(det).FEED not in STAGES:
             raise ConfigError(f"detector {name!r} names no stage an update feeds "
                               f"(FEED {type(det).FEED!r}, not one of {STAGES})")
+        if not isinstance(det, Detector):       # `_feed` calls it as one, unchecked
+            raise ConfigError(f"detector {name!r} is no Detector ({type(det).__name__})")
     return [[det for det in d.values() if type(det).FEED == stage] for stage in STAGES]
 
 
@@ -120,10 +122,14 @@ def _untimed(p) -> None:
     p.timed = False
 
 
-@cython.locals(det=Detector)
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(i=cython.Py_ssize_t)
 def _feed(dets: list, p) -> None:
-    for det in dets:
-        det.see(p)
+    """Each detector of a stage sees the point: a C call each, by index, the list's items
+    taken as the `Detector` that `stages` made sure they are (no type test per call)."""
+    for i in range(len(dets)):
+        cython.cast(Detector, dets[i]).see(p)
 
 
 @cython.cclass
