@@ -181,6 +181,7 @@ class ForecastDetector(ForecastFit):
         self._has_dv = False
         self._law_seen, self._law_c = None, _SCHEDULE     # `_predict`'s reading of ``_law``
         self._cov_seen = None                              # `_var`'s of ``_cov``
+        self._p_seen = self._prev_seen = None              # `_law_at`'s of the parameters
 
     # --- update ---------------------------------------------------------------------
     def update(self, step: int, loss: float, lr: float | None = None) -> ForecastState:

@@ -50,11 +50,15 @@ cdef class ForecastFit(Detector):
     # `_var`'s copy of the covariance's entries, and the ``_cov`` it was read from
     cdef object _cov_seen
     cdef double _q00, _q01, _q02, _q03, _q11, _q12, _q13, _q22, _q23, _q33
+    # `_law_at`'s copy of the parameters and the previous fit's, and the lists read
+    cdef object _p_seen, _prev_seen
+    cdef double _p0, _p1, _p2, _p3, _r0, _r1, _r2, _r3
 
     cdef void _add(self, long long step, double x0, double x1, double y) except *
     cdef bint _schedule(self, long long step, double lr) except -1
     cdef double _predict(self, double x0, double x1) except? -1.0
     cdef int _read_cov(self) except -1
+    cdef int _read_params(self) except -1
     cdef inline double _var(self, double g0, double g1, double g2, double g3) except? -1.0
     cdef double _law_at(self, double x0, double x1) except? -1.0
     cdef double _mpl_at(self, double s1) except? -1.0

@@ -279,6 +279,18 @@ class ForecastFit(Detector):
             self._q03 = self._q13 = self._q23 = self._q33 = _NAN
         self._cov_seen = c
 
+    def _read_params(self) -> None:
+        """The fit's parameters ``_p`` and the previous fit's ``_prev`` (its law's: None
+        when there is none) as C doubles for `_law_at` (``_p0``..., ``_r0``...; NaN past
+        the law's own), and the lists they were read from (``_p_seen``, ``_prev_seen``)."""
+        p, q = self._p, self._prev
+        self._p0, self._p1, self._p2 = p[0], p[1], p[2]
+        self._p3 = p[3] if len(p) > 3 else _NAN
+        if q is not None:
+            self._r0, self._r1, self._r2 = q[0], q[1], q[2]
+            self._r3 = q[3] if len(q) > 3 else _NAN
+        self._p_seen, self._prev_seen = p, q
+
     @cython.locals(v=cython.double)
     def _var(self, g0: float, g1: float, g2: float, g3: float) -> float:
         """`laws.quad` of the fit's covariance: ``g C g``, the same operations in the same
@@ -293,23 +305,26 @@ class ForecastFit(Detector):
                                                    + g2 * self._q23)
         return v
 
-    @cython.locals(p=list, q=list, p0=cython.double, p1=cython.double, p2=cython.double,
+    @cython.locals(p0=cython.double, p1=cython.double, p2=cython.double,
                    p3=cython.double, e=cython.double, t0=cython.double, xt=cython.double,
                    lx=cython.double, k=cython.double, var=cython.double, pred=cython.double,
                    law=cython.int)
     def _law_at(self, x0: float, x1: float) -> float:
         """`laws.predict` and `laws.value` (of the previous fit) at ``x``, typed: the
-        forecast; its variance and the disagreement go to ``_vpred``, ``_dv``."""
-        law, p = self._law_c, self._p
+        forecast; its variance and the disagreement go to ``_vpred``, ``_dv``. The
+        parameters are read as C doubles again only when ``_p`` or ``_prev`` is another
+        list than the last one read (a refit, a restore: `_read_params`)."""
+        if self._p is not self._p_seen or self._prev is not self._prev_seen:
+            self._read_params()
+        law = self._law_c
+        p0, p1, p2, p3 = self._p0, self._p1, self._p2, self._p3
         if law == _EXP:
             x0 = x0 - 1.0
-            p0, p1, p2 = p[0], p[1], p[2]
             k = _exp(p2)
             e = _exp(p1 - k * x0)
             var = self._var(1.0, e, -e * x0 * k, 0.0)
             pred = p0 + e
         elif law == _POWER:
-            p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
             t0 = _exp(p3)
             xt = x0 + t0
             lx = _log(xt)
@@ -317,7 +332,6 @@ class ForecastFit(Detector):
             var = self._var(1.0, e, -e * lx, -p2 * e * t0 / xt)
             pred = p0 + e
         else:
-            p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
             lx = _log(x0)
             e = _exp(p1 - p2 * lx)
             var = self._var(1.0, e, -e * lx, -x1)
@@ -325,15 +339,12 @@ class ForecastFit(Detector):
         self._vpred = var if not 0.0 > var else 0.0      # max(var, 0.0), as Python's
         self._has_dv = self._prev is not None
         if self._has_dv:
-            q = self._prev
+            p0, p1, p2, p3 = self._r0, self._r1, self._r2, self._r3
             if law == _POWER:
-                p0, p1, p2, p3 = q[0], q[1], q[2], q[3]
                 e = p0 + _exp(p1 - p2 * _log(x0 + _exp(p3)))
             elif law == _EXP:
-                p0, p1, p2 = q[0], q[1], q[2]
                 e = p0 + _exp(p1 - _exp(p2) * x0)
             else:
-                p0, p1, p2, p3 = q[0], q[1], q[2], q[3]
                 e = p0 + _exp(p1 - p2 * _log(x0)) - p3 * x1
             self._dv = e - pred
         return pred
