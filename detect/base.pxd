@@ -15,5 +15,7 @@ cdef class Point:
     cdef public long long gpus, phase
 
 cdef class Detector:
-    cdef void see(self, Point p) except *
+    # `see` returns 0, or -1 with the exception set: a test of the value, where a void
+    # function would be followed by a PyErr_Occurred() call on every update
+    cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

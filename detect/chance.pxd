@@ -11,5 +11,5 @@ cdef class ChanceDetector(Detector):
     cdef public long long _last, _at
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

@@ -15,4 +15,4 @@ cdef class DivergenceDetector(Detector):
     cdef readonly bint active
     cdef readonly double level, best, excess
     cpdef observe(self, long long step, double loss)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

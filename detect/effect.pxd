@@ -26,4 +26,4 @@ cdef class EffectDetector(Detector):
     cpdef double fast_rise(self) except? -1.0
     cpdef double forecast_rise(self, object l_pred, object lr) except? -1.0
     cpdef double score(self, double effect, bint jump=*) except? -1.0
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

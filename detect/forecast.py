@@ -62,6 +62,9 @@ from .finding import Verdict
 from .forecast_config import ARGS as CONFIG_ARGS, ForecastConfig
 from .forecast_fit import ForecastFit
 
+if not cython.compiled:        # compiled: a C int, cimported in forecast.pxd
+    from .forecast_fit import _SCHEDULE
+
 
 class ForecastState(NamedTuple):
     step: int
@@ -176,6 +179,9 @@ class ForecastDetector(ForecastFit):
         self.S, self.alert = 0.0, False
         self._vpred = self._dv = 0.0
         self._has_dv = False
+        self._law_seen, self._law_c = None, _SCHEDULE     # `_predict`'s reading of ``_law``
+        self._cov_seen = None                              # `_var`'s of ``_cov``
+        self._p_seen = self._prev_seen = None              # `_law_at`'s of the parameters
 
     # --- update ---------------------------------------------------------------------
     def update(self, step: int, loss: float, lr: float | None = None) -> ForecastState:
@@ -229,6 +235,7 @@ class ForecastDetector(ForecastFit):
         self._last = step
         return 1.0 if not has_last else st - last
 
+    @cython.locals(nxt=cython.double)
     def _young(self, step: int, st: int, x0: float, x1: float, loss: float, x: float) -> None:
         """Before the first fit: the point joins the summary, the fit comes at ``warmup``."""
         self._level = loss if self._level is None else self._level + 0.1 * (loss - self._level)
@@ -237,7 +244,8 @@ class ForecastDetector(ForecastFit):
         if x > self._hi:
             self._hi = x
         self._add(st, x0, x1, x)
-        if st >= self._next:
+        nxt = self._next
+        if st >= nxt:
             self._refit(step)
         self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
         self.S = 0.0
@@ -252,7 +260,7 @@ class ForecastDetector(ForecastFit):
                usual: float) -> None:
         """A point against the forecast: its standardized residual into the CUSUM ``S`` and
         the smoothed ``D``, the alarm when both are over, the point into the summary."""
-        pred = self._mpl_at(x0) if self._law == "mpl" else self._law_at(x0, x1)
+        pred = self._predict(x0, x1)
         vpred, dv = self._vpred, self._dv
         # never beyond REACH x the range of what the run has shown: a law extrapolated
         # past it is that far from anything known, so the distance joins its uncertainty
@@ -321,22 +329,23 @@ class ForecastDetector(ForecastFit):
         else:
             self._add(st, x0, x1, y)
 
-    @cython.locals(hold=cython.double)
+    @cython.locals(hold=cython.double, nxt=cython.double)
     def _refit_due(self, step: int, st: int, building: bool, alarm: bool) -> None:
         """Refit on the geometric schedule, never during an alarm; a building deviation
         waits its window (``holdout``), then, unconfirmed, is judged afresh."""
-        if st < self._next or alarm:
-            return
-        if not building:
+        nxt = self._next        # a step: compared as a C double, exactly (no int boxed)
+        if st < nxt or alarm:
+            pass
+        elif not building:
             self._refit(step)
-            return
-        hold = self._c_holdout * st
-        if self._c_holdout_min > hold:
-            hold = self._c_holdout_min
-        if st - self._since > hold:
-            self._refit(step)      # the deviation had its window and did not confirm:
-            self._S = self._D = 0.0  # judge afresh against the new forecast
-            self._since = None
+        else:
+            hold = self._c_holdout * st
+            if self._c_holdout_min > hold:
+                hold = self._c_holdout_min
+            if st - self._since > hold:
+                self._refit(step)      # the deviation had its window and did not confirm:
+                self._S = self._D = 0.0  # judge afresh against the new forecast
+                self._since = None
 
     @cython.locals(bz=cython.double, lo=cython.double, hi=cython.double)
     def _publish(self, pred: float, sd: float, rlo: float, rhi: float, sw: float,

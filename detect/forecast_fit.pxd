@@ -6,11 +6,11 @@ from libc.math cimport exp, isfinite, log
 from .base cimport Detector
 
 cdef long long _PEND_MAX
-cdef double _PEND_TOL, _INF
+cdef double _PEND_TOL, _INF, _NAN
+cdef int _SCHEDULE, _POWER, _EXP, _MPL
 
 cdef double _exp(double x) except? -1.0
 cdef double _log(double x) except? -1.0
-cdef double _quad(double g0, double g1, double g2, double g3, list c) except? -1.0
 
 cdef class ForecastFit(Detector):
     # constructor arguments, as given (repr, clone), and typed copies of those used per update
@@ -44,8 +44,21 @@ cdef class ForecastFit(Detector):
     # scratch of _law_at/_mpl_at: the forecast's variance, the previous fit's disagreement
     cdef double _vpred, _dv
     cdef bint _has_dv
+    # `_law` as read by `_predict`: the object, and its code (`_POWER`, ...)
+    cdef object _law_seen
+    cdef int _law_c
+    # `_var`'s copy of the covariance's entries, and the ``_cov`` it was read from
+    cdef object _cov_seen
+    cdef double _q00, _q01, _q02, _q03, _q11, _q12, _q13, _q22, _q23, _q33
+    # `_law_at`'s copy of the parameters and the previous fit's, and the lists read
+    cdef object _p_seen, _prev_seen
+    cdef double _p0, _p1, _p2, _p3, _r0, _r1, _r2, _r3
 
     cdef void _add(self, long long step, double x0, double x1, double y) except *
     cdef bint _schedule(self, long long step, double lr) except -1
+    cdef double _predict(self, double x0, double x1) except? -1.0
+    cdef int _read_cov(self) except -1
+    cdef int _read_params(self) except -1
+    cdef inline double _var(self, double g0, double g1, double g2, double g3) except? -1.0
     cdef double _law_at(self, double x0, double x1) except? -1.0
     cdef double _mpl_at(self, double s1) except? -1.0

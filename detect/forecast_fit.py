@@ -40,6 +40,13 @@ SHAPE_AFTER = 0.2
 _PEND_MAX = cython.declare(cython.longlong, mpl.PEND_MAX)
 _PEND_TOL = cython.declare(cython.double, mpl.PEND_TOL)
 _INF = cython.declare(cython.double, math.inf)
+_NAN = cython.declare(cython.double, math.nan)
+# the fitted law as a C int (`ForecastFit._predict`): `_SCHEDULE` for any other
+_SCHEDULE = cython.declare(cython.int, 0)
+_POWER = cython.declare(cython.int, 1)
+_EXP = cython.declare(cython.int, 2)
+_MPL = cython.declare(cython.int, 3)
+_LAW_CODE = {"power": _POWER, "exp": _EXP, "mpl": _MPL}
 
 
 @cython.locals(r=cython.double)
@@ -61,27 +68,6 @@ def _log(x: float) -> float:
 if not cython.compiled:               # pure build: Python's own, no extra call
     _exp = math.exp                   # noqa: F811
     _log = math.log                   # noqa: F811
-
-
-@cython.locals(r0=list, r1=list, r2=list, r3=list, v=cython.double, c00=cython.double,
-               c01=cython.double, c02=cython.double, c11=cython.double, c12=cython.double,
-               c22=cython.double, c03=cython.double, c13=cython.double, c23=cython.double,
-               c33=cython.double)
-def _quad(g0: float, g1: float, g2: float, g3: float, c: list) -> float:
-    """`laws.quad`, typed: ``g C g`` for a symmetric 4x4 ``C`` (3x3 when ``g3`` is 0)."""
-    r0, r1, r2 = c[0], c[1], c[2]
-    c00, c01, c02, c11, c12, c22 = r0[0], r0[1], r0[2], r1[1], r1[2], r2[2]
-    v = (g0 * g0 * c00 + g1 * g1 * c11 + g2 * g2 * c22
-         + 2.0 * (g0 * g1 * c01 + g0 * g2 * c02 + g1 * g2 * c12))
-    if g3:
-        r3 = c[3]
-        c03, c13, c23, c33 = r0[3], r1[3], r2[3], r3[3]
-        v += g3 * g3 * c33 + 2.0 * g3 * (g0 * c03 + g1 * c13 + g2 * c23)
-    return v
-
-
-if not cython.compiled:               # pure build: the original (no second copy runs)
-    _quad = laws.quad                 # noqa: F811
 
 
 # bin layout: [index, count, sum of x0, sum of x1, sum of y, last step]
@@ -269,46 +255,96 @@ class ForecastFit(Detector):
         self._shaped = self._shaped or (law == "mpl" and bool(self._bk) and not freeze)
         self._fits += 1
 
-    @cython.locals(p=list, q=list, p0=cython.double, p1=cython.double, p2=cython.double,
+    def _predict(self, x0: float, x1: float) -> float:
+        """The fitted law's forecast at ``(x0, x1)`` (`_mpl_at` or `_law_at`). The law is
+        read as a C int (``_law_c``), again only when ``_law`` is another object than the
+        last one read (a refit, a restore): the per-update path compares no strings."""
+        if self._law is not self._law_seen:
+            self._law_seen = self._law
+            self._law_c = _LAW_CODE.get(self._law, _SCHEDULE)
+        return self._mpl_at(x0) if self._law_c == _MPL else self._law_at(x0, x1)
+
+    @cython.locals(r0=list, r1=list, r2=list)
+    def _read_cov(self) -> None:
+        """The entries of the fit's covariance ``_cov`` that `_var` reads, as C doubles
+        (``_q00``...), and the list they were read from (``_cov_seen``). Without a fourth
+        parameter (the exp law's 3x3), its entries are NaN: `_var` then never reads them."""
+        c = self._cov
+        r0, r1, r2 = c[0], c[1], c[2]
+        self._q00, self._q01, self._q02 = r0[0], r0[1], r0[2]
+        self._q11, self._q12, self._q22 = r1[1], r1[2], r2[2]
+        if len(c) > 3:
+            self._q03, self._q13, self._q23, self._q33 = r0[3], r1[3], r2[3], c[3][3]
+        else:
+            self._q03 = self._q13 = self._q23 = self._q33 = _NAN
+        self._cov_seen = c
+
+    def _read_params(self) -> None:
+        """The fit's parameters ``_p`` and the previous fit's ``_prev`` (its law's: None
+        when there is none) as C doubles for `_law_at` (``_p0``..., ``_r0``...; NaN past
+        the law's own), and the lists they were read from (``_p_seen``, ``_prev_seen``)."""
+        p, q = self._p, self._prev
+        self._p0, self._p1, self._p2 = p[0], p[1], p[2]
+        self._p3 = p[3] if len(p) > 3 else _NAN
+        if q is not None:
+            self._r0, self._r1, self._r2 = q[0], q[1], q[2]
+            self._r3 = q[3] if len(q) > 3 else _NAN
+        self._p_seen, self._prev_seen = p, q
+
+    @cython.locals(v=cython.double)
+    def _var(self, g0: float, g1: float, g2: float, g3: float) -> float:
+        """`laws.quad` of the fit's covariance: ``g C g``, the same operations in the same
+        order, from its entries as C doubles, read again only when ``_cov`` is another
+        list than the last one read (a refit, a restore: `_read_cov`)."""
+        if self._cov is not self._cov_seen:
+            self._read_cov()
+        v = (g0 * g0 * self._q00 + g1 * g1 * self._q11 + g2 * g2 * self._q22
+             + 2.0 * (g0 * g1 * self._q01 + g0 * g2 * self._q02 + g1 * g2 * self._q12))
+        if g3:
+            v += g3 * g3 * self._q33 + 2.0 * g3 * (g0 * self._q03 + g1 * self._q13
+                                                   + g2 * self._q23)
+        return v
+
+    @cython.locals(p0=cython.double, p1=cython.double, p2=cython.double,
                    p3=cython.double, e=cython.double, t0=cython.double, xt=cython.double,
-                   lx=cython.double, k=cython.double, var=cython.double, pred=cython.double)
+                   lx=cython.double, k=cython.double, var=cython.double, pred=cython.double,
+                   law=cython.int)
     def _law_at(self, x0: float, x1: float) -> float:
         """`laws.predict` and `laws.value` (of the previous fit) at ``x``, typed: the
-        forecast; its variance and the disagreement go to ``_vpred``, ``_dv``."""
-        law, p = self._law, self._p
-        if law == "exp":
+        forecast; its variance and the disagreement go to ``_vpred``, ``_dv``. The
+        parameters are read as C doubles again only when ``_p`` or ``_prev`` is another
+        list than the last one read (a refit, a restore: `_read_params`)."""
+        if self._p is not self._p_seen or self._prev is not self._prev_seen:
+            self._read_params()
+        law = self._law_c
+        p0, p1, p2, p3 = self._p0, self._p1, self._p2, self._p3
+        if law == _EXP:
             x0 = x0 - 1.0
-            p0, p1, p2 = p[0], p[1], p[2]
             k = _exp(p2)
             e = _exp(p1 - k * x0)
-            var = _quad(1.0, e, -e * x0 * k, 0.0, self._cov)
+            var = self._var(1.0, e, -e * x0 * k, 0.0)
             pred = p0 + e
-        elif law == "power":
-            p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
+        elif law == _POWER:
             t0 = _exp(p3)
             xt = x0 + t0
             lx = _log(xt)
             e = _exp(p1 - p2 * lx)
-            var = _quad(1.0, e, -e * lx, -p2 * e * t0 / xt, self._cov)
+            var = self._var(1.0, e, -e * lx, -p2 * e * t0 / xt)
             pred = p0 + e
         else:
-            p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
             lx = _log(x0)
             e = _exp(p1 - p2 * lx)
-            var = _quad(1.0, e, -e * lx, -x1, self._cov)
+            var = self._var(1.0, e, -e * lx, -x1)
             pred = p0 + e - p3 * x1
         self._vpred = var if not 0.0 > var else 0.0      # max(var, 0.0), as Python's
         self._has_dv = self._prev is not None
         if self._has_dv:
-            q = self._prev
-            if law == "power":
-                p0, p1, p2, p3 = q[0], q[1], q[2], q[3]
+            p0, p1, p2, p3 = self._r0, self._r1, self._r2, self._r3
+            if law == _POWER:
                 e = p0 + _exp(p1 - p2 * _log(x0 + _exp(p3)))
-            elif law == "exp":
-                p0, p1, p2 = q[0], q[1], q[2]
+            elif law == _EXP:
                 e = p0 + _exp(p1 - _exp(p2) * x0)
             else:
-                p0, p1, p2, p3 = q[0], q[1], q[2], q[3]
                 e = p0 + _exp(p1 - p2 * _log(x0)) - p3 * x1
             self._dv = e - pred
         return pred
@@ -342,7 +378,7 @@ class ForecastFit(Detector):
         ls1 = _log(s1)
         e = _exp(p1 - p2 * ls1)
         g2 = -e * ls1
-        var = (_quad(1.0, e, g2, 0.0, self._cov)
+        var = (self._var(1.0, e, g2, 0.0)
                + 2.0 * (v0 + e * v1 + g2 * v2) + cll)
         self._vpred = var if var > 0.0 else 0.0
         self._has_dv = self._prev is not None

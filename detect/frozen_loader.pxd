@@ -16,5 +16,5 @@ cdef class FrozenLoaderDetector(Detector):
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
     cdef double _half_digit(self)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

@@ -14,4 +14,4 @@ cdef class GradNormDetector(Detector):
     cdef readonly double last_ratio
     cdef readonly bint surge
     cpdef observe(self, long long step, double g)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

@@ -18,5 +18,5 @@ cdef class MemoryDetector(Detector):
     cpdef observe(self, long long step, double ts, double allocated, double reserved,
                   double total)
     cdef void _judge(self, double t)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

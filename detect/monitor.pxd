@@ -17,8 +17,10 @@ from .rules cimport evaluation, judge, judging, obvious, resume, schedule
 cdef long long NO_STEP
 cdef double _NAN
 
-cdef object _state(tuple fields)
-cdef void _feed(list dets, Point p) except *
+cdef object _state(object step, object l_obs, object l_pred, object band_lo, object band_hi,
+                   object D, object Q, object T, object W, bint alert, tuple findings)
+cdef void _put(object st, Py_ssize_t i, object v) noexcept
+cdef int _feed(list dets, Point p) except -1
 cdef void _timing(Point p, dict timing) except *
 cdef void _untimed(Point p) except *
 

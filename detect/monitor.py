@@ -28,7 +28,6 @@ Pure: no I/O, no clock, no logging.
 
 from __future__ import annotations
 
-import functools
 import math
 
 try:
@@ -61,21 +60,39 @@ TIMING = {"step_time_s": "step_time", "data_wait_s": "data_wait",
 _new = tuple.__new__        # a MonitorState without the NamedTuple's Python-level __new__
 
 
-@cython.locals(i=cython.Py_ssize_t)
-def _state(fields: tuple):
+def _state(step, l_obs, l_pred, band_lo, band_hi, D, Q, T, W, alert, findings):
     """A `MonitorState` from its fields. Compiled, the tuple subtype is allocated and
-    filled in place (``tuple.__new__`` parses its arguments and copies the tuple: a
-    tenth of an update's instructions)."""
+    filled in place from the C call's arguments (``tuple.__new__`` parses its arguments
+    and copies a tuple of them: a tenth of an update's instructions; a tuple to pass
+    them in is another allocation)."""
     st = PyType_GenericAlloc(MonitorState, 11)     # noqa: F821  (the C API: monitor.pxd)
-    for i in range(11):
-        v = fields[i]
-        Py_INCREF(v)                               # noqa: F821  (SET_ITEM steals it)
-        PyTuple_SET_ITEM(st, i, v)                 # noqa: F821
+    _put(st, 0, step)
+    _put(st, 1, l_obs)
+    _put(st, 2, l_pred)
+    _put(st, 3, band_lo)
+    _put(st, 4, band_hi)
+    _put(st, 5, D)
+    _put(st, 6, Q)
+    _put(st, 7, T)
+    _put(st, 8, W)
+    _put(st, 9, alert)
+    _put(st, 10, findings)
     return st
 
 
-if not cython.compiled:     # pure build: tuple.__new__, called from C
-    _state = functools.partial(_new, MonitorState)     # noqa: F811
+def _put(st, i: int, v) -> None:
+    """``st[i] = v`` of a tuple being built (compiled only)."""
+    Py_INCREF(v)                               # noqa: F821  (SET_ITEM steals it)
+    PyTuple_SET_ITEM(st, i, v)                 # noqa: F821
+
+
+def _fields_state(*fields):
+    """The pure build's `_state`: ``tuple.__new__`` of the fields."""
+    return _new(MonitorState, fields)
+
+
+if not cython.compiled:
+    _state = _fields_state      # noqa: F811
 
 
 def _build(preset: str, overrides: dict) -> dict:
@@ -101,6 +118,8 @@ def stages(d: dict) -> list:
         if type(det).FEED not in STAGES:
             raise ConfigError(f"detector {name!r} names no stage an update feeds "
                               f"(FEED {type(det).FEED!r}, not one of {STAGES})")
+        if not isinstance(det, Detector):       # `_feed` calls it as one, unchecked
+            raise ConfigError(f"detector {name!r} is no Detector ({type(det).__name__})")
     return [[det for det in d.values() if type(det).FEED == stage] for stage in STAGES]
 
 
@@ -120,10 +139,14 @@ def _untimed(p) -> None:
     p.timed = False
 
 
-@cython.locals(det=Detector)
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(i=cython.Py_ssize_t)
 def _feed(dets: list, p) -> None:
-    for det in dets:
-        det.see(p)
+    """Each detector of a stage sees the point: a C call each, by index, the list's items
+    taken as the `Detector` that `stages` made sure they are (no type test per call)."""
+    for i in range(len(dets)):
+        cython.cast(Detector, dets[i]).see(p)
 
 
 @cython.cclass
@@ -182,8 +205,8 @@ class RunMonitor:
         _feed(self._first, p)
         resume(a, p)
         if obvious(a, p):
-            return _state((step, p.loss, None, None, None, None, None, None, None, True,
-                           tuple(out)))
+            return _state(step, p.loss, None, None, None, None, None, None, None, True,
+                          tuple(out))
         return self._judge(a, p)
 
     def checkpoint(self, step: int) -> None:
@@ -221,8 +244,8 @@ class RunMonitor:
             self._points.take(p.step, self._d)
             self._next_at = self._points.next_at
         out = a.out
-        return _state((p.step, p.loss, p.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
-                       a.alert, tuple(out) if out else ()))
+        return _state(p.step, p.loss, p.l_pred, fc.band_lo, fc.band_hi, fc.D, fc.Q, fc.T, fc.W,
+                      a.alert, tuple(out) if out else ())
 
     def _rewind(self, step: int):
         """Detectors as they stood at the newest rewind point before ``step`` (fresh ones

@@ -14,4 +14,4 @@ cdef class NonfiniteDetector(Detector):
     cdef readonly bint active, blown, grad_bad
     cdef readonly str reason
     cpdef observe(self, long long step, double loss, object grad=*)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

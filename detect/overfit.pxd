@@ -19,4 +19,4 @@ cdef class OverfitDetector(Detector):
 
     cpdef void update_train(self, long long step, double loss) except *
     cpdef bint observe(self, long long step, double val) except -1
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

@@ -10,5 +10,5 @@ cdef long long RAW
 
 cdef class PlateauDetector(PlateauSlope):
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef bint _print_repeats(self, double loss) except -1

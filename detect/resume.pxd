@@ -16,5 +16,5 @@ cdef class ResumeDetector(Detector):
     cdef long long _from
     cpdef observe(self, long long step, double loss)
     cpdef observe_resumed(self, long long step, double loss, long long from_step)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef long long went_back(self, long long step)

@@ -18,4 +18,4 @@ cdef class RiseDetector(Detector):
     cdef readonly bint active
     cdef readonly double score, level, best, S
     cpdef observe(self, long long step, double loss)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

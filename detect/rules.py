@@ -126,15 +126,14 @@ def judge(a, p) -> None:
     timing(a, p, a.mem, "memory", _MEM)
     divergence(a, p)
     spike(a, p)
-    if not a.ef.falls:
+    if a.ef.falls:
+        slowdown_name(a, p)
+        drift_due(a, p)
+        plateau(a, p)
+        if not own_pages(a, p):
+            drift(a, p)
+    else:
         own_pages(a, p)
-        return
-    slowdown_name(a, p)
-    drift_due(a, p)
-    plateau(a, p)
-    if own_pages(a, p):
-        return
-    drift(a, p)
 
 
 @cython.locals(active=cython.bint)
@@ -262,24 +261,23 @@ def plateau(a, p) -> None:
     on = pl.active and not (a.slowdown and (a.handover or a.dv_page))
     if on and (a.slowdown or a.stagnation) and a.paging(a.incidents):
         on = False
-    if not (on or a.ever & _PL):
-        return
-    sev = "warning"
-    effect = max(a.rise(a.fc.l_pred), pl.shortfall)
-    if on and pl.rule == "no_learning" and a.ef.lr_rising:
-        sev = "info"        # the warm-up has not given the run its lr yet
-    elif on and pl.rule not in NO_LEARNING and not (
-            a.big("slowdown" if a.slowdown else "plateau", effect)
-            and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
-        sev = "info"
-    elif on and a.slowdown and a.episode.slowdown_as == UNNAMED:
-        a.episode.slowdown_as = AS_PLATEAU      # paged as a plateau: so named for the episode
-    if a.due("plateau", on, sev):
-        if on:
-            head, det = messages.plateau(pl, a.fc, effect, a.ef.progress)
-            a.push("plateau", True, sev, p.step, head, det)
-        else:
-            a.push("plateau", False, sev, p.step, "")
+    if on or a.ever & _PL:
+        sev = "warning"
+        effect = max(a.rise(a.fc.l_pred), pl.shortfall)
+        if on and pl.rule == "no_learning" and a.ef.lr_rising:
+            sev = "info"        # the warm-up has not given the run its lr yet
+        elif on and pl.rule not in NO_LEARNING and not (
+                a.big("slowdown" if a.slowdown else "plateau", effect)
+                and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
+            sev = "info"
+        elif on and a.slowdown and a.episode.slowdown_as == UNNAMED:
+            a.episode.slowdown_as = AS_PLATEAU  # paged as a plateau: so named for the episode
+        if a.due("plateau", on, sev):
+            if on:
+                head, det = messages.plateau(pl, a.fc, effect, a.ef.progress)
+                a.push("plateau", True, sev, p.step, head, det)
+            else:
+                a.push("plateau", False, sev, p.step, "")
 
 
 def stalled_risen(a) -> bool:
@@ -291,6 +289,8 @@ def stalled_risen(a) -> bool:
         a.ef.lr_peak == 0.0 and a.big("slowdown", a.rise(a.fc.l_pred)))
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 @cython.locals(stop=cython.bint, active=cython.bint, det=Detector, i=cython.Py_ssize_t)
 def own_pages(a, p) -> bool:
     """A detector of a kind no rule names pages its own verdict, at the severity it asks
@@ -299,7 +299,7 @@ def own_pages(a, p) -> bool:
     it do not run (True)."""
     stop = False
     for i in range(len(a.own)):
-        det = a.own[i]
+        det = cython.cast(Detector, a.own[i])      # `Arbiter.attach`: the monitor's detectors
         active = det.asks()
         kind = a.own_kinds[i]
         if active or (a.ever and kind in a.emitted):
@@ -315,16 +315,15 @@ def own_pages(a, p) -> bool:
 def drift(a, p) -> None:
     """The loss rose: above its forecast's band, a smoothed rise over its best (`rise`), or
     a slowdown whose level rose. Pages when the rise is material (`Arbiter.big`)."""
-    if not (a.drift or a.ever & _DR) or escalated(a, p):
-        return
-    effect = a.drift_effect()
-    sev = "warning" if not a.drift or a.big("drift", effect) else "info"
-    if a.due("drift", a.drift, sev):
-        if a.drift:
-            head, det = messages.drift(a, p.x, effect, a.onset("drift", p.step))
-            a.push("drift", True, sev, p.step, head, det)
-        else:
-            a.push("drift", False, sev, p.step, "")
+    if (a.drift or a.ever & _DR) and not escalated(a, p):
+        effect = a.drift_effect()
+        sev = "warning" if not a.drift or a.big("drift", effect) else "info"
+        if a.due("drift", a.drift, sev):
+            if a.drift:
+                head, det = messages.drift(a, p.x, effect, a.onset("drift", p.step))
+                a.push("drift", True, sev, p.step, head, det)
+            else:
+                a.push("drift", False, sev, p.step, "")
 
 
 def escalated(a, p) -> bool:

@@ -20,4 +20,4 @@ cdef class SpikeDetector(Detector):
     cpdef observe(self, long long step, double loss)
     cdef void _follow(self, long long step, double loss, double z)
     cdef void _learn(self, double loss, double dt, double usual, bint level)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1

@@ -16,5 +16,5 @@ cdef class ThroughputDetector(Detector):
     cpdef observe(self, long long step, double ts, double step_time, double tokens,
                   double data_wait)
     cdef void _judge(self, long long step, double ts)
-    cdef void see(self, Point p) except *
+    cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1
