@@ -22,6 +22,21 @@ class Clock:
         return self.t
 
 
+def _offer(b: PeerBuckets, clock: Clock, flood: list, ticks: int) -> tuple[float, int]:
+    """Every 10 ms for ``ticks``, each flooder offers a 5 ms frame and a trainer a free
+    one: (the flooders' handler seconds admitted, the trainer's frames admitted)."""
+    spent, legit_ok = 0.0, 0
+    for _ in range(ticks):
+        clock.t += 0.01
+        for peer in flood:
+            if b.take(peer, 100):
+                b.charge(peer, 0.005)
+                spent += 0.005
+        legit_ok += b.take(b"legit", 100)
+        b.charge(b"legit", 0.0001)
+    return spent, legit_ok
+
+
 class TestPeerBuckets:
     def test_a_lone_producer_is_never_dropped(self):
         """With no other peer active, a peer in debt goes on (nobody waits behind it)."""
@@ -89,15 +104,7 @@ class TestPeerBuckets:
         clock = Clock()
         b = PeerBuckets(0.1, 0.5, clock=clock, total_rate=0.3)
         flood = [b"flood-%d" % i for i in range(10)]
-        spent, legit_ok = 0.0, 0
-        for _ in range(2000):  # every 10 ms, each flooder offers a 5 ms frame
-            clock.t += 0.01
-            for peer in flood:
-                if b.take(peer, 100):
-                    b.charge(peer, 0.005)
-                    spent += 0.005
-            legit_ok += b.take(b"legit", 100)
-            b.charge(b"legit", 0.0001)
+        spent, legit_ok = _offer(b, clock, flood, 2000)
         assert spent <= 0.3 * 20 + 0.01 * 10 * 20 + 1.0, spent  # shared + light allowances + bursts
         assert legit_ok >= 1990
 
@@ -105,8 +112,9 @@ class TestPeerBuckets:
         """Forty connections, each with a full light allowance, offer 5 ms frames while the
         shared bucket is empty: past what each may spend of its own (down to ``RESTED`` of
         its allowance), they draw on one pool (a tenth of the shared rate), not on forty
-        allowances; a trainer whose frames are free goes on. Before the pool each connection spent its own allowance
-        and what it earned: 40 x 0.06 = 2.4 s of handler time in one second."""
+        allowances; a trainer whose frames are free goes on. Before the pool each
+        connection spent its own allowance and what it earned: 40 x 0.06 = 2.4 s of
+        handler time in one second."""
         clock = Clock()
         b = PeerBuckets(0.1, 0.5, clock=clock, total_rate=0.3)
         b.take(b"legit", 100)
@@ -115,15 +123,7 @@ class TestPeerBuckets:
         flood = [b"flood-%d" % i for i in range(40)]
         for peer in flood:  # known before the debt: each with its full light allowance
             b._peers[peer] = (0.5, 0.05, clock.t)
-        spent, legit_ok = 0.0, 0
-        for _ in range(100):  # one second: every 10 ms, each flooder offers a 5 ms frame
-            clock.t += 0.01
-            for peer in flood:
-                if b.take(peer, 100):
-                    b.charge(peer, 0.005)
-                    spent += 0.005
-            legit_ok += b.take(b"legit", 100)
-            b.charge(b"legit", 0.0001)
+        spent, legit_ok = _offer(b, clock, flood, 100)   # one second
         # each: down to RESTED of its allowance (a quarter of 0.05: three 5 ms frames) and
         # what it earns (0.01 s a second); all: the pool's 0.03 a second and its depth
         assert spent <= 40 * (0.015 + 0.01) + 0.03 + 0.03 + 0.005, spent
