@@ -2,7 +2,7 @@
 
 The protocol has two halves that only make sense together; the trainer's half is in
 ``emitters/emitter.py`` (its "Acknowledged delivery" paragraph, and ``_on_ack``,
-``_resend``, ``_check_ack_timeout``). docs/PROTOCOL.md and docs/RELIABILITY.md
+``_resend``, ``_check_resend``). docs/PROTOCOL.md and docs/RELIABILITY.md
 describe it for users.
 
 **Emitter (trainer side).** Each emitter numbers its events ``seq`` = 1, 2, 3, ...
@@ -11,6 +11,9 @@ resend buffer until the daemon acks its seq. Every frame carries ``base``: the o
 seq the emitter still holds. An ``ack`` with ``seq = n`` drops everything up to ``n``;
 an ack with ``resend`` (a *nack*) makes it send everything held after ``n`` again, in
 order; with no ack progress for ``ack_timeout_s`` it re-sends on its own (backing off).
+A ``dropped`` reply (a frame refused unread by its peer's bucket: ``drop_notice.py``)
+makes it re-send its newest frame after the reply's ``retry_s``, and honour the next
+nack even for a gap it re-sent already.
 
 **Daemon.** Per run and emitter the run keeps ``hwm``: the highest seq whose effects
 are in the run's state (``RunState.marks``, an ``EmitterMarks``: daemon/ingest_marks.py,
@@ -44,7 +47,7 @@ from wtwin.emitters import wire
 
 from .ingest_marks import DUPLICATE
 
-NACK_INTERVAL_S = 1.0  # a re-send of 20k events takes a while to arrive
+NACK_INTERVAL_S = 0.1  # the emitter ignores a repeat while its re-send is on its way (resend.py)
 MAX_NACKS = 65_536  # nack pacing entries kept (emitters with a gap pending), oldest dropped
 
 Send = Callable[[bytes, bytes], bool]

@@ -111,6 +111,28 @@ class PeerBuckets:
         self.dropped_bytes += size
         return False
 
+    @cython.locals(now=cython.double, tokens=cython.double, light=cython.double, dt=cython.double,
+                   lr=cython.double, own=cython.double, shared=cython.double, alone=cython.double,
+                   rested=cython.double, pool=cython.double)
+    def wait_s(self, peer) -> float:
+        """Seconds until ``peer``'s next frame would be taken, were nobody else to spend
+        meanwhile: a lower bound, the hint a refused frame's notice carries
+        (drop_notice.py). The conditions of `take`, each solved for the time it needs."""
+        entry = self._peers.get(peer)
+        if entry is None:
+            return 0.0
+        tokens, light, when = entry
+        now = self.clock()
+        dt = max(0.0, now - when)
+        lr = self.rate * LIGHT
+        tokens, light = tokens + dt * self.rate, light + dt * lr
+        own = max(0.0, -tokens / self.rate)
+        shared = max(0.0, -self._refill_total(now) / self.total_rate)
+        rested = max(0.0, (self.burst * LIGHT * RESTED - light) / lr)
+        pool = max(0.0, -self._refill_light(now) / (self.total_rate * LIGHT))
+        alone = max(max(0.0, -light / lr), min(rested, pool))   # within its light allowance
+        return max(own, min(shared, alone))
+
     def _new(self, total: float, now: float) -> tuple[float, float, float]:
         """A new peer: half its credit while the shared bucket has some, else none (a
         flooder gets nothing by reconnecting during its flood)."""

@@ -18,6 +18,7 @@ import structlog
 import zmq
 
 from .config import ListenConfig
+from .drop_notice import INTERVAL_S as NOTICE_INTERVAL_S, DropNotices
 from .envelopes import Envelopes
 from .errors import ConfigError
 from .frame_backlog import FrameBacklog
@@ -76,6 +77,7 @@ class Receiver:
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.MAXMSGSIZE, cfg.max_frame_bytes + 1024)
         self.envelopes = Envelopes(self.sock)
+        self.notices = DropNotices(self.send)   # a dropped frame's connection is told (drop_notice.py)
         self.send_dropped = 0
         self.disconnects = 0
         self._monitor: zmq.Socket | None = None
@@ -183,9 +185,11 @@ class Receiver:
             user = got[2] if with_user else None
             peer = user or identity  # with CURVE the bucket is the key's, however many connections
             if not take(peer, len(frame), backlogged):  # in debt while others wait
+                self._refused(identity, peer)
                 continue
             if peer in backlog:  # behind what it sent before: in its order
-                backlog.queue(peer, identity, frame, user, self.hwm)
+                if not backlog.queue(peer, identity, frame, user, self.hwm) and self.notices.due(identity):
+                    self.notices.tell(identity, NOTICE_INTERVAL_S)
                 continue
             if handle(peer, identity, frame, user, deadline if backlog.has_room() else INF) > deadline:
                 break
@@ -208,8 +212,15 @@ class Receiver:
             return self._timed(peer, item, deadline)[0]
         identity, frame, user = item
         if not self.buckets.take(peer, len(frame), True):
+            self._refused(identity, peer)
             return None
         return self._timed(peer, self.handler, identity, frame, user, deadline)[0]
+
+    def _refused(self, identity: bytes, peer) -> None:
+        """``peer``'s bucket refused a frame from ``identity``: its emitter is told when to
+        send it again (at most once per ``NOTICE_INTERVAL_S``)."""
+        if self.notices.due(identity):
+            self.notices.tell(identity, self.buckets.wait_s(peer))
 
     def _timed(self, peer, call, *args) -> tuple:
         """``call(*args)`` charged to ``peer``'s bucket: (its return, the clock after it).
@@ -268,7 +279,7 @@ class Receiver:
         return described(
             counters=("wtwind_frames_bad_envelope", "wtwind_frame_handler_errors",
                       "wtwind_peer_disconnects", "wtwind_frames_dropped", "wtwind_frames_dropped_bytes",
-                      "wtwind_replies_dropped", "wtwind_gc_seconds"),
+                      "wtwind_replies_dropped", "wtwind_gc_seconds", "wtwind_drop_notices"),
             gauges=("wtwind_receive_connections", "wtwind_receive_queue_messages",
                     "wtwind_receive_queue_limit_bytes"))
 
@@ -307,6 +318,9 @@ class Receiver:
         for generation, seconds in enumerate(self.gc.by_generation):
             family.add_metric([str(generation)], seconds)
         yield family
+        yield CounterMetricFamily("wtwind_drop_notices", "Replies telling a connection that its frame was "
+                                  "dropped unread, so that its emitter re-sends it (at most one per "
+                                  "connection per 0.1 s)", value=self.notices.sent)
         yield CounterMetricFamily("wtwind_replies_dropped",
                                   "Replies (acks, alerts, errors) not sent: the peer's queue was full",
                                   value=self.send_dropped)

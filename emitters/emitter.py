@@ -11,12 +11,11 @@ Replies from the daemon (alerts, projection_ready) are queued back and handed to
 Acknowledged delivery (docs/RELIABILITY.md): sent events stay in a bounded resend
 buffer (``resend_size``, ``resend.py``) until the daemon acks their ``seq`` (it does
 once their effects are persisted). Each frame carries ``base``, the oldest seq still
-held. When the daemon asks for a re-send (an ack with ``resend``: it saw a gap it
-knows this emitter can fill) or no ack progress is seen for ``ack_timeout_s``,
-everything held is re-sent in order; the daemon drops what it already has by seq. All
-of this runs on the I/O thread: the caller's cost is unchanged. The daemon's half of
-the protocol (which seq it admits, when it nacks, when it acks) is
-``wtwin.daemon.emitter_link``, whose docstring describes both halves side by side.
+held. What is held goes again, in order, when the daemon asks (an ack with ``resend``:
+a gap this emitter can fill; a ``dropped`` reply: a frame it dropped unread, the newest
+is re-sent) or no ack progresses for ``ack_timeout_s``; the daemon drops what it has by
+seq. All on the I/O thread. The daemon's half is ``wtwin.daemon.emitter_link``, whose
+docstring describes both halves side by side.
 
 Several endpoints (``WTWIN_ENDPOINT`` or ``endpoint=`` holding a list) are shards: the
 run's name picks one once, at construction, by rendezvous hashing (``shards.py``,
@@ -252,7 +251,7 @@ class Emitter:
             if time.monotonic() >= next_hb:
                 next_hb = time.monotonic() + self.settings.heartbeat_s
                 self._q.append(("heartbeat", time.time()))
-            self._check_ack_timeout()
+            self._check_resend()
             self._reach.check(time.monotonic(), self._last_sent - self._held.acked)
             if self._is_idle():  # judged here, on the thread that moves events around
                 self._idle_at = time.monotonic()
@@ -264,7 +263,7 @@ class Emitter:
         wait = self._close_wait if self._held.ack_seen else self.settings.linger_ms / 1000
         deadline = time.monotonic() + wait
         while not self._is_idle() and time.monotonic() < deadline:
-            self._check_ack_timeout()
+            self._check_resend()
             self._flush(sock)
             for s, _ in poller.poll(5):
                 self._receive(s)
@@ -342,9 +341,10 @@ class Emitter:
         if self._held.on_ack(seq, bool(msg.get("resend"))):
             self._resend(seq)
 
-    def _check_ack_timeout(self) -> None:
-        if self._held.timed_out():
-            self._resend(self._held.acked)
+    def _check_resend(self) -> None:
+        after = self._held.due()   # the ack timeout, or the daemon's word of a dropped frame
+        if after >= 0:
+            self._resend(after)
 
     def _resend(self, after: int) -> None:
         """Everything held with seq > ``after`` goes out again, in seq order, first."""
@@ -373,6 +373,8 @@ class Emitter:
             kind = msg.get("type")
             if kind == "ack":
                 self._on_ack(msg)
+            elif kind == "dropped":
+                self._held.on_dropped(msg.get("retry_s"))
             elif kind == "error":  # the daemon refused something: counted, kept for the caller
                 reason = msg.get("reason")
                 self._stats[f"error_{reason if reason in wire.ERROR_REASONS else 'other'}"] += 1

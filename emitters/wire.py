@@ -32,7 +32,7 @@ DEFAULT_MAX_FRAME_BYTES = 1 << 20
 MAX_BATCH_EVENTS = 10_000
 
 EVENT_TYPES = ("run_start", "loss", "eval", "checkpoint", "heartbeat", "run_end", "rewind", "scalar")
-REPLY_TYPES = ("ack", "alert", "projection_ready", "error")
+REPLY_TYPES = ("ack", "alert", "projection_ready", "error", "dropped")
 # ``error`` replies: why the daemon refused an event (a closed set, docs/PROTOCOL.md)
 ERROR_REASONS = ("not_owner", "run_table_full", "client_run_quota", "emitter_quota",
                  "config_quota", "quarantined")
@@ -368,7 +368,7 @@ _EXTRA_CHECKS = {
 
 
 def reply(reply_type: str, /, **fields: Any) -> bytes:
-    """Daemon -> emitter frame: ack, alert, projection_ready or error."""
+    """Daemon -> emitter frame: ack, alert, projection_ready, error or dropped."""
     if reply_type not in REPLY_TYPES:
         raise ValueError(f"unknown reply type {reply_type!r}")
     return msgpack.packb({**fields, "v": VERSION, "type": reply_type}, use_bin_type=True)
