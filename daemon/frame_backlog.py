@@ -10,8 +10,8 @@ receiver parks it here, under the frame's peer, and goes on with other peers' fr
   are handled in the order its trainer sent them.
 - **Turns**: `serve` gives each parked peer one slice, oldest first, and moves it to the
   back: a peer with a long rest takes turns like any other, never the whole loop.
-- **Bounded**: a peer may queue ``limit`` frames behind its rest (its socket pipe's
-  size), and all peers together ``max_bytes`` (a quarter of ``[listen] queue_bytes``);
+- **Bounded**: a peer may queue ``limit`` frames behind its rest (what
+  ``peer_queue_bytes`` holds of the largest frames), and all peers together ``max_bytes`` (a quarter of ``[listen] queue_bytes``);
   past either a frame is refused, counted in `dropped_frames` and `dropped_bytes`, and
   its emitter re-sends what was not acked. The rests hold decoded events (up to about
   600 B each as dicts): while they hold ``max_events``, a new frame is not cut but

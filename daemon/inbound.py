@@ -2,9 +2,14 @@
 
 - **Queued bytes.** libzmq queues each connection's messages in a pipe of ``RCVHWM``
   messages; a message is at most ``max_frame_bytes``, so the pipe holds at most
-  ``RCVHWM x max_frame_bytes``. ``rcvhwm()`` picks ``RCVHWM`` for the next connection
-  from the byte budget: ``peer_queue_bytes`` per connection, and ``queue_bytes`` shared
-  by the live connections (at least one message each). A full pipe is back-pressure:
+  ``RCVHWM x max_frame_bytes``. ``rcvhwm()`` picks ``RCVHWM`` once, before the socket
+  binds: ``peer_queue_bytes`` per connection, and ``queue_bytes`` shared by
+  ``max_connections`` (at least one message each). It is never changed on live pipes:
+  libzmq then stops reading a connection whose pipe was full (zeromq/libzmq#2509), and
+  a trainer that connected before a flood of connections was never read again, about
+  one flood in three (2026-12-07); done on disconnects, it crashed wtwind. Past
+  ``max_connections`` open at once, each adds its pipe, ``RCVHWM x max_frame_bytes``
+  (said in the log, ``connections_over_sizing``). A full pipe is back-pressure:
   libzmq stops reading that connection's socket, the sender's own queue fills, and its
   sends fail there (the emitter counts them and re-sends what was not acked).
 - **Loop time.** What a frame costs is not its size (a batch of thousands of losses
@@ -206,7 +211,8 @@ class PeerBuckets:
         return len(self._peers)
 
 
-def rcvhwm(cfg, live: int) -> int:
-    """Messages the next connection's pipe may hold: its share of the byte budget."""
-    share = min(cfg.peer_queue_bytes, cfg.queue_bytes // max(1, live + 1))
+def rcvhwm(cfg) -> int:
+    """Messages a connection's pipe may hold: its share of the byte budget, for
+    ``max_connections`` open at once."""
+    share = min(cfg.peer_queue_bytes, cfg.queue_bytes // cfg.max_connections)
     return max(1, share // cfg.max_frame_bytes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .config import DaemonConfig
 from .emitter_link import MAX_NACKS
 from .frame_backlog import MAX_EVENTS
+from .inbound import rcvhwm
 from .scalars import MAX_SERIES
 
 MB = 10**6
@@ -33,7 +34,8 @@ def parts(cfg: DaemonConfig) -> list[tuple[str, int]]:
         ("run table ([runs] max_runs)", runs.max_runs * RUN),
         ("reference curves ([runs] max_reference_points)", runs.max_reference_points * REFERENCE_POINT),
         ("scalar and timing series (2,048)", MAX_SERIES * SERIES_UNIT),
-        ("socket queues ([listen] queue_bytes)", listen.queue_bytes),
+        ("socket queues ([listen] queue_bytes, for max_connections)",
+         listen.max_connections * rcvhwm(listen) * listen.max_frame_bytes),
         ("frames waiting behind a cut one (queue_bytes / 4)", listen.queue_bytes // 4),
         ("events of the frames cut short (50,000)", MAX_EVENTS * PARKED_EVENT),
         ("alerts held, nacks, peer buckets", HELD_ALERTS + MAX_NACKS * NACK + PEER_BUCKETS),

@@ -66,10 +66,11 @@ class Receiver:
         self.buckets = PeerBuckets(cfg.peer_loop_share, cfg.peer_burst_s, total_rate=cfg.loop_share)
         # frames cut short by their slice, and what their peers sent after them
         self.backlog = FrameBacklog(max_bytes=cfg.queue_bytes // 4)
+        self.backlog_frames = cfg.peer_queue_bytes // cfg.max_frame_bytes   # a peer's, behind its rest
         self.gc = GcClock()  # the collector's pauses: the daemon's cost, not the peer whose frame met one
         self._mark = (0.0, 0.0)  # (thread CPU, clock) at the start of the drain turn (`_timed`)
         self.connections = 0  # live, from the monitor (accepted - disconnected)
-        self.hwm = rcvhwm(cfg, 0)  # messages a connection's pipe holds: bytes / max_frame_bytes
+        self.hwm = rcvhwm(cfg)  # messages a connection's pipe holds, set once (inbound.py)
         self.sock.setsockopt(zmq.RCVHWM, self.hwm)
         self.sock.setsockopt(zmq.SNDHWM, 10_000)
         # a reply the peer's queue cannot take raises (EAGAIN / EHOSTUNREACH) instead of being
@@ -120,29 +121,25 @@ class Receiver:
         loop.add_reader(self._monitor.getsockopt(zmq.FD), self.drain_monitor)
 
     def drain_monitor(self) -> None:
-        """Connections come and go: count them, and size the pipes from their share of
-        ``queue_bytes`` (``inbound.rcvhwm``): only ever smaller, and only when one
-        arrives. libzmq applies a new ``RCVHWM`` to every live pipe and tells each pipe's
-        peer in the I/O thread; done while connections were closing (on each disconnect
-        of 40 flooding connections) it killed wtwind with a segfault in that thread about
-        one flood in three (40 paced connections, 2026-12-06). A smaller share stays until
-        restart: the byte bound holds, a lone producer later queues fewer frames."""
+        """Connections come and go: count them, and say so in the log when more are open
+        than the socket queues are sized for (``[listen] max_connections``: each one past
+        it adds its pipe to ``queue_bytes``). The pipes are never resized (inbound.py)."""
         mon = self._monitor
         while mon is not None:
             try:
                 parts = mon.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if int.from_bytes(parts[0][:2], "little") == zmq.EVENT_ACCEPTED:
-                self.connections += 1
-            else:
+            if int.from_bytes(parts[0][:2], "little") != zmq.EVENT_ACCEPTED:
                 self.disconnects += 1
                 self.connections = max(0, self.connections - 1)
-                continue  # never resized on a disconnect (see above)
-            hwm = rcvhwm(self.cfg, self.connections)
-            if hwm < self.hwm:
-                self.hwm = hwm
-                self.sock.setsockopt(zmq.RCVHWM, hwm)
+                continue
+            self.connections += 1
+            if self.connections == self.cfg.max_connections + 1:   # once per crossing
+                log.warning("connections_over_sizing", connections=self.connections,
+                            max_connections=self.cfg.max_connections,
+                            queue_bytes_now=self.connections * self.hwm * self.cfg.max_frame_bytes,
+                            hint="raise [listen] max_connections and queue_bytes, or shard")
 
     def drain(self) -> int:
         """Handle what is waiting, for at most ``slice_s`` of loop time; returns the count.
@@ -188,7 +185,7 @@ class Receiver:
                 self._refused(identity, peer)
                 continue
             if peer in backlog:  # behind what it sent before: in its order
-                if not backlog.queue(peer, identity, frame, user, self.hwm) and self.notices.due(identity):
+                if not backlog.queue(peer, identity, frame, user, self.backlog_frames) and self.notices.due(identity):
                     self.notices.tell(identity, NOTICE_INTERVAL_S)
                 continue
             if handle(peer, identity, frame, user, deadline if backlog.has_room() else INF) > deadline:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -153,10 +154,50 @@ class TestPeerBuckets:
 
 class TestQueueBytes:
     def test_hwm_is_the_byte_budget_over_the_largest_frame(self):
-        cfg = ListenConfig(max_frame_bytes=1 << 20, peer_queue_bytes=16 << 20, queue_bytes=256 << 20)
-        assert rcvhwm(cfg, 0) == 16
-        assert rcvhwm(cfg, 63) == 4      # 64 connections share 256 MiB
-        assert rcvhwm(cfg, 10_000) == 1  # never below one message
+        def hwm(connections: int) -> int:
+            return rcvhwm(ListenConfig(max_frame_bytes=1 << 20, peer_queue_bytes=16 << 20,
+                                       queue_bytes=256 << 20, max_connections=connections))
+        assert hwm(1) == 16        # at most peer_queue_bytes
+        assert hwm(64) == 4        # 64 connections share 256 MiB
+        assert hwm(256) == 1       # never below one message
+
+    def test_a_full_pipe_is_never_resized_and_keeps_flowing_when_many_connect(self, tmp_path):
+        """A trainer's pipe full, then forty connections arrive: libzmq stopped reading a
+        full pipe whose RCVHWM changed (zeromq/libzmq#2509), and the daemon resized on
+        every connection; a trainer that connected before the paced flood was never read
+        again about one flood in three. Now the pipes keep the size set before bind."""
+        asyncio.run(self._crowd_after_a_full_pipe(f"ipc://{tmp_path}/q.sock"))
+
+    @staticmethod
+    async def _crowd_after_a_full_pipe(endpoint: str) -> None:
+        from wtwin.daemon.receiver import Receiver
+
+        rx = Receiver(ListenConfig(endpoints=(endpoint,)), ctx=zmq.Context.instance())
+        rx.bind()
+        got: list[bytes] = []
+        trainer = _dealer(endpoint)
+        sent = [b"%d" % i for i in range(4 * rx.hwm)]
+        for frame in sent:
+            trainer.send(frame)       # more than the pipe holds: it is full, the rest waits
+        crowd = []
+        try:
+            # the loop does not turn while this coroutine runs: drained by hand
+            rx.start(asyncio.get_running_loop(), lambda identity, frame, user, deadline: got.append(frame))
+            for _ in range(40):
+                crowd.append(_dealer(endpoint))
+            wait_for(lambda: rx.drain_monitor() is None and rx.connections >= 40, 30, 0.01,
+                     "the crowd's connections counted")
+            assert rx.sock.getsockopt(zmq.RCVHWM) == rx.hwm == rcvhwm(rx.cfg)
+            wait_for(lambda: rx.drain() >= 0 and len(got) == len(sent), 30, 0.01, "every frame of the trainer")
+            assert got == sent
+        finally:
+            for sock in crowd + [trainer]:
+                sock.close(linger=0)
+            rx.close()
+
+    def test_config_refuses_connections_whose_frames_do_not_fit_the_queue(self):
+        with pytest.raises(ConfigError, match="max_connections"):
+            ListenConfig(max_frame_bytes=1 << 20, queue_bytes=128 << 20, max_connections=129)
 
     def test_config_refuses_a_queue_smaller_than_a_frame(self):
         with pytest.raises(ConfigError, match="peer_queue_bytes"):

@@ -37,8 +37,8 @@ from .load import apply_env, build
 @dataclass(frozen=True, kw_only=True)
 class ListenConfig:
     """Where the ROUTER socket binds, and how much it accepts (daemon/inbound.py): bytes
-    queued per connection (``peer_queue_bytes``) and for all of them (``queue_bytes``),
-    and each peer's share of the handlers' time while peers contend (a token bucket of
+    queued per connection (``peer_queue_bytes``) and for ``max_connections`` of them
+    (``queue_bytes``; the per-connection queue is sized once, from their share), and each peer's share of the handlers' time while peers contend (a token bucket of
     seconds: ``peer_loop_share`` a second, ``peer_burst_s`` deep; all of them together
     ``loop_share``)."""
 
@@ -48,6 +48,7 @@ class ListenConfig:
     ipc_group: str | None = None
     queue_bytes: int = 128 * 2**20
     peer_queue_bytes: int = 16 * 2**20
+    max_connections: int = 64
     peer_loop_share: float = 0.1
     peer_burst_s: float = 2.0
     loop_share: float = 0.3
@@ -64,6 +65,9 @@ class ListenConfig:
         require(self.peer_queue_bytes >= self.max_frame_bytes,
                 "peer_queue_bytes: must hold at least one frame (>= max_frame_bytes)")
         require(self.queue_bytes >= self.peer_queue_bytes, "queue_bytes: must be >= peer_queue_bytes")
+        require(1 <= self.max_connections <= 65536, "max_connections: must be in [1, 65536]")
+        require(self.queue_bytes >= self.max_connections * self.max_frame_bytes,
+                "queue_bytes: must hold one frame (max_frame_bytes) for each of max_connections")
         require(0 < self.peer_loop_share <= 1, "peer_loop_share: must be in (0, 1] (seconds a second)")
         require(0 < self.peer_burst_s <= 60, "peer_burst_s: must be in (0, 60] seconds")
         require(self.peer_loop_share <= self.loop_share <= 1,
