@@ -11,5 +11,6 @@ cdef class ChanceDetector(Detector):
     cdef public long long _last, _at
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
+    cdef inline int _observe(self, long long step, double loss) except -1
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

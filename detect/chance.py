@@ -86,7 +86,7 @@ class ChanceDetector(Detector):
         self.active = False
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x)
+        self._observe(p.s, p.x)
 
     def asks(self) -> bool:
         return self.active
@@ -106,11 +106,14 @@ class ChanceDetector(Detector):
         return f" = ln {round(n)}" if abs(n - round(n)) < 1e-6 * n else ""
 
     def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
+    def _observe(self, step: int, loss: float) -> int:
         if step <= self._last:
-            return
+            return 0
         self._last = step
         if self._c_band <= 0.0:
-            return
+            return 0
         self._at = self._at + 1 if abs(loss - self.level) <= self._c_band else 0
         self.active = self._at >= self._c_points
 

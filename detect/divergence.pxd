@@ -15,4 +15,5 @@ cdef class DivergenceDetector(Detector):
     cdef readonly bint active
     cdef readonly double level, best, excess
     cpdef observe(self, long long step, double loss)
+    cdef inline int _observe(self, long long step, double loss) except -1
     cdef int see(self, Point p) except -1

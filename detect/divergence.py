@@ -58,7 +58,7 @@ class DivergenceDetector(Detector):
     FEED, KIND = "level", "divergence"
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x)
+        self._observe(p.s, p.x)
 
     def verdict(self) -> Verdict:
         """A level that ran away from its best (critical, before the gate)."""
@@ -104,20 +104,23 @@ class DivergenceDetector(Detector):
         self.observe(step, loss)
         return _new(DivergenceState, (step, self.active, self.level, self.best, self.excess))
 
+    def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
     @cython.locals(dt=cython.longlong, usual=cython.double, level=cython.double,
                    scale=cython.double, d=cython.double, few=cython.double, hs=cython.double,
                    g=cython.double, best=cython.double, margin=cython.double, zs=cython.double,
                    excess=cython.double)
-    def observe(self, step: int, loss: float) -> None:
+    def _observe(self, step: int, loss: float) -> int:
         if not isfinite(loss):
             self.active = self._since != NO_STEP and self._points >= 2
             self.level = self._level if (self._level == self._level and self._level != 0.0) else 0.0
             self.best, self.excess = self._best, 0.0
-            return
+            return 0
         if self._level != self._level:           # NaN: no point yet
             self._level, self._first, self._last, self._start = loss, step, step, loss
             self.active, self.level, self.best, self.excess = False, loss, self._best, 0.0
-            return
+            return 0
         dt = step - self._last
         self._last = step
         usual = self._dt
@@ -140,7 +143,7 @@ class DivergenceDetector(Detector):
         level = self._level = g * level + (1 - g) * loss
         if step - self._first < self._c_warmup or self._n < MIN_POINTS:
             self.active, self.level, self.best, self.excess = False, level, self._best, 0.0
-            return
+            return 0
         best = self._best
         if level < best:
             best = self._best = level

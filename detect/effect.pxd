@@ -18,6 +18,8 @@ cdef class EffectDetector(Detector):
 
     cpdef void feed(self, long long step, double loss, bint judging=*, object l_pred=*,
                     object lr=*) except *
+    cdef inline int _feed(self, long long step, double loss, bint judging, object l_pred,
+                          object lr) except -1
     cdef void _sample(self, double level, bint judging) except *
     cdef double _progress(self) noexcept
     cdef double _unit(self) noexcept

@@ -100,7 +100,7 @@ class EffectDetector(Detector):
     FEED = "last"      # the gate's yardsticks: it judges the others' verdicts, asks for none
 
     def see(self, p) -> None:
-        self.feed(p.s, p.x, p.judging, p.l_pred, p.lr)
+        self._feed(p.s, p.x, p.judging, p.l_pred, p.lr)
     ARGS = ("gate", "jump_gate", "stall_gate", "rho", "halflife", "min_points",
             "wobble_samples", "start_points", "clip", "falls")
     STATE = ("_n", "_first", "_last", "_dt", "_noise", "_prev", "_level", "_fast", "_start",
@@ -153,18 +153,22 @@ class EffectDetector(Detector):
         self.feed(step, loss, judging, l_pred, lr)
         return self.state(step)
 
+    def feed(self, step: int, loss: float, judging: bool = False,
+             l_pred: float | None = None, lr: float | None = None) -> None:
+        """`update` without building a state (the monitor's per-event path)."""
+        self._feed(step, loss, judging, l_pred, lr)
+
     @cython.locals(last=cython.longlong, v=cython.double, dt=cython.longlong,
                    usual=cython.double, n=cython.longlong, d=cython.double,
                    noise=cython.double, x=cython.double, cap=cython.double, tau=cython.double,
                    g=cython.double, gf=cython.double, level=cython.double, clip=cython.double,
                    halflife=cython.double, min_points=cython.longlong,
                    start_points=cython.longlong)
-    def feed(self, step: int, loss: float, judging: bool = False,
-             l_pred: float | None = None, lr: float | None = None) -> None:
-        """`update` without building a state (the monitor's per-event path)."""
+    def _feed(self, step: int, loss: float, judging: bool, l_pred: float | None,
+              lr: float | None) -> int:
         last = self._last
         if step <= last or not isfinite(loss):    # (before the first point last is NO_STEP)
-            return
+            return 0
         if lr is not None:
             v = lr
             if v == v:                             # the lowest lr since the warm-up's peak
@@ -180,7 +184,7 @@ class EffectDetector(Detector):
         if last == NO_STEP:
             self._first, self._last, self._prev, self._n = step, step, loss, 1
             self._level = self._start = self._fast = loss
-            return
+            return 0
         dt = step - last
         self._last = step
         usual = self._dt

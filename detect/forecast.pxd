@@ -9,6 +9,7 @@ cdef double _REACH
 
 cdef class ForecastDetector(ForecastFit):
     cpdef observe(self, object step, object loss, object lr=*)
+    cdef inline int _observe(self, object step, object loss, object lr) except -1
     cdef int see(self, Point p) except -1
     # the steps of `observe`: C calls (inline: the compiler may fold them into observe),
     # each 0 or -1 with the exception set (a test of the value, no PyErr_Occurred())

@@ -92,7 +92,7 @@ class ForecastDetector(ForecastFit):
     FEED, KIND = "level", "drift"
 
     def see(self, p) -> None:
-        self.observe(p.step, p.loss, p.lr)
+        self._observe(p.step, p.loss, p.lr)
 
     def verdict(self) -> Verdict:
         """The loss above its forecast's band for long enough (a drift, warning)."""
@@ -190,20 +190,23 @@ class ForecastDetector(ForecastFit):
         return _new(ForecastState, (self.step, self.l_obs, self.l_pred, self.band_lo, self.band_hi,
                                     self.D, self.Q, self.T, self.W, self.S, self.alert))
 
-    @cython.locals(st=cython.longlong, dt=cython.double, usual=cython.double,
-                   x0=cython.double, x1=cython.double, x=cython.double)
     def observe(self, step: int, loss: float, lr: float | None = None) -> None:
         """One loss point. The call's values are left in the attributes named like
         `ForecastState`'s fields, with the same values (None before the first fit), so a
         caller reads them as it would the state; `update` builds the state from them. The
         typed path allocates only the floats of those a `MonitorState` holds in any case
         (``l_pred``, the band, ``D``, ``Q``, ``W``)."""
+        self._observe(step, loss, lr)
+
+    @cython.locals(st=cython.longlong, dt=cython.double, usual=cython.double,
+                   x0=cython.double, x1=cython.double, x=cython.double)
+    def _observe(self, step: int, loss: float, lr: float | None) -> int:
         x = loss
         self.step, self.l_obs, self.alert = step, loss, False
         if not isfinite(x):
             self.l_pred = self.band_lo = self.band_hi = self.D = self.Q = self.T = self.W = None
             self.S = self._S
-            return
+            return 0
         if x < 0.0:
             self._neg = True
         st = step

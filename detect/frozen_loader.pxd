@@ -15,6 +15,7 @@ cdef class FrozenLoaderDetector(Detector):
     cdef public bint _on, _up
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
-    cdef double _half_digit(self)
+    cdef inline int _observe(self, long long step, double loss) except -1
+    cdef inline double _half_digit(self)
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

@@ -76,7 +76,7 @@ class FrozenLoaderDetector(Detector):
     FEED, KIND = "level", "frozen_loader"
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x)
+        self._observe(p.s, p.x)
 
     def asks(self) -> bool:
         return self.active
@@ -116,31 +116,34 @@ class FrozenLoaderDetector(Detector):
         self._dec = NONE          # the decimals the log prints (`resolution`)
         self.active = False
 
+    def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
     @cython.locals(u=cython.double, c=cython.double, k=cython.double, d=cython.double,
                    h=cython.double, flip=cython.bint, under=cython.bint)
-    def observe(self, step: int, loss: float) -> None:
+    def _observe(self, step: int, loss: float) -> int:
         if step == self._last or not isfinite(loss):
-            return
+            return 0
         self._last = step
         if self._dec < RAW:
             self._dec = decimals(self._dec, loss)
         if self._prev != self._prev:
             self._prev = self._lf = self._ls = loss
-            return
+            return 0
         d = loss - self._prev
         if d == 0.0:
-            return
+            return 0
         self._prev = loss
         if self._dprev != self._dprev:
             self._dprev = d
-            return
+            return 0
         d, self._dprev = d - self._dprev, d
         h = self._half_digit()
         under = abs(d) < h
         if under:               # under the print: as small as it can show, and no sign
             u, flip = log(h), False
         elif d == 0.0:
-            return
+            return 0
         else:
             flip = (d > 0.0) != self._up
             self._up = d > 0.0
@@ -149,7 +152,7 @@ class FrozenLoaderDetector(Detector):
         if self._fast != self._fast:
             self._fast = self._slow = u
             self._flips = 0.5
-            return
+            return 0
         c, k = self._c_fast, self._c_slow
         self._fast = c * self._fast + (1.0 - c) * u
         self._lf = c * self._lf + (1.0 - c) * loss

@@ -14,4 +14,5 @@ cdef class GradNormDetector(Detector):
     cdef readonly double last_ratio
     cdef readonly bint surge
     cpdef observe(self, long long step, double g)
+    cdef inline int _observe(self, long long step, double g) except -1
     cdef int see(self, Point p) except -1

@@ -54,7 +54,7 @@ class GradNormDetector(Detector):
 
     def see(self, p) -> None:
         if p.grad is not None:
-            self.observe(p.s, p.grad)
+            self._observe(p.s, p.grad)
     ARGS = ("ratio", "z", "level_halflife", "scale_halflife", "warmup")
     STATE = ("_level", "_scale", "_n", "_last", "_in", "_bad", "_bad_count")
     OPTIONAL = ("_level",)
@@ -85,20 +85,23 @@ class GradNormDetector(Detector):
         self.observe(step, float(grad_norm))
         return _new(GradNormState, (step, self.last_ratio, self.surge))
 
-    @cython.locals(x=cython.double, dev=cython.double, surge=cython.bint, c=cython.double,
-                   cap=cython.double)
     def observe(self, step: int, g: float) -> None:
         """``last_ratio`` is the state's ``ratio`` (``ratio`` is the argument)."""
+        self._observe(step, g)
+
+    @cython.locals(x=cython.double, dev=cython.double, surge=cython.bint, c=cython.double,
+                   cap=cython.double)
+    def _observe(self, step: int, g: float) -> int:
         if not (g > 0.0 and isfinite(g)):
             self._bad, self._bad_count = [step, g if isfinite(g) else str(g)], self._bad_count + 1
             self.last_ratio, self.surge = 1.0, False
-            return
+            return 0
         x = log(g)
         self._n += 1
         if self._level != self._level:           # NaN: no point yet
             self._level = x
             self.last_ratio, self.surge = 1.0, False
-            return
+            return 0
         dev = x - self._level
         surge = (self._n > self._c_warmup and dev > self._c_log_ratio
                               and dev > self._c_z * self._scale)

@@ -14,4 +14,5 @@ cdef class NonfiniteDetector(Detector):
     cdef readonly bint active, blown, grad_bad
     cdef readonly str reason
     cpdef observe(self, long long step, double loss, object grad=*)
+    cdef inline int _observe(self, long long step, double loss, object grad) except -1
     cdef int see(self, Point p) except -1

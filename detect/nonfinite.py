@@ -68,7 +68,7 @@ class NonfiniteDetector(Detector):
     FEED, KIND = "first", "nonfinite"
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x, p.grad)
+        self._observe(p.s, p.x, p.grad)
 
     def verdict(self) -> Verdict:
         """A non-finite loss, a loss frozen under non-finite grad norms (critical), a
@@ -121,8 +121,11 @@ class NonfiniteDetector(Detector):
         self.active = self.blown = self.grad_bad = False
         self.reason = ""
 
-    @cython.locals(bad=cython.bint, a=cython.double, g=cython.double, need=cython.longlong)
     def observe(self, step: int, loss: float, grad=None) -> None:
+        self._observe(step, loss, grad)
+
+    @cython.locals(bad=cython.bint, a=cython.double, g=cython.double, need=cython.longlong)
+    def _observe(self, step: int, loss: float, grad) -> int:
         self.grad_bad = False
         if grad is not None:
             g = grad

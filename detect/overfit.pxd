@@ -18,5 +18,6 @@ cdef class OverfitDetector(Detector):
     cdef readonly long long above
 
     cpdef void update_train(self, long long step, double loss) except *
+    cdef inline int _update_train(self, long long step, double loss) except -1
     cpdef bint observe(self, long long step, double val) except -1
     cdef int see(self, Point p) except -1

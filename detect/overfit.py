@@ -69,7 +69,7 @@ class OverfitDetector(Detector):
     FEED, KIND = "level", "overfit"    # the training loss; the evals come by `observe`
 
     def see(self, p) -> None:
-        self.update_train(p.s, p.x)
+        self._update_train(p.s, p.x)
 
     def verdict(self) -> Verdict:
         """The validation loss above its best while the training loss falls (warning)."""
@@ -108,10 +108,13 @@ class OverfitDetector(Detector):
         self.step, self.active, self.val, self.best_val, self.train = 0, False, NAN, INF, NAN
         self.val_mean, self.margin, self.above = NAN, 0.0, 0
 
-    @cython.locals(dt=cython.longlong, g=cython.double)
     def update_train(self, step: int, loss: float) -> None:
+        self._update_train(step, loss)
+
+    @cython.locals(dt=cython.longlong, g=cython.double)
+    def _update_train(self, step: int, loss: float) -> int:
         if not isfinite(loss):
-            return
+            return 0
         if self._tstep == NO_STEP:
             self._train, self._tstep, self._tfirst = loss, step, loss
         dt = step - self._tstep

@@ -10,5 +10,7 @@ cdef long long RAW
 
 cdef class PlateauDetector(PlateauSlope):
     cpdef bint observe(self, long long step, double loss, object l_pred=*, bint deviating=*) except -1
+    cdef inline bint _observe(self, long long step, double loss, object l_pred,
+                              bint deviating) except -1
     cdef int see(self, Point p) except -1
     cdef bint _print_repeats(self, double loss) except -1

@@ -121,7 +121,7 @@ class PlateauDetector(PlateauSlope):
     FEED, KIND = "trend", "plateau"
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x, p.l_pred, p.fc_alert)
+        self._observe(p.s, p.x, p.l_pred, p.fc_alert)
 
     def verdict(self) -> Verdict:
         """Learning stopped (``facts["rule"]``: no_learning, frozen, slowdown, stagnation)."""
@@ -209,14 +209,17 @@ class PlateauDetector(PlateauSlope):
             return loss == 0.0
         return q > 0.0 and abs(loss - self._before) <= 2.0 * q
 
-    @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
-                   level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
-                   progress=cython.double, sd=cython.double, pz=cython.double,
-                   short=cython.double, slow=cython.bint)
     def observe(self, step: int, loss: float, l_pred: float | None = None,
                 deviating: bool = False) -> bool:
         """`update` without building a state: returns ``active``; the other fields are
         attributes (``z`` for ``slow_z``)."""
+        return self._observe(step, loss, l_pred, deviating)
+
+    @cython.locals(z=cython.double, dt=cython.longlong, g=cython.double, prev=cython.double,
+                   level=cython.double, a=cython.double, age=cython.longlong, ref=cython.double,
+                   progress=cython.double, sd=cython.double, pz=cython.double,
+                   short=cython.double, slow=cython.bint)
+    def _observe(self, step: int, loss: float, l_pred: float | None, deviating: bool) -> bool:
         self.step = step
         self.shortfall = self.progress_z = self.expected = self.observed = 0.0
         self.repeats = self.onset = 0

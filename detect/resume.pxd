@@ -15,6 +15,7 @@ cdef class ResumeDetector(Detector):
     cdef readonly double jump
     cdef long long _from
     cpdef observe(self, long long step, double loss)
+    cdef inline int _observe(self, long long step, double loss) except -1
     cpdef observe_resumed(self, long long step, double loss, long long from_step)
     cdef int see(self, Point p) except -1
     cdef long long went_back(self, long long step)

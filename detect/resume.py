@@ -52,7 +52,7 @@ class ResumeDetector(Detector):
         if p.from_step != NO_STEP:
             self.observe_resumed(p.s, p.x, p.from_step)
         else:
-            self.observe(p.s, p.x)
+            self._observe(p.s, p.x)
 
     def went_back(self, step: int) -> int:
         """The last step seen when ``step`` goes back before it (a resume), else `NO_STEP`."""
@@ -94,15 +94,18 @@ class ResumeDetector(Detector):
         self.observe(step, loss)
         return self._state(step)
 
+    def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
     @cython.locals(prev_step=cython.longlong, prev=cython.double, dt=cython.longlong,
                    usual=cython.double, g=cython.double, d=cython.double, scale=cython.double,
                    cap=cython.double)
-    def observe(self, step: int, loss: float) -> None:
+    def _observe(self, step: int, loss: float) -> int:
         prev_step = self._last_step
         prev = self._last_loss
         if prev_step != NO_STEP and step < prev_step:
             self.observe_resumed(step, loss, prev_step)
-            return
+            return 0
         self._last_step = step
         if isfinite(loss):
             if prev == prev:                     # not NaN: a loss before this one

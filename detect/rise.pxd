@@ -18,4 +18,5 @@ cdef class RiseDetector(Detector):
     cdef readonly bint active
     cdef readonly double score, level, best, S
     cpdef observe(self, long long step, double loss)
+    cdef inline int _observe(self, long long step, double loss) except -1
     cdef int see(self, Point p) except -1

@@ -65,7 +65,7 @@ class RiseDetector(Detector):
     FEED, KIND = "level", "drift"
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x)
+        self._observe(p.s, p.x)
 
     def verdict(self) -> Verdict:
         """A smoothed level that rose above its best (a drift, warning)."""
@@ -122,24 +122,27 @@ class RiseDetector(Detector):
         self.observe(step, loss)
         return _new(RiseState, (step, self.active, self.score, self.level, self.best, self.S))
 
+    def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
     @cython.locals(lvl=cython.double, dt=cython.longlong, usual=cython.double, d=cython.double,
                    noise=cython.double, cn=cython.double, h=cython.double, hn=cython.double,
                    g=cython.double, sd=cython.double, r=cython.double, c=cython.double,
                    hl=cython.double, level=cython.double, a=cython.double, w=cython.double,
                    best=cython.double, score=cython.double, jump=cython.double, S=cython.double)
-    def observe(self, step: int, loss: float) -> None:
+    def _observe(self, step: int, loss: float) -> int:
         if not isfinite(loss) or (self._last != NO_STEP and step <= self._last):
             lvl = self._level if self._level == self._level else 0.0
             if self._last != NO_STEP and step < self._last:
                 self._best, self._since, self._last = float("inf"), NO_STEP, step
             self.active, self.score, self.level, self.best, self.S = (
                 False, 0.0, lvl, self._best, 0.0)
-            return
+            return 0
         if self._level != self._level:           # NaN: no point yet
             self._level, self._first, self._last, self._prev = loss, step, step, loss
             self.active, self.score, self.level, self.best, self.S = (
                 False, 0.0, loss, self._best, 0.0)
-            return
+            return 0
         dt = step - self._last
         self._last = step
         usual = self._dt
@@ -173,7 +176,7 @@ class RiseDetector(Detector):
         if step - self._first < self._c_warmup or noise <= 0:
             self.active, self.score, self.level, self.best, self.S = (
                 False, 0.0, level, self._best, 0.0)
-            return
+            return 0
         if self._dt != self._c_dt:               # EWMA weight per point, for the mean gap
             a = 1.0 - decay(self._dt, max(self._c_halflife, LEVEL_POINTS * self._dt))
             self._c_dt, self._c_w = self._dt, max(1.0, self._c_level_z * sqrt(a / (2 - a)))

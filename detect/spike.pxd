@@ -18,6 +18,7 @@ cdef class SpikeDetector(Detector):
     cdef long long _since
 
     cpdef observe(self, long long step, double loss)
-    cdef void _follow(self, long long step, double loss, double z)
-    cdef void _learn(self, double loss, double dt, double usual, bint level)
+    cdef inline int _observe(self, long long step, double loss) except -1
+    cdef inline void _follow(self, long long step, double loss, double z)
+    cdef inline void _learn(self, double loss, double dt, double usual, bint level)
     cdef int see(self, Point p) except -1

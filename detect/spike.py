@@ -67,7 +67,7 @@ class SpikeDetector(Detector):
     FEED, KIND = "level", "spike"
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x)
+        self._observe(p.s, p.x)
 
     def verdict(self) -> Verdict:
         """A jump that has not come back (``warning``), or one that did (``info``)."""
@@ -119,17 +119,20 @@ class SpikeDetector(Detector):
         return _new(SpikeState, (step, self.last_z, self.active, self.severity, self.spike_step,
                                  self.height))
 
-    @cython.locals(dt=cython.longlong, usual=cython.double, sc=cython.double, z=cython.double)
     def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
+    @cython.locals(dt=cython.longlong, usual=cython.double, sc=cython.double, z=cython.double)
+    def _observe(self, step: int, loss: float) -> int:
         if not isfinite(loss):
             self.last_z, self.active, self.severity, self._since, self.height = (
                 0.0, self._sustained, "warning" if self._sustained else None, NO_STEP, 0.0)
-            return
+            return 0
         if self._level != self._level:           # NaN: no point yet
             self._level, self._last, self._first = loss, step, step
             self.last_z, self.active, self.severity, self._since, self.height = (
                 0.0, False, None, NO_STEP, 0.0)
-            return
+            return 0
         dt = max(step - self._last, 1)
         self._last = step
         usual = self._dt
@@ -138,7 +141,7 @@ class SpikeDetector(Detector):
         z = (loss - self._level) / sc
         if self._open != NO_STEP:
             self._follow(step, loss, z)
-            return
+            return 0
         self._n += 1
         if (z >= self._c_z and step - self._first >= self._c_warmup and self._scale > 0
                 and self._n >= 10):
@@ -146,7 +149,7 @@ class SpikeDetector(Detector):
             self._held = self._height
             self.last_z, self.active, self.severity, self._since, self.height = (
                 z, False, None, step, self._height)
-            return
+            return 0
         self._learn(loss, dt, usual, True)
         self.last_z, self.active, self.severity, self._since, self.height = (
             z, False, None, NO_STEP, 0.0)

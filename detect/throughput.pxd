@@ -15,6 +15,8 @@ cdef class ThroughputDetector(Detector):
     cdef void _reset(self)
     cpdef observe(self, long long step, double ts, double step_time, double tokens,
                   double data_wait)
+    cdef inline int _observe(self, long long step, double ts, double step_time,
+                             double tokens, double data_wait) except -1
     cdef void _judge(self, long long step, double ts)
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

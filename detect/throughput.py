@@ -134,20 +134,24 @@ class ThroughputDetector(Detector):
                     self._reset()
                     self._on = self.active = False
                 self._phase = p.phase
-        self.observe(p.s, p.ts, p.step_time, p.tokens, p.data_wait)
+        self._observe(p.s, p.ts, p.step_time, p.tokens, p.data_wait)
 
-    @cython.locals(ds=cython.longlong, dt=cython.double, u=cython.double, x=cython.double,
-                   hi=cython.double, w=cython.double, slow=cython.bint)
     def observe(self, step: int, ts: float, step_time: float, tokens: float,
                 data_wait: float) -> None:
         """One logged point; NaN where a value was not sent."""
+        self._observe(step, ts, step_time, tokens, data_wait)
+
+    @cython.locals(ds=cython.longlong, dt=cython.double, u=cython.double, x=cython.double,
+                   hi=cython.double, w=cython.double, slow=cython.bint)
+    def _observe(self, step: int, ts: float, step_time: float, tokens: float,
+                 data_wait: float) -> int:
         ds = step - self._s if self._s != NO_STEP else 0
         if ds <= 0:
             if ds < 0:
                 self._reset()
             self._s = step
             self._ts, self._tok = ts, tokens
-            return
+            return 0
         self._s = step
         if step_time == step_time:
             dt = step_time * ds             # the trainer's own time: per step, over ds steps
@@ -155,20 +159,20 @@ class ThroughputDetector(Detector):
             dt = ts - self._ts
         else:
             self._ts, self._tok = ts, tokens
-            return
+            return 0
         u = dt / ds
         if tokens == tokens and self._tok == self._tok:
             if tokens <= self._tok:         # the count went back: a restart of it
                 self._reset()
                 self._ts, self._tok = ts, tokens
-                return
+                return 0
             u = dt / (tokens - self._tok)
         self._ts, self._tok = ts, tokens
         if not (u > 0.0 and isfinite(u)):
-            return
+            return 0
         self._n += 1
         if self._n <= self._c_warmup:
-            return
+            return 0
         x = log(u)
         if data_wait == data_wait and step_time != step_time:
             w = data_wait / (dt / ds) if dt > 0.0 else 0.0
@@ -181,7 +185,7 @@ class ThroughputDetector(Detector):
             self._wait = self._wait_base = w
             self._base_from = step - ds
             self._base_to = step
-            return
+            return 0
         hi = self._base + self._c_clip
         if x > hi:
             x = hi
