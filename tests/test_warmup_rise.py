@@ -138,3 +138,45 @@ def test_healthy_lr_change_is_not_critical():
         out += s.loss(t, level * math.exp(0.35 * rng.gauss(0, 1)), 0.01 if t < 1500 else 0.001, None,
                       now=t * 0.0015)[1]
     assert not [a for a in out if a.severity != "info"]
+
+
+def _digits_mlp_lr_jump(seed, lr0=0.01, lr1=0.7, onset=1500, steps=2000):
+    """A real MLP (SGD, momentum 0.9) on load_digits whose lr jumps from ``lr0`` to ``lr1``
+    at ``onset``: its loss goes from ~0.08 to 1.0-1.7 and holds (12-21x)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from live_runs import _digits
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    X, y = _digits()
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=lr0, momentum=0.9)
+    g = torch.Generator().manual_seed(seed)
+    order, at, out = torch.randperm(len(X), generator=g), 0, []
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:
+            group["lr"] = lr1 if step >= onset else lr0
+        if at + 32 > len(X):
+            order, at = torch.randperm(len(X), generator=g), 0
+        idx, at = order[at:at + 32], at + 32
+        loss = torch.nn.functional.cross_entropy(model(X[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        opt.step()
+        out.append((step, loss.item(), opt.param_groups[0]["lr"], gn.item()))
+    return out
+
+
+@pytest.mark.slow   # 3 real training runs of 2,000 steps: ~15 s
+@pytest.mark.parametrize("seed", range(3))
+def test_real_mlp_lr_jump_is_critical_within_100_steps(seed):
+    """Before `LOST_OF_PROGRESS` seeds 0 and 1 paged critical only at +515 and +564 (a warning
+    from +15 and +51), seed 2 at +70; now at +30, +80 and +26."""
+    s = Session("mlp", cooldown_s=60.0)
+    out = []
+    for step, loss, lr, gn in _digits_mlp_lr_jump(seed):
+        out += s.loss(step, loss, lr, gn, now=step * 0.0015)[1]
+    crit = [a.step for a in out if a.severity == "critical" and a.status == "firing"]
+    assert crit and 1500 <= crit[0] <= 1600, [(a.step, a.kind, a.severity) for a in out]
+    assert not [a for a in out if a.severity != "info" and a.step < 1500]
