@@ -25,7 +25,7 @@ if not COMPILED:
     _build.load_pure(__name__, os.path.dirname(__file__))
 
 from . import base as _base  # noqa: E402
-from . import chance, divergence, effect, forecast, frozen_loader, gradnorm, memory, nonfinite, overfit, plateau, resume, rise, spike, throughput  # noqa: E402,F401
+from . import chance, divergence, early_rise, effect, forecast, frozen_loader, gradnorm, memory, nonfinite, overfit, plateau, resume, rise, spike, throughput  # noqa: E402,F401
 from . import reference  # noqa: E402,F401  (the reference detector: compiled with the others)
 from .base import REGISTRY, Detector  # noqa: E402
 from .finding import Finding, MonitorState  # noqa: E402

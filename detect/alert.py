@@ -26,6 +26,7 @@ KINDS = (
     "behind",
     "throughput",
     "memory",
+    "early_rise",
 )
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("firing", "resolved")

@@ -26,7 +26,7 @@ from wtwin.compiled.rules import DIRECTIVES, STAMP  # noqa: F401  (the benches a
 # (NamedTuples: nothing to compile), ``mpl`` (the multi-power law's refits, only with
 # an lr) and ``resolution`` (called per point only while a log looks rounded).
 MODULES = ("base", "arbiter", "rules", "monitor", "spike", "divergence", "rise", "nonfinite",
-           "gradnorm", "frozen_loader", "chance", "throughput", "memory", "resume",
+           "gradnorm", "frozen_loader", "chance", "early_rise", "throughput", "memory", "resume",
            "forecast_fit", "forecast", "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit",
            "reference")
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -38,6 +38,8 @@ CHECKS = {
     "memory": ("what a step keeps alive for the next (a loss kept with its graph, a growing "
                "cache); save a checkpoint now", "WTwinMemoryExhaustion"),
     "frozen_loader": ("the data loader's iterator and sampler", "WTwinLossDegradation"),
+    "early_rise": ("the lr warm-up's peak and the initial weights (the checkpoint loaded, "
+                   "the adapter's init)", "WTwinLossDivergence"),
     "chance": ("that the labels match the inputs and the lr is not zero or huge",
                "WTwinLossAtChance"),
 }

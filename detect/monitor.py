@@ -50,7 +50,7 @@ _NAN = cython.declare(cython.double, math.nan)
 
 SEVERITY = {"drift": "warning", "plateau": "warning", "divergence": "critical",
             "nonfinite": "critical", "overfit": "warning", "frozen_loader": "critical",
-            "chance": "critical"}
+            "chance": "critical", "early_rise": "critical"}
 LEGACY = {"collapse": "frozen_loader"}    # snapshot keys of detectors since renamed
 # a loss event's fields of time and memory (emitters/schema.py) -> the `Point`'s fields
 TIMING = {"step_time_s": "step_time", "data_wait_s": "data_wait",

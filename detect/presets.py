@@ -15,6 +15,7 @@ PRETRAINING = {
     "rise": {},
     "spike": {},
     "divergence": {},
+    "early_rise": {},
     "plateau": {},
     "overfit": {},
     "resume_jump": {},
@@ -29,6 +30,7 @@ PRESET_PARAMS = {
         "rise": {},
         "spike": {},
         "divergence": {},
+        "early_rise": {},
         "plateau": {"min_progress": 0.005, "grace": 2000},
         "overfit": {},
         "resume_jump": {},
@@ -40,6 +42,9 @@ PRESET_PARAMS = {
         "rise": {"warmup": 50, "halflife": 30.0, "noise_halflife": 300.0},
         "spike": {"warmup": 10},
         "divergence": {"warmup": 20},
+        # a loss several-fold above its start early in the run (a warm-up rise), not in
+        # "stationary": a loss not meant to fall may start low
+        "early_rise": {},
         # an exponential approach to a floor is the expected shape, not a collapse of the slope
         "plateau": {"min_progress": 0.01, "grace": 300, "window": 200, "slowdown": False},
         "overfit": {"patience": 2},

@@ -17,7 +17,11 @@ A page that stays above its band for ``ESCALATE_AFTER`` times the level's time s
 least ``CRITICAL_OF_PROGRESS`` of the run's progress (the bar of a critical divergence,
 `arbiter.DIVERGENCE_OF_PROGRESS`: a slow drift of 2% stays a warning, a loss back at
 chance is 100%), becomes critical, unless the run already pages a critical; the message
-says for how long.
+says for how long. One that gave back ``LOST_OF_PROGRESS`` of the run's progress (the median
+of its last ``POINTS`` points) is critical at once: an MLP whose lr jumped from 0.01 to 0.7
+held its loss at 1.25-1.7 (from 0.08, of a 2.3 start) as a spike warning for 500 steps.
+On the clean logs no verdict of the loss level is ever active that far up (at most 0.8%
+of the progress): 30x under this bar.
 
 Plain values, no I/O, no clock; the cost is paid only while a page is held.
 """
@@ -30,6 +34,7 @@ HELD_KINDS = ("drift", "spike", "divergence")   # the pages of a loss level abov
 ESCALATE_AFTER = 5.0     # x tau: a page not recovered for this long becomes critical,
 CRITICAL_OF_PROGRESS = 0.1   # when this far above its best level, as a share of progress
 POINTS = 16              # the recent losses whose median says where the loss is
+LOST_OF_PROGRESS = 0.25  # a held page this far above its best, as a share of progress: critical now
 
 
 class Recovery:
@@ -73,12 +78,15 @@ class Recovery:
             self.recent.clear()
 
     def overdue(self, step: int, ef) -> list:
-        """The held kinds above their band for longer than ``ESCALATE_AFTER`` x tau."""
+        """The held kinds above their band for longer than ``ESCALATE_AFTER`` x tau, or
+        for ``POINTS`` points at ``LOST_OF_PROGRESS`` of the progress above their best."""
         tau = max(ef.halflife, ef.min_points * ef.spacing)
         bar = CRITICAL_OF_PROGRESS * ef.progress
+        lost = len(self.recent) >= POINTS and ef.progress > 0
         return [k for k, h in self.held.items()
-                if step - h[0] >= ESCALATE_AFTER * tau and not self.recovered(k)
-                and self.level() - h[1] >= bar]
+                if not self.recovered(k) and (
+                    (step - h[0] >= ESCALATE_AFTER * tau and self.level() - h[1] >= bar)
+                    or (lost and self.level() - h[1] >= LOST_OF_PROGRESS * ef.progress))]
 
     def message(self, kind: str, step: int, progress: float) -> tuple:
         """The page of an escalation, as (headline, details) (`messages`)."""

@@ -41,6 +41,7 @@ ALERTNAMES = {
     "resume_jump": "WTwinResumeJump",
     "frozen_loader": "WTwinLossDegradation",
     "chance": "WTwinLossAtChance",
+    "early_rise": "WTwinLossDivergence",
     "behind": "WTwinRunBehindReference",   # daemon/references.py
     "throughput": "WTwinRunSlowdown",
     "memory": "WTwinMemoryExhaustion",

@@ -323,7 +323,7 @@ class TestMonitor:
     def test_registry_names(self):
         assert set(REGISTRY) == {"forecast", "finetuning", "spike", "nonfinite", "divergence",
                                  "plateau", "overfit", "resume_jump", "rise", "effect", "gradnorm",
-                                 "frozen_loader", "chance", "throughput", "memory"}
+                                 "frozen_loader", "chance", "early_rise", "throughput", "memory"}
 
 
 class TestWhatPages:
