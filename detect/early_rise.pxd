@@ -13,5 +13,6 @@ cdef class EarlyRiseDetector(Detector):
     cdef public bint _on
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
+    cdef inline int _observe(self, long long step, double loss) except -1
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

@@ -80,7 +80,7 @@ class EarlyRiseDetector(Detector):
         self.active = False
 
     def see(self, p) -> None:
-        self.observe(p.s, p.x)
+        self._observe(p.s, p.x)
 
     def asks(self) -> bool:
         return self._on
@@ -105,12 +105,15 @@ class EarlyRiseDetector(Detector):
             return NAN
         return r[n // 2] if n % 2 else 0.5 * (r[n // 2 - 1] + r[n // 2])
 
-    @cython.locals(mid=cython.double)
     def observe(self, step: int, loss: float) -> None:
+        self._observe(step, loss)
+
+    @cython.locals(mid=cython.double)
+    def _observe(self, step: int, loss: float) -> int:
         if step <= self._last:
-            return
+            return 0
         if self._n >= self._c_window and not self._on:
-            return                       # inert past the run's early window
+            return 0                     # inert past the run's early window
         self._last = step
         self._n += 1
         if self._n <= self._c_start_points:
@@ -123,13 +126,14 @@ class EarlyRiseDetector(Detector):
         if len(self._recent) > self._c_points:
             del self._recent[0]
         if not (self._start > 0.0) or len(self._recent) < self._c_points:
-            return
+            return 0
         mid = self._low()
         if not self._on and mid >= self._c_ratio * self._start:
             self._on, self._since = True, step
         elif self._on and mid < self._c_back * self._start:
             self._on, self._since = False, NO_STEP
         self.active = self._on
+        return 0
 
     def update(self, step: int, loss: float) -> EarlyRiseState:
         self.observe(step, loss)
