@@ -38,6 +38,16 @@ def _offer(b: PeerBuckets, clock: Clock, flood: list, ticks: int) -> tuple[float
     return spent, legit_ok
 
 
+def _flood_in_debt(seconds: float) -> tuple[PeerBuckets, Clock]:
+    """A trainer and a flooder that owes ``seconds`` (rate 0.2 s a second, 1 s deep)."""
+    clock = Clock()
+    b = PeerBuckets(0.2, 1.0, clock=clock)
+    b.take(b"legit", 1)
+    b.take(b"flood", 1)
+    b.charge(b"flood", seconds)
+    return b, clock
+
+
 class TestPeerBuckets:
     def test_a_lone_producer_is_never_dropped(self):
         """With no other peer active, a peer in debt goes on (nobody waits behind it)."""
@@ -90,14 +100,30 @@ class TestPeerBuckets:
         assert all(b.take(b"flood", 1000, backlogged=False) for _ in range(5))
 
     def test_a_debt_is_bounded(self):
-        clock = Clock()
-        b = PeerBuckets(0.2, 1.0, clock=clock)
-        b.take(b"legit", 1)
-        b.take(b"flood", 1)
-        b.charge(b"flood", 1000.0)
+        b, clock = _flood_in_debt(1000.0)
         clock.t += 2.0 / 0.2 + 0.01  # from -2 s (MAX_DEBT_S) back above 0 in 10 s, whatever it spent
         b.take(b"legit", 1)
         assert b.take(b"flood", 1)
+
+    def test_a_peer_in_debt_is_taken_again_when_its_wait_is_over_not_before(self):
+        """``wait_s``: the hint a dropped frame's reply carries (daemon/drop_notice.py)."""
+        b, clock = _flood_in_debt(1.5)
+        b.take(b"legit", 1)
+        assert not b.take(b"flood", 1)
+        wait = b.wait_s(b"flood")
+        assert wait > 1.0   # about 1 s of debt at 0.2 s a second
+        clock.t += wait * 0.9
+        b.take(b"legit", 1)
+        assert not b.take(b"flood", 1)
+        clock.t += wait * 0.1 + 0.01
+        b.take(b"legit", 1)
+        assert b.take(b"flood", 1)
+
+    def test_a_peer_with_credit_or_unknown_waits_nothing(self):
+        b = PeerBuckets(0.2, 1.0, clock=Clock())
+        b.take(b"legit", 1)
+        assert b.wait_s(b"legit") == 0.0
+        assert b.wait_s(b"never-seen") == 0.0
 
     def test_many_flooding_connections_share_one_bucket_a_light_peer_does_not(self):
         """Ten connections flooding for 20 s get about the shared rate together, not ten

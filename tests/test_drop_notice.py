@@ -19,54 +19,20 @@ import zmq
 from helpers import raw_dealer, wait_for
 from wtwin.daemon.config import ListenConfig
 from wtwin.daemon.drop_notice import INTERVAL_S, MAX_ENTRIES, DropNotices
-from wtwin.daemon.inbound import PeerBuckets
 from wtwin.emitters import connect, wire
 from wtwin.emitters.resend import MAX_RETRY_S, ResendBuffer
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class TestWait:
-    def test_a_peer_in_debt_is_taken_again_when_its_wait_is_over_not_before(self):
-        clock = Clock()
-        b = PeerBuckets(0.2, 1.0, clock=clock)
-        b.take(b"other", 1)
-        b.take(b"flood", 1)
-        b.charge(b"flood", 1.5)
-        b.take(b"other", 1)
-        assert not b.take(b"flood", 1)
-        wait = b.wait_s(b"flood")
-        assert wait > 1.0   # about 1 s of debt at 0.2 s a second
-        clock.t += wait * 0.9
-        b.take(b"other", 1)
-        assert not b.take(b"flood", 1)
-        clock.t += wait * 0.1 + 0.01
-        b.take(b"other", 1)
-        assert b.take(b"flood", 1)
-
-    def test_a_peer_with_credit_or_unknown_waits_nothing(self):
-        b = PeerBuckets(0.2, 1.0, clock=Clock())
-        b.take(b"legit", 1)
-        assert b.wait_s(b"legit") == 0.0
-        assert b.wait_s(b"never-seen") == 0.0
-
-
 class TestNotices:
     def test_one_notice_per_connection_per_interval_from_a_bounded_table(self):
-        clock, sent = Clock(), []
+        now, sent = [100.0], []
         notices = DropNotices(lambda identity, frame: sent.append((identity, msgpack.unpackb(frame))) or True,
-                              clock=clock)
+                              clock=lambda: now[0])
         for _ in range(5):
             if notices.due(b"a"):
                 notices.tell(b"a", 0.25)
         assert [(i, m["type"], m["retry_s"]) for i, m in sent] == [(b"a", "dropped", 0.25)]
-        clock.t += INTERVAL_S * 1.01
+        now[0] += INTERVAL_S * 1.01
         assert notices.due(b"a") and not notices.due(b"a")
         for k in range(MAX_ENTRIES + 10):
             notices.due(b"peer-%d" % k)
