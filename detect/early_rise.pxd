@@ -10,7 +10,7 @@ cdef class EarlyRiseDetector(Detector):
     cdef public long long _last, _n, _since
     cdef public list _head, _recent
     cdef public double _start
-    cdef public bint _on
+    cdef public bint _on, _done
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
     cdef inline int _observe(self, long long step, double loss) except -1

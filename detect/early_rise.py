@@ -11,8 +11,10 @@ batch does not set it); active once the median of the last ``points`` points is 
 above ``ratio`` x ``start`` (a rise that holds, not one batch), critical; it resolves once
 that median is below half-way back (``1 + (ratio - 1) / 2`` x ``start``). Only a loss that
 starts above 0 is judged. Inert (an early return) after the first ``window``
-points of the run, unless active: later in a run `divergence` has the run's progress to
-judge against.
+points of the run, unless active, and once the run has made progress (that median at or
+below ``start / ratio``): from there `divergence` has the run's progress to judge a
+run-away against (a model kicked at step 300 of a tiny GPT, loss 3.7 -> 1 -> 10, is a
+`divergence`, and a `Rewind` acts on it).
 
 ``ratio`` 2.5: over the 88 clean/unknown logs of ../shared/data and our own runs, the
 largest value of the statistic (the median of ``points`` points in a row over ``start``,
@@ -58,7 +60,7 @@ class EarlyRiseDetector(Detector):
     name = "early_rise"
     FEED, KIND = "level", "early_rise"
     ARGS = ("ratio", "points", "start_points", "window")
-    STATE = ("_last", "_n", "_head", "_recent", "_start", "_on", "_since")
+    STATE = ("_last", "_n", "_head", "_recent", "_start", "_on", "_since", "_done")
     OPTIONAL = ("_last", "_start", "_since")
 
     def __init__(self, *, ratio: float = 2.5, points: int = 5, start_points: int = 3,
@@ -76,6 +78,7 @@ class EarlyRiseDetector(Detector):
         self._recent = []
         self._start = NAN
         self._on = False
+        self._done = False       # progress made: inert from then
         self._since = NO_STEP
         self.active = False
 
@@ -112,8 +115,8 @@ class EarlyRiseDetector(Detector):
     def _observe(self, step: int, loss: float) -> int:
         if step <= self._last:
             return 0
-        if self._n >= self._c_window and not self._on:
-            return 0                     # inert past the run's early window
+        if (self._done or self._n >= self._c_window) and not self._on:
+            return 0                     # inert past the run's early window, or its progress
         self._last = step
         self._n += 1
         if self._n <= self._c_start_points:
@@ -128,7 +131,9 @@ class EarlyRiseDetector(Detector):
         if not (self._start > 0.0) or len(self._recent) < self._c_points:
             return 0
         mid = self._low()
-        if not self._on and mid >= self._c_ratio * self._start:
+        if not self._on and mid * self._c_ratio <= self._start:
+            self._done = True
+        elif not self._on and mid >= self._c_ratio * self._start:
             self._on, self._since = True, step
         elif self._on and mid < self._c_back * self._start:
             self._on, self._since = False, NO_STEP

@@ -180,3 +180,17 @@ def test_real_mlp_lr_jump_is_critical_within_100_steps(seed):
     crit = [a.step for a in out if a.severity == "critical" and a.status == "firing"]
     assert crit and 1500 <= crit[0] <= 1600, [(a.step, a.kind, a.severity) for a in out]
     assert not [a for a in out if a.severity != "info" and a.step < 1500]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_run_away_after_progress_early_in_the_run_is_a_divergence(seed):
+    """A run that fell from 2.3 to 0.06, then blew up to 10 (4x its start) at step 300:
+    it made progress, so the run-away is a `spike` or `divergence` (what a `Rewind` acts on), not an
+    `early_rise` (a kicked tiny GPT, 3.7 -> 1 -> 10, paged `early_rise` and was not rewound)."""
+    s = Session("mlp", cooldown_s=60.0)
+    out = []
+    for step, loss, lr in lr_jump(seed, n=600, onset=300, after=10.0):
+        out += s.loss(step, loss, lr, None, now=step * 0.0015)[1]
+    firing = [(a.step, a.kind) for a in out if a.severity == "critical" and a.status == "firing"]
+    assert firing and firing[0][1] in ("divergence", "spike") and firing[0][0] < 340, firing
+    assert "early_rise" not in {kind for _, kind in firing}
