@@ -116,7 +116,7 @@ class TestEmitterHalf:
             em = connect(fake.endpoint, run="r", heartbeat_s=3600, ack_timeout_s=3600, secret_dir=tmp_path)
             try:
                 em.loss(1, 2.0)
-                wait_for(lambda: fake.frames(), 30, 0.01, "the first loss")
+                wait_for(lambda: fake.with_step(1), 30, 0.01, "the first loss")
                 em.loss(2, float("nan"))
                 wait_for(lambda: fake.with_step(2) == 1, 30, 0.01, "the NaN")
                 fake.reply(wire.reply("dropped", retry_s=0.05))
@@ -140,8 +140,9 @@ class TestEmitterHalf:
                     em.loss(step, 2.0)
                     wait_for(lambda: fake.with_step(step), 30, 0.01, f"step {step}")
                 wait_for(lambda: fake.with_step(5) == 2, 30, 0.01, "the probe")
-                # each timeout sent the newest frame then (a timeout may come between sends)
-                assert all(len(fake.steps(events)) == 1 for events in fake.frames())
+                # each timeout sent the newest frame then (a timeout may come between sends);
+                # the run_start goes alone when the trainer is slower to its first loss
+                assert all(len(fake.steps(events)) <= 1 for events in fake.frames())
                 seq_of_1 = next(e["seq"] for ev in fake.frames() for e in ev if e.get("step") == 1)
                 fake.reply(wire.reply("ack", seq=seq_of_1, emitter=em.id, resend=True))
                 wait_for(lambda: fake.with_step(2) == 2, 30, 0.01, "the re-send the nack asked for")
