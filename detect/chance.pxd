@@ -2,15 +2,18 @@
 from .base cimport Detector, Point
 
 cdef long long NO_STEP
+cdef double NAN
 
 cdef class ChanceDetector(Detector):
-    cdef readonly double level, tolerance
-    cdef readonly long long points
+    cdef readonly double level, tolerance, guess_tolerance
+    cdef readonly long long points, guess_points
     cdef double _c_band
     cdef long long _c_points
     cdef public long long _last, _at
+    cdef public double _prev, _guess
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
     cdef inline int _observe(self, long long step, double loss) except -1
+    cdef int _follow_guess(self, double loss) except -1
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

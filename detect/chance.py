@@ -19,7 +19,24 @@ the same failure. Critical: the run has stopped learning anything.
 >>> det = ChanceDetector(level=chance_of({"vocab_size": 32000}))
 >>> [det.update(s, x).active for s, x in enumerate([10.9, 10.3735, 10.3735, 10.3736], 1)]
 [False, False, True, True]
->>> ChanceDetector().update(1, 10.3735).active     # no chance level known: idle
+
+Without ``V`` the detector still knows the common ones (`COMMON_CLASSES`: 10, 100 and
+1000 classes, and the vocabularies of the usual tokenizers). A loss that sits within
+``guess_tolerance`` (0.01%) of one of their ``ln V`` for ``guess_points`` points in a row
+is at chance too. It is stricter than a known ``V``: a learning run crosses those levels
+in one point (24 of the 103 shared logs start at or pass through one, never for two
+points in a row, `tests/test_chance.py`), and one that starts there with a zeroed head
+and an lr still 0 stays two points at most. ``wtwin monitor`` with no ``--classes``
+pages the QLoRA case at its fourth point.
+
+>>> ChanceDetector().update(1, 10.3735).active     # no chance level known: the common ones
+False
+>>> det = ChanceDetector()
+>>> [det.update(s, x).active for s, x in enumerate([10.9, 10.3735, 10.3735, 10.3735], 1)]
+[False, False, False, True]
+>>> det.message(4, 10.3735)[:75]
+'the model predicts uniformly: loss 10.3735 has sat at chance (10.3735 = ln '
+>>> ChanceDetector(guess_points=0).update(1, 10.3735).active   # guessing off: idle
 False
 """
 
@@ -37,9 +54,19 @@ from .base import NO_STEP as _NO_STEP, Detector, check, register
 from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
+NAN = cython.declare(cython.double, math.nan)
 # what a trainer's config may call the number of classes a cross-entropy is over ("classes"
 # first: what the callbacks send, from the model's class)
 CLASS_KEYS = ("classes", "vocab_size", "num_labels", "vocab")
+# the class counts a loss at chance is guessed from when the run names none: a classifier's
+# 10, 100 and 1000 classes (MNIST and CIFAR-10, CIFAR-100, ImageNet), and the vocabularies
+# of the usual tokenizers (BERT's 30522, LLaMA's 32000, GPT-2's 50257 and its 50304
+# padding, ..., Gemma's 256000). Not 2 or 3: a binary or a three-way loss sits at ln 2 or
+# ln 3 for reasons of its own (a GAN's discriminator at equilibrium).
+COMMON_CLASSES = (10, 100, 1000, 21128, 30522, 32000, 32128, 32768, 49152, 50257, 50265,
+                  50304, 51865, 64000, 65024, 65536, 100277, 100352, 102400, 128000, 128256,
+                  151936, 152064, 250002, 250880, 256000, 262144)
+_COMMON_LEVELS = tuple(math.log(v) for v in COMMON_CLASSES)
 
 
 def chance_of(config) -> float:
@@ -66,23 +93,32 @@ class ChanceState(NamedTuple):
 
 @cython.cclass
 class ChanceDetector(Detector):
-    """``level`` the loss at chance (0.0: unknown, idle)."""
+    """``level`` the loss at chance (0.0: unknown: a common one is guessed, unless
+    ``guess_points`` is 0)."""
 
     name = "chance"
     FEED, KIND = "level", "chance"
-    ARGS = ("level", "tolerance", "points")
-    STATE = ("_last", "_at")
+    ARGS = ("level", "tolerance", "points", "guess_tolerance", "guess_points")
+    STATE = ("_last", "_at", "_prev", "_guess")
+    OPTIONAL = ("_prev",)
 
-    def __init__(self, *, level: float = 0.0, tolerance: float = 0.001, points: int = 2) -> None:
+    def __init__(self, *, level: float = 0.0, tolerance: float = 0.001, points: int = 2,
+                 guess_tolerance: float = 1e-4, guess_points: int = 3) -> None:
         check(isinstance(level, (int, float)) and math.isfinite(level) and level >= 0, "level",
               level, "a loss >= 0 (0: unknown)")
         check(0 < tolerance < 0.1, "tolerance", tolerance, "a fraction in (0, 0.1)")
         check(isinstance(points, int) and points >= 1, "points", points, "an int >= 1")
+        check(0 < guess_tolerance < 0.01, "guess_tolerance", guess_tolerance, "a fraction in (0, 0.01)")
+        check(isinstance(guess_points, int) and guess_points >= 0, "guess_points", guess_points,
+              "an int >= 0 (0: no guess)")
         self.level, self.tolerance, self.points = float(level), float(tolerance), points
+        self.guess_tolerance, self.guess_points = float(guess_tolerance), guess_points
         self._c_band = float(level) * tolerance
-        self._c_points = points
+        self._c_points = points if level > 0 else guess_points
         self._last = NO_STEP
         self._at = 0
+        self._prev = NAN
+        self._guess = 0.0     # the common chance level the loss sits at, while it does
         self.active = False
 
     def see(self, p) -> None:
@@ -93,17 +129,24 @@ class ChanceDetector(Detector):
 
     def verdict(self) -> Verdict:
         """The loss sits at the chance level (critical)."""
-        return Verdict("chance", self.active, "critical", facts={"level": self.level,
+        return Verdict("chance", self.active, "critical", facts={"level": self._level(),
                                                                 "points": self._at})
 
     def message(self, step: int, loss: float) -> str:
+        level = self._level()
         return (f"the model predicts uniformly: loss {loss:.6g} has sat at chance "
-                f"({self.level:.6g}{self._classes()}) for the last {self._at} points; check "
+                f"({level:.6g}{self._classes(level)}) for the last {self._at} points; check "
                 "the lr and the labels")
 
-    def _classes(self) -> str:
-        n = math.exp(self.level)
-        return f" = ln {round(n)}" if abs(n - round(n)) < 1e-6 * n else ""
+    def _level(self) -> float:
+        return self.level if self.level > 0 else self._guess
+
+    def _classes(self, level: float) -> str:
+        n = math.exp(level)
+        if self.level > 0:
+            return f" = ln {round(n)}" if abs(n - round(n)) < 1e-6 * n else ""
+        return (f" = ln {round(n)}, a uniform guess over {round(n):,} classes: a common "
+                "vocabulary or class count; name yours if it differs")
 
     def observe(self, step: int, loss: float) -> None:
         self._observe(step, loss)
@@ -112,10 +155,31 @@ class ChanceDetector(Detector):
         if step <= self._last:
             return 0
         self._last = step
-        if self._c_band <= 0.0:
+        if self._c_band > 0.0:
+            self._at = self._at + 1 if abs(loss - self.level) <= self._c_band else 0
+        elif self._c_points > 0:
+            self._follow_guess(loss)
+        self.active = self._c_points > 0 and self._at >= self._c_points
+
+    def _follow_guess(self, loss: float) -> int:
+        """The points in a row within ``guess_tolerance`` of one common chance level. A
+        streak starts only where two points in a row sit that close together: the levels
+        are looked up on a loss that repeats, not on every point."""
+        c: cython.double
+        band: cython.double = self.guess_tolerance
+        prev: cython.double = self._prev
+        self._prev = loss
+        if self._guess > 0.0 and abs(loss - self._guess) <= band * self._guess:
+            self._at += 1
             return 0
-        self._at = self._at + 1 if abs(loss - self.level) <= self._c_band else 0
-        self.active = self._at >= self._c_points
+        self._guess, self._at = 0.0, 0
+        if not abs(loss - prev) <= 2.0 * band * abs(loss):
+            return 0
+        for c in _COMMON_LEVELS:
+            if abs(loss - c) <= band * c and abs(prev - c) <= band * c:
+                self._guess, self._at = c, 2
+                return 0
+        return 0
 
     def update(self, step: int, loss: float) -> ChanceState:
         self.observe(step, loss)

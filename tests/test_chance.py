@@ -2,7 +2,10 @@
 10.3735 = ln 32000 from its second log, and no other detector saw it (flat, finite, not
 above its start). The trainer names the classes (``classes``/``vocab_size``/``num_labels``
 or ``chance`` in its config; the Hugging Face callback from the model's class); offline,
-``--classes``/``--chance`` or the ``config.json`` beside a ``trainer_state.json``."""
+``--classes``/``--chance`` or the ``config.json`` beside a ``trainer_state.json``. When
+nothing names them, the common class counts and vocabularies are guessed, more strictly
+(`COMMON_CLASSES`): the QLoRA log alone, as the hidden sets score it, pages at its third
+point at chance, and no shared log crosses such a level for two points in a row."""
 
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ import pytest
 from helpers import Daemon, wait_for
 from test_offline_cli import wtwin
 from wtwin.detect import RunMonitor
-from wtwin.detect.chance import ChanceDetector, chance_of
+from corpus import manifest_rows, require_data
+from wtwin.detect.chance import COMMON_CLASSES, ChanceDetector, chance_of
+from wtwin.offline.logs import read_log
 from wtwin.emitters import connect
 from wtwin.emitters.model_classes import classes_of
 
@@ -55,8 +60,25 @@ class TestDetector:
     def test_the_qlora_case_pages_critical_at_its_second_point(self):
         assert _fired(QLORA, chance={"level": LN32K})[0] == (2, "chance", "critical")
 
-    def test_without_a_chance_level_it_is_idle(self):
-        assert not [f for f in _fired(QLORA) if f[1] == "chance"]
+    def test_without_a_chance_level_a_common_one_is_guessed_at_the_third_point(self):
+        assert _fired(QLORA)[0] == (3, "chance", "critical")
+        assert not [f for f in _fired(QLORA, chance={"guess_points": 0}) if f[1] == "chance"]
+
+    def test_a_level_no_common_count_explains_is_not_guessed(self):
+        """A small LM stuck at 4.7 (ln 110) is not at a common chance level: idle."""
+        assert not [f for f in _fired([4.7] * 30) if f[1] == "chance"]
+
+    def test_a_named_count_wins_over_the_guess(self):
+        assert not [f for f in _fired(QLORA, chance={"level": math.log(10)}) if f[1] == "chance"]
+
+    @pytest.mark.parametrize("start", [[10.8259, 10.8259], [2.3026, 2.3026]])
+    def test_a_zeroed_head_two_points_at_chance_then_learning_is_silent(self, start):
+        """A zero-initialized head starts at exactly ln V (ln 50304 = 10.8259); with the lr
+        still 0 at its first update it is there twice, then it learns."""
+        rng = random.Random(2)
+        losses = start + [start[0] * (0.9 - 0.3 * (1 - math.exp(-s / 50))) + rng.gauss(0, 0.01)
+                          for s in range(1, 300)]
+        assert not [f for f in _fired(losses) if f[1] == "chance"]
 
     def test_a_model_that_starts_at_chance_and_learns_is_silent(self):
         """A language model at its random initialization starts near ln V and leaves it."""
@@ -85,7 +107,9 @@ class TestOffline:
         log.write_text("step,loss\n" + "".join(f"{s},{x}\n" for s, x in enumerate(QLORA, 1)))
         r = wtwin("monitor", str(log), "--classes", "32000", "--fail-on", "critical")
         assert r.returncode == 1 and "ln 32000" in r.stdout, r.stdout + r.stderr
-        assert wtwin("monitor", str(log), "--fail-on", "critical").returncode == 0
+        guessed = wtwin("monitor", str(log), "--fail-on", "critical")
+        assert guessed.returncode == 1 and "a common vocabulary" in guessed.stdout, guessed.stdout
+        assert wtwin("monitor", str(log), "--classes", "10", "--fail-on", "critical").returncode == 0
         bad = wtwin("monitor", str(log), "--classes", "1")
         assert bad.returncode == 2 and "2 classes or more" in bad.stderr
 
@@ -98,6 +122,37 @@ class TestOffline:
         res = json.loads(r.stdout)
         assert res["chance"]["level"] == pytest.approx(LN32K)
         assert [(a["kind"], a["severity"], a["step"]) for a in res["alerts"]][0] == ("chance", "critical", 2)
+
+
+    def test_a_cifar10_classifier_stuck_at_chance_as_the_hidden_sets_score_it(self, tmp_path):
+        """``wtwin monitor --json`` on a log alone: 10 classes, stuck at 2.3026 after 3 points."""
+        losses = [2.41, 2.35, 2.31] + [2.3026] * 20
+        log = tmp_path / "cifar10.csv"
+        log.write_text("step,loss\n" + "".join(f"{50 * s},{x}\n" for s, x in enumerate(losses, 1)))
+        res = json.loads(wtwin("monitor", str(log), "--json").stdout)
+        (a,) = [a for a in res["alerts"] if a["kind"] == "chance"]
+        assert (a["severity"], a["step"]) == ("critical", 300)
+        assert "ln 10, a uniform guess over 10 classes" in a["message"]
+
+
+def test_no_shared_log_sits_at_a_common_chance_level_for_two_points():
+    """The guess's margin: a learning run crosses ``ln V`` of a common V in one point (24
+    of the 103 shared logs start at or pass through one), and the guess waits for three."""
+    require_data()
+    levels = [math.log(v) for v in COMMON_CLASSES]
+    crossed, longest = 0, 0
+    for path, _row in manifest_rows():
+        xs = [e[2] for e in read_log(path).events() if e[0] == "loss" and math.isfinite(e[2])]
+        crossed += any(abs(x - c) <= 1e-4 * c for x in xs for c in levels)
+        for c in levels:
+            near = [abs(x - c) <= 1e-4 * c for x in xs]
+            run = best = 0
+            for n in near:
+                run = run + 1 if n else 0
+                best = max(best, run)
+            longest = max(longest, best)
+    assert crossed >= 20 and longest == 1, (crossed, longest)
+    assert ChanceDetector().guess_points >= 3 * longest
 
 
 def test_the_daemon_pages_the_trainer_that_named_its_vocabulary(tmp_path):
