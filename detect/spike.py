@@ -44,6 +44,7 @@ from .base import NAN, NO_STEP as _NO_STEP, Detector, check, gap_decay, positive
 from .finding import Verdict
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
+WARM_POINTS = cython.declare(cython.longlong, 10)   # moved points before a spike can open
 
 _new = tuple.__new__     # a SpikeState without the NamedTuple's Python-level __new__
 
@@ -75,8 +76,8 @@ class SpikeDetector(Detector):
                        self.level_halflife, self.spike_step, {"height": self.height})
     ARGS = ("z", "recover", "recover_z", "level_halflife", "scale_halflife", "warmup", "min_points")
     STATE = ("_level", "_scale", "_last", "_first", "_open", "_height", "_held", "_later",
-             "_sustained", "_dt", "_n")
-    OPTIONAL = ("_level", "_last", "_first", "_open")
+             "_sustained", "_dt", "_n", "_prev", "_warm")
+    OPTIONAL = ("_level", "_last", "_first", "_open", "_prev")
 
     def __init__(self, *, z: float = 8.0, recover: int = 10, recover_z: float = 3.0,
                  level_halflife: float = 10.0, scale_halflife: float = 200.0,
@@ -106,7 +107,9 @@ class SpikeDetector(Detector):
         self._later = 0          # points seen since it opened
         self._sustained = False
         self._dt = 1.0           # EWMA of the gap between points (steps)
-        self._n = 0              # points seen (the warm-up also needs 10)
+        self._n = 0              # points that moved off the level (the warm-up also needs 10)
+        self._prev = NAN         # the last loss, while the scale is warming up
+        self._warm = 0           # first differences in the warming scale
         self.last_z, self.active, self.severity, self._since, self.height = (
             0.0, False, None, NO_STEP, 0.0)
 
@@ -129,7 +132,7 @@ class SpikeDetector(Detector):
                 0.0, self._sustained, "warning" if self._sustained else None, NO_STEP, 0.0)
             return 0
         if self._level != self._level:           # NaN: no point yet
-            self._level, self._last, self._first = loss, step, step
+            self._level, self._last, self._first, self._prev = loss, step, step, loss
             self.last_z, self.active, self.severity, self._since, self.height = (
                 0.0, False, None, NO_STEP, 0.0)
             return 0
@@ -142,9 +145,10 @@ class SpikeDetector(Detector):
         if self._open != NO_STEP:
             self._follow(step, loss, z)
             return 0
-        self._n += 1
+        if loss != self._level:
+            self._n += 1
         if (z >= self._c_z and step - self._first >= self._c_warmup and self._scale > 0
-                and self._n >= 10):
+                and self._n >= WARM_POINTS):
             self._open, self._height, self._later = step, loss - self._level, 0
             self._held = self._height
             self.last_z, self.active, self.severity, self._since, self.height = (
@@ -187,13 +191,25 @@ class SpikeDetector(Detector):
     @cython.locals(d=cython.double, few=cython.double, g=cython.double, cap=cython.double)
     def _learn(self, loss: float, dt: float, usual: float, level: bool) -> None:
         d = abs(loss - self._level)
-        if self._scale == 0.0:
-            self._scale = d
         few = self._c_min_points * self._dt   # a half-life spans at least min_points
-        g = (self._c_scale if dt == 1 and few <= self._c_scale_hl
-                            else gap_decay(dt, usual, max(self._c_scale_hl, few)))
-        cap = 4 * self._scale + 1e-12
-        self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
+        if level and self._n <= WARM_POINTS:
+            # the first changes: the mean of the first differences (x 0.73, the same scale as
+            # |loss - level| for white noise), not the first change winsorized, which could
+            # not grow (4 scales a point at most): a DPO loss sits at exactly ln 2 until its
+            # policy moves, its scatter grows with the lr's warm-up, and each later point was
+            # a "jump". A first difference carries a descent's slope once; |loss - level|
+            # carries the level's lag behind it, about 14 steps of it
+            if loss != self._prev and self._prev == self._prev:
+                self._warm += 1
+                self._scale += (0.73 * abs(loss - self._prev) - self._scale) / self._warm
+            self._prev = loss
+        else:
+            if self._scale == 0.0:
+                self._scale = d
+            g = (self._c_scale if dt == 1 and few <= self._c_scale_hl
+                 else gap_decay(dt, usual, max(self._c_scale_hl, few)))
+            cap = 4 * self._scale + 1e-12
+            self._scale = g * self._scale + (1 - g) * (d if d < cap else cap)
         if not level:
             return
         g = (self._c_level if dt == 1 and few <= 4 * self._c_level_hl
