@@ -5,15 +5,15 @@ from .base cimport Detector, decay, Point
 
 
 cdef class OverfitDetector(Detector):
-    cdef readonly object rise, train_drop, patience, min_evals, halflife, noise_z, span  # as given
+    cdef readonly object rise, train_drop, patience, min_evals, halflife, noise_z, span, quick  # as given
     cdef double _c_halflife, _c_train
     # learned state (STATE)
-    cdef public double _vfirst, _vnoise, _tfirst, _train, _best, _train_at_best
+    cdef public double _vfirst, _vnoise, _tfirst, _train, _best, _train_at_best, _vmin
     cdef public long long _tstep, _evals, _above
     cdef public list _vprev
     # the last observe() (OverfitState's fields; ``train`` NaN for None)
     cdef readonly long long step
-    cdef readonly bint active
+    cdef readonly bint active, quick_hit
     cdef readonly double val, best_val, train, val_mean, margin
     cdef readonly long long above
 

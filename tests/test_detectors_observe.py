@@ -58,7 +58,7 @@ BEFORE = {
 ADDED = {
     PlateauDetector: {"_before": None, "_dec": -1},     # the print's resolution (2026-12-06)
     EffectDetector: {"_lr_up": False},                  # the lr still rising (2026-12-06)
-    OverfitDetector: {},
+    OverfitDetector: {"_vmin": INF},                    # the lowest single eval (2026-12-07)
 }
 
 
