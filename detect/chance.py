@@ -146,7 +146,8 @@ class ChanceDetector(Detector):
         if self.level > 0:
             return f" = ln {round(n)}" if abs(n - round(n)) < 1e-6 * n else ""
         return (f" = ln {round(n)}, a uniform guess over {round(n):,} classes: a common "
-                "vocabulary or class count; name yours if it differs")
+                "vocabulary or class count; if yours differs, name it: classes=N in the "
+                "run's config, or --classes N")
 
     def observe(self, step: int, loss: float) -> None:
         self._observe(step, loss)
