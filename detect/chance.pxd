@@ -2,7 +2,7 @@
 from .base cimport Detector, Point
 
 cdef long long NO_STEP
-cdef double NAN
+cdef double NAN, LOWEST, HIGHEST
 
 cdef class ChanceDetector(Detector):
     cdef readonly double level, tolerance, guess_tolerance
@@ -14,6 +14,6 @@ cdef class ChanceDetector(Detector):
     cdef readonly bint active
     cpdef observe(self, long long step, double loss)
     cdef inline int _observe(self, long long step, double loss) except -1
-    cdef int _follow_guess(self, double loss) except -1
+    cdef inline int _follow_guess(self, double loss) except -1
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

@@ -67,6 +67,8 @@ COMMON_CLASSES = (10, 100, 1000, 21128, 30522, 32000, 32128, 32768, 49152, 50257
                   50304, 51865, 64000, 65024, 65536, 100277, 100352, 102400, 128000, 128256,
                   151936, 152064, 250002, 250880, 256000, 262144)
 _COMMON_LEVELS = tuple(math.log(v) for v in COMMON_CLASSES)
+LOWEST = cython.declare(cython.double, 0.99 * _COMMON_LEVELS[0])     # none below: no look-up
+HIGHEST = cython.declare(cython.double, 1.01 * _COMMON_LEVELS[-1])
 
 
 def chance_of(config) -> float:
@@ -162,19 +164,20 @@ class ChanceDetector(Detector):
             self._follow_guess(loss)
         self.active = self._c_points > 0 and self._at >= self._c_points
 
+    @cython.locals(c=cython.double, band=cython.double, prev=cython.double)
     def _follow_guess(self, loss: float) -> int:
         """The points in a row within ``guess_tolerance`` of one common chance level. A
-        streak starts only where two points in a row sit that close together: the levels
-        are looked up on a loss that repeats, not on every point."""
-        c: cython.double
-        band: cython.double = self.guess_tolerance
-        prev: cython.double = self._prev
+        streak starts only where two points in a row sit that close together, inside the
+        levels' range: the levels are looked up on a loss that repeats, not on every point."""
+        band = self.guess_tolerance
+        prev = self._prev
         self._prev = loss
-        if self._guess > 0.0 and abs(loss - self._guess) <= band * self._guess:
-            self._at += 1
-            return 0
-        self._guess, self._at = 0.0, 0
-        if not abs(loss - prev) <= 2.0 * band * abs(loss):
+        if self._at:
+            if abs(loss - self._guess) <= band * self._guess:
+                self._at += 1
+                return 0
+            self._guess, self._at = 0.0, 0
+        if not (abs(loss - prev) <= 2.0 * band * loss and LOWEST < loss < HIGHEST):
             return 0
         for c in _COMMON_LEVELS:
             if abs(loss - c) <= band * c and abs(prev - c) <= band * c:
