@@ -24,6 +24,7 @@ from wtwin.sinks import api as sinks_api
 from .build import words as build_words
 from .config import DaemonConfig
 from .http import build_app, start_site
+from .memory_sum import over_budget
 from .sdnotify import Notifier
 from .version import __version__
 from .wiring import Parts, build
@@ -70,6 +71,9 @@ class Server:
         for event, package in (("detector_build", detect), ("ingest_build", daemon),
                                ("decoder_build", emitters)):
             log.info(event, compiled=package.COMPILED, build=build_words(package))
+        over = over_budget(self.config)   # `--check` refuses it; a daemon started anyway says so
+        if over:
+            log.warning("limits_over_budget", problem=over)
         # what the imports built lives as long as the process: out of every full collection
         # (a full collection walks what is left: the runs; gc_clock.py)
         if not gc.get_freeze_count():   # once a process (tests start several servers)
