@@ -147,12 +147,13 @@ def spike(sp, progress: float) -> tuple:
 
 
 def overfit(ov, effect: float, progress: float, since) -> tuple:
+    if ov.quick_hit:
+        how = f"its last 2 evals each above its lowest by more than {ov.quick * ov.margin:.4g}"
+    else:
+        how = (f"mean of its last {ov.span} evals, above its best by more than {ov.margin:.4g} "
+               f"for {ov.above} evals in a row")
     return (f"validation loss {ov.val_mean:.4g} rose {size(effect, progress)} above its best "
-            f"{ov.best_val:.4g} while the training loss still falls, since step {since}",
-            f"its last 2 evals each above its lowest by more than {ov.quick * ov.margin:.4g}"
-            if ov.quick_hit else
-            f"mean of its last {ov.span} evals, above its best by more than {ov.margin:.4g} "
-            f"for {ov.above} evals in a row")
+            f"{ov.best_val:.4g} while the training loss still falls, since step {since}", how)
 
 
 def resume(rj, step, at, progress: float) -> tuple:

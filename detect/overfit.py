@@ -11,10 +11,11 @@ loss's own progress. The margin is the larger of ``rise`` x the validation loss'
 progress (first eval minus best) and ``noise_z`` x its own eval-to-eval scatter (an
 EWMA of absolute second differences, so that a steady trend is not counted as scatter,
 as a standard deviation of one eval): differences of losses only, so an offset or a
-scale of the loss changes nothing. A rise that is material pages sooner: the last 2
-evals each above the lowest eval by more than ``quick`` (2) margins, from the 8th eval
-(the scatter measured), while the training loss falls (on the shared logs with evals a clean eval loss comes to 0.44 of that bar;
-the V below pages 3 evals after its minimum, not 6). An eval loss that only wobbles (a Whisper
+scale of the loss changes nothing. A material rise pages sooner: the last 2 evals each
+above the lowest eval by more than ``quick`` (2) margins, from the 8th eval (the scatter
+measured), while the training loss falls (a clean eval loss of the shared logs comes to
+0.44 of that bar; the V below pages 3 evals after its minimum). An eval loss that only
+wobbles (a Whisper
 fine-tune's 0.21-0.27 with no trend; a 7B fine-tune's 1.576 against its best 1.552, a
 1.5% rise inside its own scatter) is no overfit.
 
@@ -91,10 +92,10 @@ class OverfitDetector(Detector):
                  min_evals: int = 3, halflife: float = 50.0, noise_z: float = 4.0,
                  span: int = 4, quick: float = 2.0) -> None:
         fraction("rise", rise)
+        fraction("train_drop", train_drop)
         check(isinstance(quick, (int, float)) and quick >= 0, "quick", quick,
               "a number of margins >= 0 (0: off)")
         self.quick = quick
-        fraction("train_drop", train_drop)
         positive("noise_z", noise_z)
         self.noise_z = noise_z
         self._vfirst = NAN       # the first validation loss
@@ -144,9 +145,7 @@ class OverfitDetector(Detector):
 
     @cython.locals(d=cython.double, margin=cython.double, t0=cython.double, t=cython.double,
                    tf=cython.double, falling=cython.bint, mean=cython.double, n=cython.Py_ssize_t,
-                   quick=cython.bint,
-                   k=cython.longlong,
-                   prev=list)
+                   quick=cython.bint, k=cython.longlong, prev=list)
     def observe(self, step: int, val: float) -> bool:
         """`update` without building a state: returns ``active``."""
         self.step, self.val = step, val

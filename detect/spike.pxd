@@ -9,7 +9,7 @@ cdef class SpikeDetector(Detector):
     cdef double _c_z, _c_recover_z, _c_level_hl, _c_scale_hl, _c_min_points, _c_level, _c_scale
     cdef long long _c_recover, _c_warmup
     cdef public double _level, _scale, _height, _held, _dt, _prev
-    cdef public long long _last, _first, _open, _later, _n, _warm
+    cdef public long long _last, _first, _open, _later, _n
     cdef public bint _sustained
     # the last observe()
     cdef readonly double last_z, height

@@ -76,7 +76,7 @@ class SpikeDetector(Detector):
                        self.level_halflife, self.spike_step, {"height": self.height})
     ARGS = ("z", "recover", "recover_z", "level_halflife", "scale_halflife", "warmup", "min_points")
     STATE = ("_level", "_scale", "_last", "_first", "_open", "_height", "_held", "_later",
-             "_sustained", "_dt", "_n", "_prev", "_warm")
+             "_sustained", "_dt", "_n", "_prev")
     OPTIONAL = ("_level", "_last", "_first", "_open", "_prev")
 
     def __init__(self, *, z: float = 8.0, recover: int = 10, recover_z: float = 3.0,
@@ -107,9 +107,8 @@ class SpikeDetector(Detector):
         self._later = 0          # points seen since it opened
         self._sustained = False
         self._dt = 1.0           # EWMA of the gap between points (steps)
-        self._n = 0              # points that moved off the level (the warm-up also needs 10)
+        self._n = 0              # first differences that moved, counted to WARM_POINTS (the warm mean)
         self._prev = NAN         # the last loss, while the scale is warming up
-        self._warm = 0           # first differences in the warming scale
         self.last_z, self.active, self.severity, self._since, self.height = (
             0.0, False, None, NO_STEP, 0.0)
 
@@ -145,8 +144,6 @@ class SpikeDetector(Detector):
         if self._open != NO_STEP:
             self._follow(step, loss, z)
             return 0
-        if loss != self._level:
-            self._n += 1
         if (z >= self._c_z and step - self._first >= self._c_warmup and self._scale > 0
                 and self._n >= WARM_POINTS):
             self._open, self._height, self._later = step, loss - self._level, 0
@@ -192,7 +189,7 @@ class SpikeDetector(Detector):
     def _learn(self, loss: float, dt: float, usual: float, level: bool) -> None:
         d = abs(loss - self._level)
         few = self._c_min_points * self._dt   # a half-life spans at least min_points
-        if level and self._n <= WARM_POINTS:
+        if level and self._n < WARM_POINTS:
             # the first changes: the mean of the first differences (x 0.73, the same scale as
             # |loss - level| for white noise), not the first change winsorized, which could
             # not grow (4 scales a point at most): a DPO loss sits at exactly ln 2 until its
@@ -200,8 +197,8 @@ class SpikeDetector(Detector):
             # a "jump". A first difference carries a descent's slope once; |loss - level|
             # carries the level's lag behind it, about 14 steps of it
             if loss != self._prev and self._prev == self._prev:
-                self._warm += 1
-                self._scale += (0.73 * abs(loss - self._prev) - self._scale) / self._warm
+                self._n += 1
+                self._scale += (0.73 * abs(loss - self._prev) - self._scale) / self._n
             self._prev = loss
         else:
             if self._scale == 0.0:
