@@ -11,6 +11,7 @@ cdef class PeerBuckets:
     cpdef bint take(self, object peer, Py_ssize_t size, bint backlogged=*)
     cpdef charge(self, object peer, double seconds, double shared=*)
     cpdef double wait_s(self, object peer)
+    cpdef bint contending(self, object peer)
     cdef _charge_shared(self, object peer, double seconds)
     cdef double _refill_light(self, double now)
     cdef tuple _new(self, double total, double now)

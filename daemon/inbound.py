@@ -193,6 +193,10 @@ class PeerBuckets:
             self._total_tokens, self._total_when = tokens, now
         return tokens
 
+    def contending(self, peer) -> bool:
+        """Another peer than ``peer`` sent within ``ACTIVE_S``: a limit applies now."""
+        return self._others_active(peer, self.clock())
+
     def _others_active(self, peer, now: float) -> bool:
         """Another peer sent within ``ACTIVE_S`` (the table is in order of last use)."""
         for other, (_tokens, _light, when) in reversed(self._peers.items()):

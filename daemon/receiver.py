@@ -27,6 +27,7 @@ from .inbound import FREE_S, PeerBuckets, rcvhwm
 
 log = structlog.get_logger("wtwind.receiver")
 INF = float("inf")
+JOURNAL_RETRY_S = 0.05  # a frame dropped for its client's alerts queued at the writer: send again after
 # (identity, frame, user, deadline) -> the frame's rest or None: `user` is the CURVE key
 # (None without user ids); the handler stops at `deadline` (perf_counter) and returns a
 # callable `rest(deadline)` for what is left (frame_backlog.py)
@@ -90,6 +91,13 @@ class Receiver:
         # (catching up by dropping a flood is no sign that the flood is over)
         self._backlogged = False
         self.user_ids = user_ids
+        # client -> its alert transactions the store's writer has not committed
+        # (``AlertPath.journaling``, shared by wiring.py); past ``journal_share`` of them, a
+        # client's frames wait while another sends (``_journal_full``)
+        self.journaling: dict = {}
+        self.journal_share = 0
+        self.journal_dropped = 0
+        self.journal_dropped_bytes = 0
 
     def bind(self) -> None:
         for ep in self.cfg.endpoints:
@@ -160,7 +168,7 @@ class Receiver:
         with_user = self.user_ids
         nxt = self.envelopes.next_with_user if with_user else self.envelopes.next
         take, backlogged, clock = self.buckets.take, self._backlogged, time.perf_counter
-        backlog, handle = self.backlog, self._handle
+        backlog, handle, journaling = self.backlog, self._handle, self.journaling
         dropped = self.buckets.dropped_frames + backlog.dropped_frames
         start = clock()
         deadline = start + self.slice_s
@@ -184,6 +192,8 @@ class Receiver:
             if not take(peer, len(frame), backlogged):  # in debt while others wait
                 self._refused(identity, peer)
                 continue
+            if journaling and self._journal_full(peer, identity, user, len(frame)):
+                continue
             if peer in backlog:  # behind what it sent before: in its order
                 if not backlog.queue(peer, identity, frame, user, self.backlog_frames) and self.notices.due(identity):
                     self.notices.tell(identity, NOTICE_INTERVAL_S)
@@ -200,6 +210,22 @@ class Receiver:
         if rest is not None:
             self.backlog.park(peer, rest)
         return end
+
+    def _journal_full(self, peer, identity: bytes, user, size: int) -> bool:
+        """The frame's client has ``journal_share`` alerts waiting for the store's writer
+        and another client sends: the frame is dropped unread (counted, its connection
+        told to send again in ``JOURNAL_RETRY_S``), so that no client queues more of the
+        writer's time than that ahead of another's page (alert_path.py). The client is
+        the one runs are charged to (admission.py): the CURVE principal, else the
+        connection."""
+        who = f"key:{user}" if user else identity
+        if self.journaling.get(who, 0) < self.journal_share or not self.buckets.contending(peer):
+            return False
+        self.journal_dropped += 1
+        self.journal_dropped_bytes += size
+        if self.notices.due(identity):
+            self.notices.tell(identity, JOURNAL_RETRY_S)
+        return True
 
     def _resume(self, peer, item, deadline: float):
         """A parked item, up to ``deadline``: the rest of a frame (a callable, paid for
@@ -295,13 +321,16 @@ class Receiver:
                                   "cut for a message over listen.max_frame_bytes", value=self.disconnects)
         dropped = CounterMetricFamily("wtwind_frames_dropped", "Frames dropped before decoding: "
                                       "their peer had spent its [listen] peer_loop_share while others waited "
-                                      "(peer_rate), or had a full queue behind a frame cut short (peer_backlog)",
+                                      "(peer_rate), had a full queue behind a frame cut short (peer_backlog), or had "
+                                      "[alert_path] JOURNAL_SHARE alerts waiting for the store (journal_backlog)",
                                       labels=["reason"])
         dropped.add_metric(["peer_rate"], self.buckets.dropped_frames)
         dropped.add_metric(["peer_backlog"], self.backlog.dropped_frames)
+        dropped.add_metric(["journal_backlog"], self.journal_dropped)
         yield dropped
         yield CounterMetricFamily("wtwind_frames_dropped_bytes", "Bytes of the frames dropped before decoding",
-                                  value=self.buckets.dropped_bytes + self.backlog.dropped_bytes)
+                                  value=self.buckets.dropped_bytes + self.backlog.dropped_bytes
+                                  + self.journal_dropped_bytes)
         yield GaugeMetricFamily("wtwind_receive_connections", "Client connections open", value=self.connections)
         yield GaugeMetricFamily("wtwind_receive_queue_messages",
                                 "Messages the next connection's socket queue may hold ([listen] "

@@ -24,7 +24,7 @@ from wtwin.sinks.metrics import DeliveryCollector
 from wtwin.sinks.memory_outbox import MemoryOutbox
 
 from .admission import Admission
-from .alert_path import AlertPath, page_group
+from .alert_path import JOURNAL_SHARE, AlertPath, page_group
 from .config import DaemonConfig, build_sinks
 from .emitter_link import EmitterLink
 from .incarnations import Incarnations
@@ -89,6 +89,7 @@ def build(config: DaemonConfig) -> Parts:
                         intake_size=config.delivery.intake_size,
                         group_of=lambda alert: page_group(table.get(alert.run)))
     alerts = AlertPath(table, stats, send, store=store, snapshots=snapshots, delivery=delivery)
+    receiver.journaling, receiver.journal_share = alerts.journaling, JOURNAL_SHARE  # alert_path.py
     spectral = SpectralService(config.jobs, table, publish=alerts.publish, send=send,
                                changed=snapshots.mark)
     admission = Admission(config.runs, table, stats, send, curve=curve is not None,
