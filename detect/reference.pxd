@@ -1,5 +1,5 @@
 # The C side of reference.py (docs/COMPILED.md).
-from libc.math cimport fabs, isfinite, sqrt
+from libc.math cimport exp, fabs, isfinite, log, sqrt
 
 cdef double NAN, GAP, MAD, INF, HIST_STEP
 cdef Py_ssize_t HIST_MAX
@@ -14,8 +14,8 @@ cdef class ReferenceTracker:
     cdef public object _tok
     cdef public int _by_tokens, _state, _worst
     cdef public long long _n, _since, _held, _step, _cstep
-    cdef public double _x, _dt, _level, _prev, _scat, _gx, _gprev, _wander, _gap, _units, _spread, _lrnow, _fall
-    cdef public bint _resolved, _cond, _still, _sched, _stuck
+    cdef public double _x, _dt, _level, _prev, _scat, _gx, _gprev, _wander, _gap, _units, _spread, _lrnow, _fall, _rlv, _floor
+    cdef public bint _resolved, _cond, _still, _sched, _stuck, _log
 
     cpdef int feed(self, long long step, double loss, double lr=*, double tokens=*) except? -1
     cdef void _level_in(self, double x, double loss) except *

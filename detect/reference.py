@@ -7,7 +7,12 @@ live loss *level* (an EWMA, half-life ``halflife`` steps) with each reference's 
 logging steps). ``units = gap / progress``, ``progress = start - reference level`` (start:
 its highest loss among its first ``start_points``): an offset cancels, a scale changes
 both alike. ``noise``: the pair's level noise: each run's point scatter at the level's
-time scale, the gap's own wander while the runs agree, several references' spread.
+time scale, the gap's own wander while the runs agree, several references' spread. When
+every reference's level fell two decades or more (``LOG_SPAN``: a physics-informed net's
+38 -> 1e-4), all of it is on ln(loss), the live run's losses too: a sibling stuck at 0.31
+is 1% of such a curve's progress in loss units and 58% of it on a log scale, while two
+clean seeds that wobble x2-x3 on their floor stay within noise; the message then says
+the ratio ("0.31 is 800x run-a's 0.00039").
 
 ``behind`` (a finding of kind ``behind``, severity ``warning``) when, against *every*
 comparable reference, ``units > gate``, the gap is over ``noise_gate`` noises and over
@@ -51,7 +56,7 @@ except ImportError:            # no Cython: the pure build runs (compiled/cython
     from wtwin.compiled import cython_shim as cython
 
 if not cython.compiled:       # compiled: libc's, cimported in reference.pxd
-    from math import fabs, isfinite, sqrt
+    from math import exp, fabs, isfinite, log, sqrt
 
 from .errors import ConfigError
 from .reference_config import ReferenceConfig
@@ -73,7 +78,7 @@ OK, BEHIND, SCHEDULE, NO_OVERLAP, WARMING = 0, 1, 2, 3, 4
 _STATE = ("_by_tokens", "_n", "_since", "_held", "_step", "_cstep", "_x", "_dt", "_level", "_prev",
           "_scat", "_gx", "_gprev", "_wander", "_gap", "_units", "_spread", "_state", "_worst",
           "_resolved", "_cond", "_still", "_cur", "_curl", "_lrbad", "_lv_now", "_sched", "_lrnow",
-          "_lrref", "_hx", "_hlv")
+          "_lrref", "_hx", "_hlv", "_rlv")
 # (``_sched``, ``_lrnow``, ``_lrref`` and the run's own history ``_hx``, ``_hlv`` came
 # later: a snapshot without them keeps their fresh values)
 HIST_STEP = cython.declare(cython.double, 1.25)   # the run's own levels, kept every 25% of x
@@ -100,9 +105,13 @@ class ReferenceTracker:
         self._c_far, self._c_lrlag = config.lr_far, config.lr_lag
         self._c_stuck, self._c_keep, self._c_swarm = config.lr_stuck, config.stuck_keep, config.stuck_warm
         self._c_tau = config.halflife / math.log(2.0)
+        # a loss that falls over decades is compared on its logarithm; a live loss at or
+        # under 0 counts as a thousandth of the references' least
+        self._log = all(r.spans_decades(config.halflife, config.start_points) for r in refs)
+        self._floor = min(min(r.losses) for r in refs) / 1000.0
         self._xs, self._lv, self._lr = [], [], []
         self._names, self._noise, self._start = [], [], []
-        for r in refs:
+        for r in ([r.logged() for r in refs] if self._log else refs):
             lv, noise, start = r.levels(config.halflife, config.start_points)
             self._xs.append(list(r.steps))
             self._lv.append(list(lv))
@@ -122,6 +131,7 @@ class ReferenceTracker:
         self._gx, self._gprev, self._wander = NAN, NAN, 0.0
         self._state, self._resolved, self._worst = WARMING, False, 0
         self._gap, self._units, self._step, self._cstep = NAN, NAN, 0, 0
+        self._rlv = NAN                        # the furthest reference's level at the comparison
         self._spread, self._cond, self._still = 0.0, False, False
         self._hx, self._hlv = [], []           # the run's own level, every `HIST_STEP` of x
         # at the last comparison: its fall over the last half of x (NaN: not needed), stuck?
@@ -138,6 +148,8 @@ class ReferenceTracker:
         self._resolved = False
         if not isfinite(loss):
             return self._state                 # NaN is the nonfinite detector's finding
+        if self._log:
+            loss = log(loss if loss > self._floor else self._floor)
         if self._by_tokens < 0:
             self._by_tokens = 1 if self._tok is not None and isfinite(tokens) else 0
         x = tokens if self._by_tokens == 1 else float(step)
@@ -300,7 +312,7 @@ class ReferenceTracker:
             ok = ok and (stuck or (u > bar and gap > lag and gap > self._c_ngate * noise))
             still = still and (stuck or (u > 0.5 * bar and gap > self._c_ngate * noise))
             if u > worst:
-                worst, self._worst, self._gap, self._units = u, i, gap, u
+                worst, self._worst, self._gap, self._units, self._rlv = u, i, gap, u, lv
                 self._stuck = stuck
         self._cond, self._still, self._cstep = ok, still, self._step
         return OK
@@ -322,7 +334,7 @@ class ReferenceTracker:
     def snapshot(self) -> dict:
         """The learned state as plain values (NaN and no-step as None): msgpack/JSON-safe.
         The references are not in it: `restore` needs a tracker built on the same ones."""
-        out: dict = {"references": list(self._names)}
+        out: dict = {"references": list(self._names), "log": self._log}
         for k in _STATE:
             v = getattr(self, k)
             out[k] = [_plain(x) for x in v] if isinstance(v, list) else _plain(v)
@@ -334,6 +346,8 @@ class ReferenceTracker:
         if snap.get("references") != list(self._names):
             raise ConfigError(f"this snapshot was taken against references {snap.get('references')!r}, "
                               f"not {list(self._names)!r}")
+        if bool(snap.get("log", False)) != self._log:
+            return      # the curves grew into the other scale: their levels compare afresh
         for k in _STATE:
             if k not in snap:       # a field added since the snapshot was taken
                 continue
@@ -358,13 +372,20 @@ class ReferenceTracker:
                    if self._n else "no finite loss yet"}[state]
             return ReferenceVerdict(state, name, gap, units, msg + ": not compared", self._step, self._resolved)
         gap, units = self._gap, self._units
-        msg = (f"{abs(gap):.2f} {'above' if gap >= 0 else 'below'} {name} at step {self._cstep:,} "
-               f"({abs(units):.0%} of {name}'s progress by then)")
+        if self._log:      # in loss units, and the ratio
+            theirs = exp(self._rlv)
+            gap = theirs * (exp(self._gap) - 1.0)
+            msg = (f"{theirs + gap:.3g} is {exp(self._gap):.3g}x {name}'s {theirs:.3g} at step "
+                   f"{self._cstep:,} ({abs(units):.0%} of {name}'s progress by then, on a log scale)")
+        else:
+            msg = (f"{abs(gap):.2f} {'above' if gap >= 0 else 'below'} {name} at step {self._cstep:,} "
+                   f"({abs(units):.0%} of {name}'s progress by then)")
         if self._cstep != self._step:
             msg += f"; not compared since (step {self._step:,})"
         if self._stuck and state == "behind":
             half = f"the last half of its {'tokens' if self._by_tokens == 1 else 'steps'}"
-            msg += (f", and it fell only {self._fall:.2g} over {half}: stuck" if self._fall > 0.0
+            fell = f"{1.0 - exp(-self._fall):.0%}" if self._log else f"{self._fall:.2g}"
+            msg += (f", and it fell only {fell} over {half}: stuck" if self._fall > 0.0
                     else f", and it has not fallen over {half}: stuck")
         if isfinite(self._lrref[self._worst]):
             msg += f"; lr differs{self._lrs(self._worst)}"

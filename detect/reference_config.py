@@ -15,7 +15,7 @@ class ReferenceConfig:
     gate: float = 0.02         # a material gap: this fraction of the reference's progress by then
     noise_gate: float = 4.0    # ... and this many of the pair's level noise
     halflife: float = 50.0     # steps: the levels compared are EWMAs with this half-life
-    lag: float = 0.375         # ... and more than the reference fell in the last ``lag`` of its steps
+    lag: float = 0.4           # ... and more than the reference fell in the last ``lag`` of its steps
     warm: float = 0.05         # not judged before this fraction of the reference's steps
     persist: float = 0.02      # the gap must hold over this fraction of the steps so far ...
     min_points: int = 3        # ... and this many updates (and the lr this many to differ)

@@ -13,6 +13,10 @@ from .errors import ConfigError
 
 NAN = math.nan
 GAP = 4.0          # a gap weighs at most 4 usual gaps (base.gap_decay)
+# a reference whose level fell this many times over (two decades: a physics-informed net's
+# 38 -> 1e-4) is compared on ln(loss): a sibling stuck at 0.31 is 1% of such a curve's
+# progress in loss units, and 58% of it in decades (reference.py)
+LOG_SPAN = 100.0
 MAD = 1.2533       # sd / mean |x| of a normal
 isfinite = math.isfinite
 
@@ -55,12 +59,28 @@ class ReferenceCurve:
         self.has_tokens = all(isfinite(x) for x in self.tokens) and all(
             b > a for a, b in zip(self.tokens, self.tokens[1:]))
         self._levels: dict = {}
+        self._logged: ReferenceCurve | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
 
     def __repr__(self) -> str:
         return f"ReferenceCurve({self.name!r}, {len(self)} points, steps {self.steps[0]}..{self.steps[-1]})"
+
+    def spans_decades(self, halflife: float, start_points: int = 10) -> bool:
+        """Every loss > 0, and the level fell ``LOG_SPAN`` times over: from the start (its
+        highest loss among the first ``start_points``) to its lowest level."""
+        if min(self.losses) <= 0.0:
+            return False
+        lv, _noise, start = self.levels(halflife, start_points)
+        return start >= LOG_SPAN * min(lv)
+
+    def logged(self) -> "ReferenceCurve":
+        """The same curve on ln(loss) (every loss > 0; ``spans_decades``): built once."""
+        if self._logged is None:
+            self._logged = ReferenceCurve(self.name, self.steps, [math.log(v) for v in self.losses],
+                                          self.lrs, self.tokens)
+        return self._logged
 
     def levels(self, halflife: float, start_points: int = 10) -> tuple:
         """(levels, level noise sd, start) at this half-life: cached, computed once."""

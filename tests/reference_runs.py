@@ -134,7 +134,9 @@ def pairs() -> list[tuple[str, tuple[str, int], tuple[str, int]]]:
 
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "real-logs"
+SHARED_3 = SHARED.parent / "real-logs-3"
 _L, _B7, _B10, _M = "llmc__", "mlperf07__bert_", "mlperf10__bert_supermicro_", "mng__2024-"
+_P = "lightning_pinn_pendulum_"   # real-logs-3: a physics-informed net's versions, 38 -> 1e-4
 # (source, label, live, references): "equal" pairs must stay silent, "hurt" ones page,
 # "other" ones are shown (a different system, optimizer or schedule: no verdict expected)
 SHARED_PAIRS = (
@@ -159,6 +161,15 @@ SHARED_PAIRS = (
     ("mlperf07", "other", _B7 + "dgxa100_result6_success", (_B7 + "dgx1_result0_success",)),
     ("mng", "other", _M + "10-29_Optimizers_Adam_95a9fd44", (_M + "10-29_Optimizers_Muon_8d6193f4",)),
     ("mng", "other", _M + "10-20_ScaleUp1B_87bd51fd", (_M + "10-20_ScaleUp1B_c0078066",)),
+    # the same problem, successive versions: two long runs, two short controls; the early
+    # versions stuck at 0.31 (a trivial solution) and a short one stuck at 4-9
+    ("pinn", "equal", _P + "v28_long", (_P + "v32_long",)),
+    ("pinn", "equal", _P + "v32_long", (_P + "v28_long",)),
+    ("pinn", "equal", _P + "v23_control", (_P + "v24_control",)),
+    ("pinn", "equal", _P + "v24_control", (_P + "v23_control",)),
+    ("pinn", "hurt", _P + "v8_stuck", (_P + "v28_long", _P + "v32_long")),
+    ("pinn", "hurt", _P + "v11_stuck", (_P + "v28_long", _P + "v32_long")),
+    ("pinn", "hurt", _P + "v25_stuck_high", (_P + "v23_control", _P + "v24_control")),
 )
 
 
@@ -166,7 +177,8 @@ def shared_rows(name: str) -> list[tuple[int, float, float]]:
     """A shared log's ``(step, loss, nan)`` rows (its eval loss when it has no train loss)."""
     from wtwin.offline.logs import read_log
 
-    log = read_log(str(SHARED / f"{name}.csv"))
+    path = SHARED / f"{name}.csv"
+    log = read_log(str(path if path.exists() else SHARED_3 / f"{name}.csv"))
     return [(s, v, math.nan) for k, s, v, *_ in log.events() if k == "loss" and v is not None]
 
 
