@@ -96,6 +96,25 @@ class TestBehind:
         assert not [x for x in got if x["kind"] == "reference_missing"]
         b.close()
 
+    def test_a_sibling_stuck_two_decades_above_a_falling_one_pages_with_the_ratio(self, daemon):
+        """A group whose finished sibling fell from 40 to 0.08 (a physics-informed net's
+        shape: its noise multiplies); the next member sticks at 3.0. On the loss scale
+        that is 7% of the sibling's progress and within its scatter; on the log scale the
+        daemon compares such a curve on, it pages, and the trainer reads the ratio."""
+        rng = random.Random(5)
+        fall = [40.0 * (1 + s / 50) ** -1.5 * 2.0 ** rng.gauss(0, 0.5) for s in range(1, STEPS + 1)]
+        a, _ = send_run(daemon.ipc, "pinn-a", fall, group="pinn")
+        at_step(daemon, "pinn-a", STEPS)
+        a.close()
+        stuck = [max(40.0 * (1 + s / 50) ** -1.5, 3.0) * 2.0 ** rng.gauss(0, 0.5) for s in range(1, STEPS + 1)]
+        b, got = send_run(daemon.ipc, "pinn-b", stuck, group="pinn")
+        at_step(daemon, "pinn-b", STEPS)
+        wait_for(lambda: b.poll() or [x for x in got if x["kind"] == "behind"], 15, 0.05,
+                 "the behind alert at the trainer")
+        msg = next(x for x in got if x["kind"] == "behind")["message"]
+        assert "x pinn-a's " in msg and "on a log scale" in msg, msg
+        b.close()
+
     def test_a_sweep_started_together_compares_once_a_member_ends(self, daemon):
         """Two siblings start together (no history to compare with); when the fast one
         ends, the slow one takes it as its reference and falls behind."""
