@@ -18,6 +18,7 @@ cdef class ReferenceTracker:
     cdef public bint _resolved, _cond, _still, _sched, _stuck, _log
 
     cpdef int feed(self, long long step, double loss, double lr=*, double tokens=*) except? -1
+    cdef bint _holds(self, long long step) except -1
     cdef void _level_in(self, double x, double loss) except *
     cdef void _own(self, double x) except *
     cdef double _fell(self, double x) except? -1.0

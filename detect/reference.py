@@ -20,7 +20,8 @@ what the reference fell during the last ``lag`` of its (effective) steps (more t
 ``lag`` behind in steps: a seed's early descent or a phase change a little later is not a
 page), for ``min_points`` updates and ``persist`` of the steps so far. Being ahead never
 pages. It resolves when the gap is back within the pair's noise (``units < gate / 2`` or
-under ``noise_gate`` noises). ``warming`` over the first ``warm`` of the reference's
+under ``noise_gate`` noises) for as long as it had to hold to page: a gap that wanders
+across the bar does not page again at each crossing. ``warming`` over the first ``warm`` of the reference's
 steps; ``no_overlap`` outside them (no extrapolation; a ``behind`` stays as it was);
 ``schedule_differs`` when the lr differs from the reference's by over ``lr_tol`` for
 ``min_points`` updates (a run that sends no lr is compared on its loss alone). Against
@@ -166,15 +167,15 @@ class ReferenceTracker:
                 self._state = k
             return self._state
         if self._state == BEHIND:
-            if not self._still:
+            if self._still:
+                self._since, self._held = NO_STEP, 0
+            elif self._holds(step):     # back within noise for as long as it took to page
                 self._state, self._resolved = SCHEDULE if self._sched else OK, True
+                self._since, self._held = NO_STEP, 0
             return self._state
         if self._cond:
-            if self._since == NO_STEP:
-                self._since, self._held = step, 0
-            self._held += 1
-            if self._held >= self._c_minpts and step - self._since >= self._c_persist * step:
-                self._state = BEHIND
+            if self._holds(step):
+                self._state, self._since, self._held = BEHIND, NO_STEP, 0
                 return self._state
         else:
             self._since, self._held = NO_STEP, 0
@@ -182,6 +183,14 @@ class ReferenceTracker:
                 self._wander_in(float(step))
         self._state = SCHEDULE if self._sched else OK
         return self._state
+
+    def _holds(self, step: int) -> bool:
+        """One more update of the condition being counted (behind, or back from it): True
+        once it has held ``min_points`` updates and ``persist`` of the steps so far."""
+        if self._since == NO_STEP:
+            self._since, self._held = step, 0
+        self._held += 1
+        return self._held >= self._c_minpts and step - self._since >= self._c_persist * step
 
     @cython.locals(dt=cython.double, a=cython.double, d=cython.double)
     def _level_in(self, x: float, loss: float) -> None:

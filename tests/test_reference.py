@@ -81,7 +81,7 @@ class TestCaught:
             out += ([a] if a else []) + (policy.advance(v.step, float(i)) if not policy.idle else [])
         assert [(a.kind, a.severity, a.status) for a in out] == [
             ("behind", "warning", "firing"), ("behind", "warning", "resolved")]
-        assert 1600 < out[1].step < 1900
+        assert 1600 < out[1].step < 1950     # back within noise for 3 updates and 2% of the steps
         assert sum(v.resolved for v in vs) == 1
 
 
