@@ -22,6 +22,7 @@ cdef int plateau(Arbiter a, Point p) except -1
 cdef bint stalled_risen(Arbiter a) except -1
 cdef bint own_pages(Arbiter a, Point p) except -1
 cdef int drift(Arbiter a, Point p) except -1
+cdef bint slower_only(Arbiter a, Point p) except -1
 cdef void evaluation(Arbiter a, object step, double val) except *
 cdef bint escalated(Arbiter a, Point p) except -1
 cdef int drift_due(Arbiter a, Point p) except -1

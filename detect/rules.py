@@ -49,6 +49,9 @@ SHIFT_GROWTH = 1.5
 # from 0.01 to 1.0: its loss from 0.056 to about 1.5 of a 2.3 start, a warning for 500 steps)
 SHIFT_LOST = 0.5
 NO_LEARNING = ("no_learning", "frozen")
+# a forecast's alarm with no lr sent and the level within this many units of its best is a
+# slower descent, not a drift (`slower_only`)
+SLOWER_UNITS = 0.5
 DRIFT_GIVES_WAY = ("spike", "divergence")   # a drift beside these pages is their level
 _NAN = cython.declare(cython.double, math.nan)
 # the bits of the kinds the rules judge, in `Arbiter.ever`
@@ -314,16 +317,29 @@ def own_pages(a, p) -> bool:
 @cython.locals(effect=cython.double)
 def drift(a, p) -> None:
     """The loss rose: above its forecast's band, a smoothed rise over its best (`rise`), or
-    a slowdown whose level rose. Pages when the rise is material (`Arbiter.big`)."""
+    a slowdown whose level rose. Pages when the rise is material (`Arbiter.big`), and not
+    when it only fell more slowly than a law that cannot see its schedule (`slower_only`)."""
     if (a.drift or a.ever & _DR) and not escalated(a, p):
         effect = a.drift_effect()
-        sev = "warning" if not a.drift or a.big("drift", effect) else "info"
+        sev = "warning" if not a.drift or (a.big("drift", effect) and not slower_only(a, p)) else "info"
         if a.due("drift", a.drift, sev):
             if a.drift:
                 head, det = messages.drift(a, p.x, effect, a.onset("drift", p.step))
                 a.push("drift", True, sev, p.step, head, det)
             else:
                 a.push("drift", False, sev, p.step, "")
+
+
+def slower_only(a, p) -> bool:
+    """The forecast alarms alone, no lr was ever sent, and the level stands within half a
+    unit of its best: the loss still makes its lows, only more slowly than the law says.
+    A law fitted without the lr cannot see a schedule that flattens the end of a run (a
+    cosine decay to a tenth: 618-point LLM runs paged a drift in their last 300 steps),
+    and a stop is the stagnation's page (`plateau`), not this one. The cost: a fault that
+    only slows the descent, with no lr sent, waits until the level rises or stops."""
+    ef = a.ef
+    return (p.fc_alert and not (a.rising or a.pl_up) and ef.lr_peak == 0.0
+            and ef.score(max(ef.level - ef.best, ef.fast_rise())) < SLOWER_UNITS)
 
 
 def escalated(a, p) -> bool:
