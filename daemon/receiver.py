@@ -28,6 +28,7 @@ from .inbound import FREE_S, PeerBuckets, rcvhwm
 log = structlog.get_logger("wtwind.receiver")
 INF = float("inf")
 JOURNAL_RETRY_S = 0.05  # a frame dropped for its client's alerts queued at the writer: send again after
+DROPS_LOG_S = 60.0  # frames dropped unread are said in the log at most this often (`report_drops`)
 # (identity, frame, user, deadline) -> the frame's rest or None: `user` is the CURVE key
 # (None without user ids); the handler stops at `deadline` (perf_counter) and returns a
 # callable `rest(deadline)` for what is left (frame_backlog.py)
@@ -98,6 +99,8 @@ class Receiver:
         self.journal_share = 0
         self.journal_dropped = 0
         self.journal_dropped_bytes = 0
+        self._drops_said: dict[str, int] = {}   # the drop counts the log last said, by reason
+        self._drops_said_at = -INF
 
     def bind(self) -> None:
         for ep in self.cfg.endpoints:
@@ -296,6 +299,28 @@ class Receiver:
         self._schedule()  # a send can consume the FD's edge: look again
         return True
 
+    def drops(self) -> dict[str, int]:
+        """Frames dropped unread so far, by ``wtwind_frames_dropped_total``'s reason."""
+        return {"peer_rate": self.buckets.dropped_frames, "peer_backlog": self.backlog.dropped_frames,
+                "journal_backlog": self.journal_dropped}
+
+    def report_drops(self, now: float) -> None:
+        """Say in the log, one warning at most every ``DROPS_LOG_S``, how many frames were
+        dropped unread since it last did, by reason (each connection was told already; the
+        counters are on /metrics): an operator reading the log sees a flood, or a trainer
+        over its share, without a dashboard."""
+        if now - self._drops_said_at < DROPS_LOG_S:
+            return
+        counts = self.drops()
+        new = {k: n - self._drops_said.get(k, 0) for k, n in counts.items() if n > self._drops_said.get(k, 0)}
+        if not new:
+            return
+        since = None if self._drops_said_at == -INF else round(now - self._drops_said_at)
+        self._drops_said, self._drops_said_at = counts, now
+        log.warning("frames_dropped", **new, since_s=since,
+                    hint="clients sent past their share while others waited; each connection was told "
+                         "to send again (wtwind_frames_dropped_total by reason, docs/SECURITY.md)")
+
     def describe(self):
         from .described import described
 
@@ -324,9 +349,8 @@ class Receiver:
                                       "(peer_rate), had a full queue behind a frame cut short (peer_backlog), or had "
                                       "[alert_path] JOURNAL_SHARE alerts waiting for the store (journal_backlog)",
                                       labels=["reason"])
-        dropped.add_metric(["peer_rate"], self.buckets.dropped_frames)
-        dropped.add_metric(["peer_backlog"], self.backlog.dropped_frames)
-        dropped.add_metric(["journal_backlog"], self.journal_dropped)
+        for reason, n in self.drops().items():
+            dropped.add_metric([reason], n)
         yield dropped
         yield CounterMetricFamily("wtwind_frames_dropped_bytes", "Bytes of the frames dropped before decoding",
                                   value=self.buckets.dropped_bytes + self.backlog.dropped_bytes

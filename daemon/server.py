@@ -112,6 +112,7 @@ class Server:
         self.notifier.tick(now)
         self.receiver.drain()  # belt and braces against a missed edge on the FD
         self.receiver.drain_monitor()
+        self.receiver.report_drops(time.monotonic())
         stall = self.config.detection.stall_after_s
         for run in list(self.table):
             for alert in run.check_stall(now, stall):

@@ -23,11 +23,12 @@ import threading
 
 import msgpack
 import zmq
+from structlog.testing import capture_logs
 
 from helpers import raw_dealer, until, wait_for
 from wtwin.daemon.alert_path import JOURNAL_SHARE
 from wtwin.daemon.config import DaemonConfig, HttpConfig, ListenConfig
-from wtwin.daemon.receiver import JOURNAL_RETRY_S, Receiver
+from wtwin.daemon.receiver import DROPS_LOG_S, JOURNAL_RETRY_S, Receiver
 from wtwin.daemon.server import Server
 from wtwin.daemon.store.config import StateConfig
 from wtwin.emitters import connect, wire
@@ -46,6 +47,13 @@ def _replies(sock: zmq.Socket) -> list[dict]:
     while sock.poll(0):
         out.append(msgpack.unpackb(sock.recv()))
     return out
+
+
+def drained(rx: Receiver) -> bool:
+    """One receive turn (what arrived is handled or dropped), then True: for a condition
+    read after it."""
+    rx.drain()
+    return True
 
 
 def _nan_run(name: str) -> bytes:
@@ -68,13 +76,13 @@ class TestReceiverRule:
         flood, trainer = _dealer(endpoint, b"flood"), _dealer(endpoint, b"trainer")
         try:
             flood.send(b"alone")
-            wait_for(lambda: rx.drain() or handled, 30, 0.005, "the lone client's frame handled")
+            wait_for(lambda: drained(rx) and handled, 30, 0.005, "the lone client's frame handled")
             assert handled == [b"flood"] and rx.journal_dropped == 0
 
             trainer.send(b"step")
-            wait_for(lambda: rx.drain() or b"trainer" in handled, 30, 0.005, "the trainer's frame")
+            wait_for(lambda: drained(rx) and b"trainer" in handled, 30, 0.005, "the trainer's frame")
             flood.send(b"more")
-            wait_for(lambda: rx.drain() or rx.journal_dropped, 30, 0.005, "the flood's frame dropped")
+            wait_for(lambda: drained(rx) and rx.journal_dropped, 30, 0.005, "the flood's frame dropped")
             assert handled == [b"flood", b"trainer"]
             assert rx.journal_dropped == 1 and rx.journal_dropped_bytes == len(b"more")
             notices = wait_for(lambda: _replies(flood), 30, 0.005, "the flooder told to send again")
@@ -82,8 +90,46 @@ class TestReceiverRule:
 
             rx.journaling[b"flood"] = JOURNAL_SHARE - 1   # one committed: its turn again
             flood.send(b"again")
-            wait_for(lambda: rx.drain() or handled[-1] == b"flood", 30, 0.005, "the flood's next frame")
+            wait_for(lambda: drained(rx) and len(handled) == 3, 30, 0.005, "the flood's next frame")
             assert rx.journal_dropped == 1
+        finally:
+            flood.close()
+            trainer.close()
+            rx.close()
+
+
+    def test_the_log_says_what_was_dropped_once_a_minute_at_most(self, tmp_path):
+        """Drops are said in one warning (``frames_dropped``), by reason, at most every
+        ``DROPS_LOG_S``, counting only what is new since the last one."""
+        endpoint = f"ipc://{tmp_path}/l.sock"
+        rx = Receiver(ListenConfig(endpoints=(endpoint,)), ctx=zmq.Context.instance())
+        rx.bind()
+        steps: list[bytes] = []
+        rx.handler = lambda identity, frame, user, deadline: steps.append(identity)
+        rx.journaling, rx.journal_share = {b"flood": JOURNAL_SHARE}, JOURNAL_SHARE
+        flood, trainer = _dealer(endpoint, b"flood"), _dealer(endpoint, b"trainer")
+
+        def drop(n: int) -> None:
+            goal, seen = rx.journal_dropped + n, len(steps)
+            trainer.send(b"step")       # the other client sends first: the flooder contends
+            wait_for(lambda: drained(rx) and len(steps) > seen, 30, 0.005, "the trainer's frame")
+            for _ in range(n):
+                flood.send(b"flood")
+            wait_for(lambda: drained(rx) and rx.journal_dropped >= goal, 30, 0.005, f"{n} frames dropped")
+
+        try:
+            with capture_logs() as logs:
+                rx.report_drops(1000.0)          # nothing dropped yet: nothing said
+                drop(3)
+                rx.report_drops(1001.0)
+                drop(2)
+                rx.report_drops(1001.0 + DROPS_LOG_S / 2)    # within the minute: not yet
+                rx.report_drops(1001.0 + DROPS_LOG_S)
+                rx.report_drops(1001.0 + 3 * DROPS_LOG_S)    # nothing new: nothing said
+            said = [e for e in logs if e["event"] == "frames_dropped"]
+            assert [(e["log_level"], e.get("journal_backlog"), e["since_s"]) for e in said] == [
+                ("warning", 3, None), ("warning", 2, round(DROPS_LOG_S))]
+            assert "told to send again" in said[0]["hint"]
         finally:
             flood.close()
             trainer.close()
