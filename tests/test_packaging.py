@@ -94,8 +94,8 @@ def base_venv(wheel, tmp_path_factory) -> Path:
 
 class TestWheel:
     def test_the_base_wheel_is_pure_and_small(self, wheel):
-        """Nothing compiled (py3-none-any, no extension), at most 1.3 MB of our own code
-        (1.20 MB on 2026-12-06: docs/INSTALL.md). The bound
+        """Nothing compiled (py3-none-any, no extension), at most 1.5 MB of our own code
+        (1.30 MB on 2026-12-07: docs/INSTALL.md). The bound
         catches an accident (a data file, a vendored library), not growth line by line."""
         import zipfile
 
@@ -107,7 +107,7 @@ class TestWheel:
         # (uPlot, MIT: 0.05 MB of the web page's static files)
         ours = sum(i.file_size for i in infos if not i.filename.startswith("wtwin-")
                    and not i.filename.rpartition("/")[2].startswith(VENDORED))
-        assert ours <= 1_300_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
+        assert ours <= 1_500_000, f"{ours / 1e6:.2f} MB of our own code in the base wheel"
 
     def test_metadata_base_is_the_emitter_only(self, wheel):
         """The wheel requires pyzmq and msgpack and nothing else outside an extra."""
