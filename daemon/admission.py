@@ -41,6 +41,13 @@ REPLY_INTERVAL_S = 1.0
 _MAX_CACHE = 10_000
 
 
+
+def key_principal(user: str) -> str:
+    """A CURVE client's principal, and the client its new runs are charged to: its key
+    (without CURVE, or without a key, the connection is)."""
+    return "key:" + user
+
+
 class Admission:
     def __init__(self, cfg, table, stats, send: Callable[[bytes, bytes], bool], *,
                  curve: bool, restore: Callable[[object], None] | None = None) -> None:
@@ -61,7 +68,7 @@ class Admission:
         """Who sent an event with this secret (``auth``), over a connection with this
         CURVE key (``user``)."""
         if self.curve:
-            return f"key:{user}" if user else ANONYMOUS
+            return key_principal(user) if user else ANONYMOUS
         if auth is None:
             return ANONYMOUS
         found = self._hashes.get(auth)

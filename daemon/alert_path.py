@@ -99,8 +99,9 @@ class AlertPath:
             run.series.mark(alert)
         try:
             routed = self.delivery.route(alert)
-            row = self.snapshots.encode(run, "alert") if run is not None and self.store.durable else None
-            who = client_of(run) if run is not None and self.store.durable else None
+            durable = run is not None and self.store.durable
+            row = self.snapshots.encode(run, "alert") if durable else None
+            who = client_of(run) if durable else None
             self._journal(routed, row, 0, who)
             if who is not None:  # done on the loop later, never within the call (writer thread)
                 self.journaling[who] = self.journaling.get(who, 0) + 1

@@ -18,6 +18,7 @@ import structlog
 import zmq
 
 from .config import ListenConfig
+from .admission import key_principal
 from .drop_notice import INTERVAL_S as NOTICE_INTERVAL_S, DropNotices
 from .envelopes import Envelopes
 from .errors import ConfigError
@@ -221,7 +222,7 @@ class Receiver:
         writer's time than that ahead of another's page (alert_path.py). The client is
         the one runs are charged to (admission.py): the CURVE principal, else the
         connection."""
-        who = f"key:{user}" if user else identity
+        who = key_principal(user) if user else identity    # as Admission._create charges runs
         if self.journaling.get(who, 0) < self.journal_share or not self.buckets.contending(peer):
             return False
         self.journal_dropped += 1

@@ -22,6 +22,7 @@ import sqlite3
 import threading
 
 import msgpack
+import pytest
 import zmq
 from structlog.testing import capture_logs
 
@@ -61,53 +62,54 @@ def _nan_run(name: str) -> bytes:
                         "auth": secrets.token_urlsafe(32)})
 
 
+@pytest.fixture
+def at_share(tmp_path):
+    """A bare receiver whose client ``flood`` has its share of the writer waiting, and a
+    second client, ``trainer``: (receiver, the identities its handler got, flood, trainer)."""
+    endpoint = f"ipc://{tmp_path}/w.sock"
+    rx = Receiver(ListenConfig(endpoints=(endpoint,)), ctx=zmq.Context.instance())
+    rx.bind()
+    handled: list[bytes] = []
+    rx.handler = lambda identity, frame, user, deadline: handled.append(identity)
+    rx.journaling, rx.journal_share = {b"flood": JOURNAL_SHARE}, JOURNAL_SHARE
+    flood, trainer = _dealer(endpoint, b"flood"), _dealer(endpoint, b"trainer")
+    try:
+        yield rx, handled, flood, trainer
+    finally:
+        flood.close()
+        trainer.close()
+        rx.close()
+
+
 class TestReceiverRule:
-    def test_a_client_at_its_share_waits_only_while_another_sends(self, tmp_path):
+    def test_a_client_at_its_share_waits_only_while_another_sends(self, at_share):
         """At its share of the writer, a lone client's frames are still handled (nobody
         waits behind it); once another client sends, they are dropped unread, counted, and
         its connection is told to send again in ``JOURNAL_RETRY_S``. The other client's
         frames go on."""
-        endpoint = f"ipc://{tmp_path}/w.sock"
-        rx = Receiver(ListenConfig(endpoints=(endpoint,)), ctx=zmq.Context.instance())
-        rx.bind()
-        handled: list[bytes] = []
-        rx.handler = lambda identity, frame, user, deadline: handled.append(identity)
-        rx.journaling, rx.journal_share = {b"flood": JOURNAL_SHARE}, JOURNAL_SHARE
-        flood, trainer = _dealer(endpoint, b"flood"), _dealer(endpoint, b"trainer")
-        try:
-            flood.send(b"alone")
-            wait_for(lambda: drained(rx) and handled, 30, 0.005, "the lone client's frame handled")
-            assert handled == [b"flood"] and rx.journal_dropped == 0
+        rx, handled, flood, trainer = at_share
+        flood.send(b"alone")
+        wait_for(lambda: drained(rx) and handled, 30, 0.005, "the lone client's frame handled")
+        assert handled == [b"flood"] and rx.journal_dropped == 0
 
-            trainer.send(b"step")
-            wait_for(lambda: drained(rx) and b"trainer" in handled, 30, 0.005, "the trainer's frame")
-            flood.send(b"more")
-            wait_for(lambda: drained(rx) and rx.journal_dropped, 30, 0.005, "the flood's frame dropped")
-            assert handled == [b"flood", b"trainer"]
-            assert rx.journal_dropped == 1 and rx.journal_dropped_bytes == len(b"more")
-            notices = wait_for(lambda: _replies(flood), 30, 0.005, "the flooder told to send again")
-            assert [(n["type"], n["retry_s"]) for n in notices] == [("dropped", JOURNAL_RETRY_S)]
+        trainer.send(b"step")
+        wait_for(lambda: drained(rx) and b"trainer" in handled, 30, 0.005, "the trainer's frame")
+        flood.send(b"more")
+        wait_for(lambda: drained(rx) and rx.journal_dropped, 30, 0.005, "the flood's frame dropped")
+        assert handled == [b"flood", b"trainer"]
+        assert rx.journal_dropped == 1 and rx.journal_dropped_bytes == len(b"more")
+        notices = wait_for(lambda: _replies(flood), 30, 0.005, "the flooder told to send again")
+        assert [(n["type"], n["retry_s"]) for n in notices] == [("dropped", JOURNAL_RETRY_S)]
 
-            rx.journaling[b"flood"] = JOURNAL_SHARE - 1   # one committed: its turn again
-            flood.send(b"again")
-            wait_for(lambda: drained(rx) and len(handled) == 3, 30, 0.005, "the flood's next frame")
-            assert rx.journal_dropped == 1
-        finally:
-            flood.close()
-            trainer.close()
-            rx.close()
+        rx.journaling[b"flood"] = JOURNAL_SHARE - 1   # one committed: its turn again
+        flood.send(b"again")
+        wait_for(lambda: drained(rx) and len(handled) == 3, 30, 0.005, "the flood's next frame")
+        assert rx.journal_dropped == 1
 
-
-    def test_the_log_says_what_was_dropped_once_a_minute_at_most(self, tmp_path):
+    def test_the_log_says_what_was_dropped_once_a_minute_at_most(self, at_share):
         """Drops are said in one warning (``frames_dropped``), by reason, at most every
         ``DROPS_LOG_S``, counting only what is new since the last one."""
-        endpoint = f"ipc://{tmp_path}/l.sock"
-        rx = Receiver(ListenConfig(endpoints=(endpoint,)), ctx=zmq.Context.instance())
-        rx.bind()
-        steps: list[bytes] = []
-        rx.handler = lambda identity, frame, user, deadline: steps.append(identity)
-        rx.journaling, rx.journal_share = {b"flood": JOURNAL_SHARE}, JOURNAL_SHARE
-        flood, trainer = _dealer(endpoint, b"flood"), _dealer(endpoint, b"trainer")
+        rx, steps, flood, trainer = at_share
 
         def drop(n: int) -> None:
             goal, seen = rx.journal_dropped + n, len(steps)
@@ -117,23 +119,18 @@ class TestReceiverRule:
                 flood.send(b"flood")
             wait_for(lambda: drained(rx) and rx.journal_dropped >= goal, 30, 0.005, f"{n} frames dropped")
 
-        try:
-            with capture_logs() as logs:
-                rx.report_drops(1000.0)          # nothing dropped yet: nothing said
-                drop(3)
-                rx.report_drops(1001.0)
-                drop(2)
-                rx.report_drops(1001.0 + DROPS_LOG_S / 2)    # within the minute: not yet
-                rx.report_drops(1001.0 + DROPS_LOG_S)
-                rx.report_drops(1001.0 + 3 * DROPS_LOG_S)    # nothing new: nothing said
-            said = [e for e in logs if e["event"] == "frames_dropped"]
-            assert [(e["log_level"], e.get("journal_backlog"), e["since_s"]) for e in said] == [
-                ("warning", 3, None), ("warning", 2, round(DROPS_LOG_S))]
-            assert "told to send again" in said[0]["hint"]
-        finally:
-            flood.close()
-            trainer.close()
-            rx.close()
+        with capture_logs() as logs:
+            rx.report_drops(1000.0)          # nothing dropped yet: nothing said
+            drop(3)
+            rx.report_drops(1001.0)
+            drop(2)
+            rx.report_drops(1001.0 + DROPS_LOG_S / 2)    # within the minute: not yet
+            rx.report_drops(1001.0 + DROPS_LOG_S)
+            rx.report_drops(1001.0 + 3 * DROPS_LOG_S)    # nothing new: nothing said
+        said = [e for e in logs if e["event"] == "frames_dropped"]
+        assert [(e["log_level"], e.get("journal_backlog"), e["since_s"]) for e in said] == [
+            ("warning", 3, None), ("warning", 2, round(DROPS_LOG_S))]
+        assert "told to send again" in said[0]["hint"]
 
 
 class TestThroughTheServer:
