@@ -4,28 +4,28 @@ flat where the forecast falls.
 Four rules:
 
 - *frozen*: the loss has repeated one value, to single precision, for ``frozen_points``
-  points in a row (at increasing steps): the logger stopped updating, or the network died (two MLPerf Mask R-CNN runs
-  printed one value for 36,000 iterations after a NaN their meters hid, while the lr
-  moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
+  points in a row (at increasing steps): the logger stopped updating, or the network
+  died (two MLPerf Mask R-CNN runs printed one value for 36,000 iterations after a NaN
+  their meters hid, while the lr moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
   the log rounds it (`resolution`) and it moves by less than a printed digit a point: a
   value that came within two printed digits of the one before it is not frozen (a
   fine-tune that memorizes sits at 0.0002, printed at 4 decimals), one that jumped there
   is (an fp16 run whose trainer turns NaN into a flat 0.0), and so is a value repeated
   in a log that is not rounded, but for 0.0 from the first point on.
+- *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps): from
+  ``grace`` steps after the first point (and at least ``min_points`` points) on, the
+  best level is both less than ``min_progress`` (a fraction) below the starting level
+  and less than ``min_progress_z`` noise units below it. The starting level is the
+  highest level of the first 10% of ``grace``; a noise unit is the level's own
+  point-to-point scatter (an EWMA of its absolute second differences / sqrt 2, so that a
+  trend is not counted as scatter). This is what catches a run that never learns, even
+  from a few eval points.
 
-- *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps):
-  ``grace`` steps after the first point (and at least ``min_points`` points), the best
-  level is less than ``min_progress`` (a fraction) below the starting level *and* less
-  than ``min_progress_z`` noise units below it (the level's own point-to-point scatter,
-  an EWMA of its absolute second differences / sqrt 2, so that a trend is not counted as
-  scatter: a run that moved by many times its noise is learning,
-  whatever its offset, so a loss + 1000 is not "no learning". The fraction is the one
-  thing here that reads the loss's level, by necessity: a run that barely learns (a t5
-  fine-tune, 1.99 to 1.74 in 215k steps) and one that never did (an MLPerf BERT, 8.01 to
-  7.98) are both a few to 20 times their scatter; they differ by the fraction they fell
-  (12% and 0.4%), which an offset destroys; the highest
-  level of the first 10% of ``grace``). This is what catches a run that never learns,
-  even from a few eval points.
+  The noise test alone would not read the loss's offset (a loss + 1000 that moved many
+  times its noise is learning). The fraction does, by necessity: a run that barely learns
+  (a t5 fine-tune, 1.99 to 1.74 in 215k steps) and one that never did (an MLPerf BERT,
+  8.01 to 7.98) both moved a few to 20 times their scatter; they differ by the fraction
+  they fell (12% and 0.4%), which an offset destroys (docs/DETECTION.md, Known limits).
 - *slowdown* (rule ``"slowdown"``): the loss's slope in log-step, ``b`` (a weighted
   least-squares line of loss on ``ln step`` whose weights halve every ``slow_halflife`` x
   step steps, so the window scales with the run), has fallen below ``slow_keep`` times
