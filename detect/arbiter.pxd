@@ -19,6 +19,7 @@ cdef int UNNAMED, AS_PLATEAU, AS_DRIFT
 cdef class Episode:
     cdef public int slowdown_as
     cdef public double shift_from
+    cdef public bint fc_drift
 
 cdef class Arbiter:
     cdef public dict emitted, held, peak_scores, since
@@ -30,7 +31,7 @@ cdef class Arbiter:
     # this update's conclusions, from one rule to the next (`rules`)
     cdef public bint rising, explained, dv_page, drift, pl_up, handover, slowdown, stagnation
     cdef public object rewound_to
-    cdef readonly tuple own, own_kinds, incidents
+    cdef readonly tuple own, own_kinds, own_gives_way, incidents
     cdef readonly ResumeDetector rj
     cdef readonly NonfiniteDetector nf
     cdef readonly GradNormDetector gn
@@ -50,6 +51,7 @@ cdef class Arbiter:
                    str details=*) except *
     cdef object onset(self, str kind, object step)
     cdef bint paging(self, tuple kinds) except -1
+    cdef bint critical(self, tuple kinds) except -1
     cdef void escalate(self, object step) except *
     cdef bint big(self, str kind, double effect) except -1
     cdef bint stalled(self, PlateauDetector pl, bint risen=*) except -1

@@ -55,11 +55,14 @@ class Episode:
     starts a new episode). ``slowdown_as``: the name a slowdown's page took for the rest
     of its episode (`UNNAMED`, `AS_PLATEAU`, `AS_DRIFT`: no flapping between the two
     while the level hovers around its onset); ``shift_from``: the divergence's excursion
-    when a sustained jump explained it as a level shift (NaN outside one)."""
+    when a sustained jump explained it as a level shift (NaN outside one); ``fc_drift``:
+    a drift paged during the forecast's alarm in progress (`rules.plateau`: a stagnation
+    under it is the drift's flat tail, not a second page)."""
 
     def __init__(self) -> None:
         self.slowdown_as = UNNAMED
         self.shift_from = _NAN
+        self.fc_drift = False
 
 
 @cython.cclass
@@ -89,6 +92,7 @@ class Arbiter:
         self.tp, self.mem = d["throughput"], d["memory"]
         self.own = tuple([det for det in d.values() if det.KIND and det.KIND not in RULED])
         self.own_kinds = tuple([det.KIND for det in self.own])
+        self.own_gives_way = tuple([det.GIVES_WAY for det in self.own])
         self.incidents = HELD_KINDS + self.own_kinds
 
     def restore(self, emitted: dict, recovery: dict, since: dict | None = None) -> None:
@@ -146,6 +150,14 @@ class Arbiter:
         for kind in kinds:
             v = self.emitted.get(kind)
             if v is not None and v[0] and v[1] != "info":
+                return True
+        return False
+
+    def critical(self, kinds: tuple) -> bool:
+        """Does a critical page of one of ``kinds`` fire?"""
+        for kind in kinds:
+            v = self.emitted.get(kind)
+            if v is not None and v[0] and v[1] == "critical":
                 return True
         return False
 

@@ -100,11 +100,14 @@ class Detector:
     ``STATE`` (the learned state), ``OPTIONAL`` (the state that may be None), ``FEED``
     (the stage of an update that feeds it a `Point`: `STAGES`, "" for a detector the
     monitor does not feed) and implement ``update`` and ``see``; a detector that pages
-    also sets ``KIND`` (the alert kind) and implements ``verdict``."""
+    also sets ``KIND`` (the alert kind) and implements ``verdict``; one whose page is an
+    incident of the loss level seen another way sets ``GIVES_WAY``, the kinds whose
+    critical page it gives way to (`rules.own_pages`)."""
 
     name = ""
     FEED = ""
     KIND = ""
+    GIVES_WAY = ()
 
     def see(self, p: Point) -> None:
         """Take one loss event (`Point`): the monitor's one call per update."""

@@ -42,6 +42,7 @@ except ImportError:            # no Cython: the pure build runs (compiled/cython
 
 from .base import NAN, NO_STEP as _NO_STEP, Detector, check, register
 from .finding import Verdict
+from .recovery import HELD_KINDS
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 
@@ -59,6 +60,9 @@ class EarlyRiseDetector(Detector):
 
     name = "early_rise"
     FEED, KIND = "level", "early_rise"
+    # a late run-away of a run that never made progress pages `divergence` (or a drift
+    # escalated to critical) first: the same incident, paged once
+    GIVES_WAY = HELD_KINDS
     ARGS = ("ratio", "points", "start_points", "window")
     STATE = ("_last", "_n", "_head", "_recent", "_start", "_on", "_since", "_done")
     OPTIONAL = ("_last", "_start", "_since")

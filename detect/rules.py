@@ -259,10 +259,15 @@ def plateau(a, p) -> None:
     peak at step 1,300, then fell to 0.7): ``info`` until the lr stops rising. One
     incident, one page:
     a slowdown or stagnation under a page of the loss level is that page's flat tail (LR
-    x100 and shuffled labels paged `plateau` beside their critical divergence)."""
+    x100 and shuffled labels paged `plateau` beside their critical divergence); a
+    stagnation during a forecast alarm that already paged a drift is that drift's flat
+    tail, even once the drift resolved (a data-order bump +0.09 paged `drift`, came back
+    within its band, then paged `plateau` under the same alarm)."""
     pl = a.pl
     on = pl.active and not (a.slowdown and (a.handover or a.dv_page))
     if on and (a.slowdown or a.stagnation) and a.paging(a.incidents):
+        on = False
+    if on and a.stagnation and a.episode.fc_drift:
         on = False
     if on or a.ever & _PL:
         sev = "warning"
@@ -299,18 +304,23 @@ def own_pages(a, p) -> bool:
     """A detector of a kind no rule names pages its own verdict, at the severity it asks
     for: the frozen data loader (an MLP on load_digits fed one batch: critical). While one
     is active, the fall below the course it explains is not a second page: the rules after
-    it do not run (True)."""
+    it do not run (True). One that has not paged yet gives way to a critical page of the
+    kinds it names (``GIVES_WAY``): an early rise of a run that never made progress, when
+    its run-away already pages `divergence` (a t5 fine-tune, 1.99 to 1.74, diverged at
+    70% of its 430 points: divergence critical, then early_rise critical)."""
     stop = False
     for i in range(len(a.own)):
         det = cython.cast(Detector, a.own[i])      # `Arbiter.attach`: the monitor's detectors
         active = det.asks()
         kind = a.own_kinds[i]
+        stop = stop or active
+        if active and a.own_gives_way[i] and a.critical(a.own_gives_way[i]) and not a.paging((kind,)):
+            continue
         if active or (a.ever and kind in a.emitted):
             v = det.verdict()
             if a.due(kind, v.active, v.severity):
                 a.push(kind, v.active, v.severity, p.step,
                        det.message(p.step, p.x) if v.active else "")
-        stop = stop or active
     return stop
 
 
@@ -328,6 +338,10 @@ def drift(a, p) -> None:
                 a.push("drift", True, sev, p.step, head, det)
             else:
                 a.push("drift", False, sev, p.step, "")
+    if p.fc_alert:
+        a.episode.fc_drift = a.episode.fc_drift or a.paging(("drift",))
+    else:
+        a.episode.fc_drift = False
 
 
 def slower_only(a, p) -> bool:

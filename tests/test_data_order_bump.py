@@ -72,6 +72,15 @@ def test_the_rejected_gate_pages_it():
 
 
 @pytest.mark.parametrize("noise", [0.01, 0.02])
+def test_a_bump_that_pages_pages_once(noise):
+    """+0.09 pages a drift; it comes back within the band the drift left while the
+    forecast still alarms, and the loss, flat there, is under a forecast that falls: the
+    same incident, not a `plateau` page after the drift (`rules.plateau`)."""
+    got = pages(run(bump(0.09), noise, 0))
+    assert [k for k, _sev, _step in got] == ["drift"], got
+
+
+@pytest.mark.parametrize("noise", [0.01, 0.02])
 def test_the_margin_to_the_real_bump(noise):
     assert pages(run(bump(0.075), noise, 0)) == []
     assert pages(run(bump(0.09), noise, 0))

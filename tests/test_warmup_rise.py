@@ -194,3 +194,29 @@ def test_a_run_away_after_progress_early_in_the_run_is_a_divergence(seed):
     firing = [(a.step, a.kind) for a in out if a.severity == "critical" and a.status == "firing"]
     assert firing and firing[0][1] in ("divergence", "spike") and firing[0][0] < 340, firing
     assert "early_rise" not in {kind for _, kind in firing}
+
+
+def barely_learns_then_diverges(seed, n=430, every=500, onset=0.7, H=10000.0):
+    """A fine-tune that never falls to start / 2.5 (2.24 to 1.74, like a t5 summarization
+    log's 430 points), then runs away from 70% of its steps on (the harness's injected
+    divergence: 8% of the level, growing e-fold every 0.3 H steps)."""
+    rng, out = random.Random(seed), []
+    for i in range(1, n + 1):
+        s = i * every
+        x = 1.74 + 0.5 * math.exp(-s / 20000.0) + rng.gauss(0, 0.014)
+        t = s - onset * n * every
+        if t > 0:
+            x += 0.14 * (math.exp(min(t / (0.3 * H), 50)) - 1)
+        out.append((s, round(x, 4), None))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_late_run_away_pages_divergence_not_also_early_rise(seed):
+    """The rule is armed all run long (no progress to start / 2.5), but the run-away has
+    a run to measure it against: it pages `divergence` critical, and `early_rise` gives
+    way to that page (it paged a second critical 3,500 steps later)."""
+    got = pages(barely_learns_then_diverges(seed), preset="pretraining")
+    kinds = [k for _s, k, _sev in got]
+    assert ("divergence", "critical") in [(k, sev) for _s, k, sev in got], got
+    assert "early_rise" not in kinds, got

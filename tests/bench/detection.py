@@ -207,10 +207,10 @@ def first_page(mon, steps, x, lrs, start):
     return None, None
 
 
-def _inject_log(args) -> list[dict]:
-    e, thr, seeds, salt = args
-    steps, x, lrs = loss_points(load(e))
-    n = len(x)
+def injection_cases(e, steps, seeds: int, salt: int) -> list[tuple]:
+    """The failures injected into log ``e``: ``(kind, seed, i0, H, rng seed)`` per kind
+    and seed, drawn from the log's name (and ``salt``), so every script draws the same."""
+    n = len(steps)
     rng = np.random.default_rng(sum(map(ord, e.name)) + 1_000_003 * salt)
     cases = []
     for kind in KINDS:
@@ -220,6 +220,14 @@ def _inject_log(args) -> list[dict]:
             gap = (steps[-1] - steps[0]) / max(n - 1, 1)
             H = min(max(hh, 20 * gap), 0.5 * (steps[-1] - steps[i0]))
             cases.append((kind, s, i0, H, seed))
+    return cases
+
+
+def _inject_log(args) -> list[dict]:
+    e, thr, seeds, salt = args
+    steps, x, lrs = loss_points(load(e))
+    n = len(x)
+    cases = injection_cases(e, steps, seeds, salt)
     gates = {g: thr[g] for g in calibrate.GATES}
     onsets = sorted({c[2] for c in cases})
     mon, snaps, j = monitor(e, gates), {}, 0
