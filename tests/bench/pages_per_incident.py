@@ -42,10 +42,11 @@ def _log(args) -> list[tuple]:
     out = []
     if len(x) < 300:            # as the harness: failures go into logs of >= 300 points
         return out
+    places = D.printed([("loss", 0, float(v)) for v in x])
     for kind, _s, i0, H, seed in D.injection_cases(e, steps, seeds, 0):
         if kind not in KINDS:
             continue
-        y = D.inject(kind, steps, x, i0, D.noise_at(x, i0), H, np.random.default_rng(seed))
+        y = D.inject(kind, steps, x, i0, D.noise_at(x, i0), H, np.random.default_rng(seed), places)
         if y is None:
             continue
         events = [("loss", int(s), float(v), D._lr(lr)) for s, v, lr in zip(steps, y, lrs)]
