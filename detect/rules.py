@@ -328,7 +328,11 @@ def own_pages(a, p) -> bool:
 def drift(a, p) -> None:
     """The loss rose: above its forecast's band, a smoothed rise over its best (`rise`), or
     a slowdown whose level rose. Pages when the rise is material (`Arbiter.big`), and not
-    when it only fell more slowly than a law that cannot see its schedule (`slower_only`)."""
+    when it only fell more slowly than a law that cannot see its schedule (`slower_only`).
+    Once it pages, the episode is the drift's: the slowdown under it (named so for the
+    rest of its episode) and the forecast's alarm (``fc_drift``) do not page `plateau`
+    again when the drift comes back within its band (a modded-nanogpt ramp paged plateau,
+    drift, then plateau again for the slowdown that began at the same step)."""
     if (a.drift or a.ever & _DR) and not escalated(a, p):
         effect = a.drift_effect()
         sev = "warning" if not a.drift or (a.big("drift", effect) and not slower_only(a, p)) else "info"
@@ -338,9 +342,12 @@ def drift(a, p) -> None:
                 a.push("drift", True, sev, p.step, head, det)
             else:
                 a.push("drift", False, sev, p.step, "")
-    if p.fc_alert:
-        a.episode.fc_drift = a.episode.fc_drift or a.paging(("drift",))
-    else:
+    if a.paging(("drift",)):
+        if a.slowdown:      # the slowdown's episode is a drift's from here (`slowdown_name`)
+            a.episode.slowdown_as = AS_DRIFT
+        if p.fc_alert:
+            a.episode.fc_drift = True
+    if not p.fc_alert:
         a.episode.fc_drift = False
 
 

@@ -329,3 +329,31 @@ class TestRisenStall:
             got += [(t, f.kind) for f in mon.update_loss(t, v, lr).findings
                     if f.active and f.severity != "info"]
         assert got and got[0][1] == "plateau" and got[0][0] > 744, got[:2]
+
+
+class TestOneIncidentOnePage:
+    """A ramp injected into real modded-nanogpt logs (the detection harness's injection,
+    printed as the log prints it) first slows the descent, then lifts the level: a
+    `plateau` page, then the `drift` it hands over to. When the drift came back within its
+    band, the slowdown that began at the same step paged `plateau` a second time (main at
+    503aa42: 10 re-firings over the harness's 547 injected failures, 3 after)."""
+
+    LOGS = ("mng__2024-10-29_Optimizers_Adam_95a9fd44.csv", "mng__2024-10-29_Optimizers_Shampoo_8bfe4e35.csv",
+            "mng__2024-10-29_Optimizers_SOAP_e21a2838.csv")
+
+    def test_no_page_fires_twice_for_one_ramp(self):
+        import sys
+        from pathlib import Path
+
+        from corpus import entries, require_data
+
+        require_data()
+        sys.path.insert(0, str(Path(__file__).parent / "bench"))
+        import pages_per_incident as ppi
+
+        rows = [r for e in entries(own=False) if e.name in self.LOGS
+                for r in ppi._log((e, 1)) if r[1].startswith("ramp3")]
+        assert len(rows) == 3 * len(self.LOGS), rows
+        assert all(f for _log, _kind, f in rows), rows               # all caught
+        refired = [(log, kind, f) for log, kind, f in rows if ppi.refires(f)]
+        assert refired == [], refired
