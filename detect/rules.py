@@ -342,7 +342,7 @@ def drift(a, p) -> None:
                 a.push("drift", True, sev, p.step, head, det)
             else:
                 a.push("drift", False, sev, p.step, "")
-    if a.paging(("drift",)):
+    if a.ever & _DR and a.paging(("drift",)):
         if a.slowdown:      # the slowdown's episode is a drift's from here (`slowdown_name`)
             a.episode.slowdown_as = AS_DRIFT
         if p.fc_alert:
