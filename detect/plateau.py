@@ -6,12 +6,13 @@ Four rules:
 - *frozen*: the loss has repeated one value, to single precision, for ``frozen_points``
   points in a row (at increasing steps): the logger stopped updating, or the network
   died (two MLPerf Mask R-CNN runs printed one value for 36,000 iterations after a NaN
-  their meters hid, while the lr moved on). A healthy loss does not repeat itself to the last digit 20 times, unless
-  the log rounds it (`resolution`) and it moves by less than a printed digit a point: a
-  value that came within two printed digits of the one before it is not frozen (a
-  fine-tune that memorizes sits at 0.0002, printed at 4 decimals), one that jumped there
-  is (an fp16 run whose trainer turns NaN into a flat 0.0), and so is a value repeated
-  in a log that is not rounded, but for 0.0 from the first point on.
+  their meters hid, while the lr moved on). A healthy loss does not repeat itself to
+  the last digit 20 times, unless the log rounds it (`resolution`) and it moves by less
+  than a printed digit a point: a value that came within two printed digits of the one
+  before it is not frozen (a fine-tune that memorizes sits at 0.0002, printed at 4
+  decimals), one that jumped there is (an fp16 run whose trainer turns NaN into a flat
+  0.0), and so is a value repeated in a log that is not rounded, but for 0.0 from the
+  first point on.
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps): from
   ``grace`` steps after the first point (and at least ``min_points`` points) on, the
   best level is both less than ``min_progress`` (a fraction) below the starting level

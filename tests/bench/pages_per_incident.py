@@ -4,9 +4,10 @@
 
 The detection harness (`detection.py`) scores a failure by its first page. This replays
 the same injected failures (`detection.injection_cases`: the progressive kinds, shifts
-and stagnations, seed 0 by default, into the clean logs of >= 300 points) through `wtwin.detect.replay.alerts`, the path from
-events to the alerts a sink sends (`AlertPolicy`: deduplicated, a resolve held for 100
-quiet steps), with the shipped defaults, and counts the warning/critical firings from
+and stagnations, seed 0 by default, into the clean logs of >= 300 points) through
+`wtwin.detect.replay.alerts`, the path from events to the alerts a sink sends
+(`AlertPolicy`: deduplicated, a resolve held for 100 quiet steps), with the shipped
+defaults, and counts the warning/critical firings from
 the onset on. One incident should be one page, or one page and its escalations (a
 warning that becomes critical, a drift that runs away as a `divergence`). Reported: the
 firings per caught incident, the distinct kinds per incident, the re-firings (a kind
