@@ -7,12 +7,11 @@ the same injected failures (`detection.injection_cases`: the progressive kinds, 
 and stagnations, seed 0 by default, into the clean logs of >= 300 points) through
 `wtwin.detect.replay.alerts`, the path from events to the alerts a sink sends
 (`AlertPolicy`: deduplicated, a resolve held for 100 quiet steps), with the shipped
-defaults, and counts the warning/critical firings from
-the onset on. One incident should be one page, or one page and its escalations (a
-warning that becomes critical, a drift that runs away as a `divergence`). Reported: the
-firings per caught incident, the distinct kinds per incident, the re-firings (a kind
-firing again at a severity it already fired at: a page that flapped), and the pairs of
-kinds that share an incident.
+defaults, and counts the warning/critical firings from the onset on. One incident
+should be one page, or one page and its escalations (a warning that becomes critical, a
+drift that runs away as a `divergence`). Reported: the firings per caught incident, the
+distinct kinds per incident, the re-firings (a kind firing again at a severity it
+already fired at: a page that flapped), and the pairs of kinds that share an incident.
 """
 
 from __future__ import annotations
