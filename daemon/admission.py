@@ -41,7 +41,6 @@ REPLY_INTERVAL_S = 1.0
 _MAX_CACHE = 10_000
 
 
-
 def key_principal(user: str) -> str:
     """A CURVE client's principal, and the client its new runs are charged to: its key
     (without CURVE, or without a key, the connection is)."""

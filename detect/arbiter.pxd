@@ -50,8 +50,7 @@ cdef class Arbiter:
     cdef void push(self, str kind, bint active, str severity, object step, str text,
                    str details=*) except *
     cdef object onset(self, str kind, object step)
-    cdef bint paging(self, tuple kinds) except -1
-    cdef bint critical(self, tuple kinds) except -1
+    cdef bint paging(self, tuple kinds, bint critical=*) except -1
     cdef void escalate(self, object step) except *
     cdef bint big(self, str kind, double effect) except -1
     cdef bint stalled(self, PlateauDetector pl, bint risen=*) except -1

@@ -145,19 +145,12 @@ class Arbiter:
             return self.since.get(kind, step)
         return step
 
-    def paging(self, kinds: tuple) -> bool:
-        """Does a page (warning or critical) of one of ``kinds`` fire?"""
+    def paging(self, kinds: tuple, critical: bool = False) -> bool:
+        """Does a page (warning or critical; ``critical``: critical only) of one of
+        ``kinds`` fire?"""
         for kind in kinds:
             v = self.emitted.get(kind)
-            if v is not None and v[0] and v[1] != "info":
-                return True
-        return False
-
-    def critical(self, kinds: tuple) -> bool:
-        """Does a critical page of one of ``kinds`` fire?"""
-        for kind in kinds:
-            v = self.emitted.get(kind)
-            if v is not None and v[0] and v[1] == "critical":
+            if v is not None and v[0] and v[1] != "info" and (not critical or v[1] == "critical"):
                 return True
         return False
 

@@ -314,7 +314,7 @@ def own_pages(a, p) -> bool:
         active = det.asks()
         kind = a.own_kinds[i]
         stop = stop or active
-        if active and a.own_gives_way[i] and a.critical(a.own_gives_way[i]) and not a.paging((kind,)):
+        if active and a.own_gives_way[i] and a.paging(a.own_gives_way[i], True) and not a.paging((kind,)):
             continue
         if active or (a.ever and kind in a.emitted):
             v = det.verdict()

@@ -162,7 +162,7 @@ def _trend(x):
 
 def inject(kind, steps, x, i0, sigma, H, rng, places: int = RAW):
     """The curve with the failure ``kind`` from index ``i0`` on (None: not applicable),
-    printed as the log prints it: rounded to ``places`` decimals (`printed`) unless the
+    printed as the log prints it: rounded to ``places`` decimals (`print_places`) unless the
     log is not rounded (`RAW`). A ramp added in full precision to a log printed at 4
     decimals made its flat stretches' second differences 1e-12 where the print gives 0,
     and the frozen data loader paged 15 injected failures of one BERT-NER log at the same
@@ -220,6 +220,11 @@ def first_page(mon, steps, x, lrs, start):
     return None, None
 
 
+def print_places(x) -> int:
+    """The decimals the loss values ``x`` are printed with (`RAW`: not rounded)."""
+    return printed([("loss", 0, float(v)) for v in x])
+
+
 def injection_cases(e, steps, seeds: int, salt: int) -> list[tuple]:
     """The failures injected into log ``e``: ``(kind, seed, i0, H, rng seed)`` per kind
     and seed, drawn from the log's name (and ``salt``), so every script draws the same."""
@@ -241,7 +246,7 @@ def _inject_log(args) -> list[dict]:
     steps, x, lrs = loss_points(load(e))
     n = len(x)
     cases = injection_cases(e, steps, seeds, salt)
-    places = printed([("loss", 0, float(v)) for v in x])
+    places = print_places(x)
     gates = {g: thr[g] for g in calibrate.GATES}
     onsets = sorted({c[2] for c in cases})
     mon, snaps, j = monitor(e, gates), {}, 0

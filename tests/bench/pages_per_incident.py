@@ -7,7 +7,8 @@ the same injected failures (`detection.injection_cases`: the progressive kinds, 
 and stagnations, seed 0 by default, into the clean logs of >= 300 points) through
 `wtwin.detect.replay.alerts`, the path from events to the alerts a sink sends
 (`AlertPolicy`: deduplicated, a resolve held for 100 quiet steps), with the shipped
-defaults, and counts the warning/critical firings from the onset on. One incident
+defaults (no threshold is chosen here; the held-out gates of `detection.py` are the
+shipped ones for every group), and counts the warning/critical firings from the onset on. One incident
 should be one page, or one page and its escalations (a warning that becomes critical, a
 drift that runs away as a `divergence`). Reported: the firings per caught incident, the
 distinct kinds per incident, the re-firings (a kind firing again at a severity it
@@ -42,7 +43,7 @@ def _log(args) -> list[tuple]:
     out = []
     if len(x) < 300:            # as the harness: failures go into logs of >= 300 points
         return out
-    places = D.printed([("loss", 0, float(v)) for v in x])
+    places = D.print_places(x)
     for kind, _s, i0, H, seed in D.injection_cases(e, steps, seeds, 0):
         if kind not in KINDS:
             continue
