@@ -13,4 +13,4 @@ cdef class PlateauDetector(PlateauSlope):
     cdef inline bint _observe(self, long long step, double loss, object l_pred,
                               bint deviating) except -1
     cdef int see(self, Point p) except -1
-    cdef bint _print_repeats(self, double loss) except -1
+    cdef bint _benign_repeats(self, double loss) except -1

@@ -11,8 +11,11 @@ Four rules:
   than a printed digit a point: a value that came within two printed digits of the one
   before it is not frozen (a fine-tune that memorizes sits at 0.0002, printed at 4
   decimals), one that jumped there is (an fp16 run whose trainer turns NaN into a flat
-  0.0), and so is a value repeated in a log that is not rounded, but for 0.0 from the
-  first point on.
+  0.0), and so is a value repeated in a log that is not rounded. A value repeated from
+  the first point on is no loss that stopped but one that has not moved yet: *no
+  learning* judges it (a DPO or reward-model loss is exactly ln 2 while the policy
+  equals its reference, on every batch, until the warm-up's lr moves it; a loss printed
+  0.0 from the start).
 - *no learning* (on ``level``, an EWMA of the loss, half-life ``halflife`` steps): from
   ``grace`` steps after the first point (and at least ``min_points`` points) on, the
   best level is both less than ``min_progress`` (a fraction) below the starting level
@@ -202,12 +205,12 @@ class PlateauDetector(PlateauSlope):
                                    self.expected, self.observed, self.onset))
 
     @cython.locals(q=cython.double)
-    def _print_repeats(self, loss: float) -> bool:
-        """The repeats are the print's: in a rounded log, the value came within two printed
-        digits of the one before it; or it is 0.0 from the first point on."""
+    def _benign_repeats(self, loss: float) -> bool:
+        """The repeats are no loss that stopped: in a rounded log, the value came within two
+        printed digits of the one before it; or it has not moved since the first point."""
         q = quantum(self._dec)
         if self._before != self._before:
-            return loss == 0.0
+            return True
         return q > 0.0 and abs(loss - self._before) <= 2.0 * q
 
     def observe(self, step: int, loss: float, l_pred: float | None = None,
@@ -262,7 +265,7 @@ class PlateauDetector(PlateauSlope):
         ref = self._ref
         progress = (ref - self._best) / (abs(ref) if abs(ref) > 1e-12 else 1e-12)
         self.progress = progress
-        if self._same + 1 >= self.frozen_points and not self._print_repeats(loss):
+        if self._same + 1 >= self.frozen_points and not self._benign_repeats(loss):
             self.active, self.rule, self.level, self.repeats = True, "frozen", loss, self._same + 1
             return True
         self.level = level

@@ -62,3 +62,27 @@ def test_the_case_that_paged():
 def test_a_jump_that_holds_after_the_warm_up_still_pages(seed):
     got = pages(dpo(seed, 1, 0.02, n=400, jump_at=250, jump=0.3), "finetuning")
     assert got and got[0][0] in ("spike", "drift", "divergence") and 250 < got[0][2] <= 300, got
+
+
+def without_lr(events):
+    return [(kind, step, x, None) for kind, step, x, _lr in events]
+
+
+@pytest.mark.parametrize("preset", ["finetuning", "pretraining"])
+@pytest.mark.parametrize("every,send_lr", [(1, True), (1, False), (10, True)])
+def test_ln2_from_the_first_point_on_is_not_a_frozen_loss(preset, every, send_lr):
+    """A DPO or reward-model loss is ln 2 on every batch while the policy equals its
+    reference: under a slow warm-up, 40 logged points print 0.6931 before it moves. That
+    loss has not moved yet; it did not stop (the frozen rule paged `plateau` "logged loss
+    frozen at 0.6931 (to single precision) for 20 points in a row" at the 21st)."""
+    ev = dpo(0, every, 0.02, n=300, warm=150 * every, frozen=40)
+    assert pages(ev if send_lr else without_lr(ev), preset) == []
+
+
+def test_a_loss_that_never_moves_is_no_learning():
+    """The same value from the first point to the end (an lr of 0, a logger that prints
+    the first loss forever) pages once the grace is over, as no learning."""
+    ev = [("loss", 10 * (i + 1), LN2, None) for i in range(100)]
+    found = [a for a in alerts(ev, preset="finetuning") if a.status == "firing" and a.severity != "info"]
+    assert [(a.kind, a.severity) for a in found] == [("plateau", "warning")], found
+    assert found[0].message.startswith("no learning") and 300 <= found[0].step <= 400, found[0]
