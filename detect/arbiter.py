@@ -80,7 +80,8 @@ class Arbiter:
         self.alert = False         # any warning/critical kind active (follows ``emitted``)
         self.episode = Episode()
         self.rising = self.explained = self.dv_page = self.drift = self.pl_up = False
-        self.handover = self.slowdown = self.stagnation = False
+        self.handover = self.slowdown = self.stagnation = self.absorbed = False
+        self.absorbing, self.absorbing_bits = (), 0
         self.rewound_to = None
 
     def attach(self, d: dict) -> None:
@@ -94,6 +95,10 @@ class Arbiter:
         self.own_kinds = tuple([det.KIND for det in self.own])
         self.own_gives_way = tuple([det.GIVES_WAY for det in self.own])
         self.incidents = HELD_KINDS + self.own_kinds
+        self.absorbing = tuple([det.KIND for det in self.own if det.ABSORBS])
+        self.absorbing_bits = 0
+        for kind in self.absorbing:
+            self.absorbing_bits |= BITS.get(kind, 0)
 
     def restore(self, emitted: dict, recovery: dict, since: dict | None = None) -> None:
         self.emitted = {k: list(v) for k, v in emitted.items()}

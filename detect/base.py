@@ -102,12 +102,15 @@ class Detector:
     monitor does not feed) and implement ``update`` and ``see``; a detector that pages
     also sets ``KIND`` (the alert kind) and implements ``verdict``; one whose page is an
     incident of the loss level seen another way sets ``GIVES_WAY``, the kinds whose
-    critical page it gives way to (`rules.own_pages`)."""
+    critical page it gives way to (`rules.own_pages`); one whose critical page says the
+    whole incident sets ``ABSORBS``: the rules of the loss level then open no page beside
+    it (`rules.absorbed`)."""
 
     name = ""
     FEED = ""
     KIND = ""
     GIVES_WAY = ()
+    ABSORBS = False
 
     def see(self, p: Point) -> None:
         """Take one loss event (`Point`): the monitor's one call per update."""

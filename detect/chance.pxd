@@ -2,7 +2,7 @@
 from .base cimport Detector, Point
 
 cdef long long NO_STEP
-cdef double NAN, LOWEST, HIGHEST
+cdef double NAN, EXIT, LOWEST, HIGHEST
 
 cdef class ChanceDetector(Detector):
     cdef readonly double level, tolerance, guess_tolerance

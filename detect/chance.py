@@ -14,7 +14,12 @@ Active when ``points`` points in a row (at increasing steps) lie within ``tolera
 the chance level, as a fraction of it (0.1% of 10.37: 0.01): a model at its random
 initialization starts there too, but a learning one leaves the band within a point or
 two, and one that fell back there from below (collapsed to uniform after a blow-up) is
-the same failure. Critical: the run has stopped learning anything.
+the same failure. Critical: the run has stopped learning anything. Once active, the verdict
+holds while the loss stays within ``EXIT`` (10) bands of the level: a collapsed model whose
+loss wanders by a thousandth around ``ln V`` (and ``ln 50257`` and ``ln 50304``, GPT-2's
+vocabulary and its padding, differ by 0.0009) is one page, not a page and a resolve at
+every wander out of the band (it flapped six times in 8,000 steps); a model that learns
+again leaves by more within a point.
 
 >>> det = ChanceDetector(level=chance_of({"vocab_size": 32000}))
 >>> [det.update(s, x).active for s, x in enumerate([10.9, 10.3735, 10.3735, 10.3736], 1)]
@@ -52,9 +57,11 @@ except ImportError:            # no Cython: the pure build runs (compiled/cython
 
 from .base import NO_STEP as _NO_STEP, Detector, check, register
 from .finding import Verdict
+from .recovery import HELD_KINDS
 
 NO_STEP = cython.declare(cython.longlong, _NO_STEP)
 NAN = cython.declare(cython.double, math.nan)
+EXIT = cython.declare(cython.double, 10.0)    # bands an active verdict may wander within
 # what a trainer's config may call the number of classes a cross-entropy is over ("classes"
 # first: what the callbacks send, from the model's class)
 CLASS_KEYS = ("classes", "vocab_size", "num_labels", "vocab")
@@ -100,6 +107,11 @@ class ChanceDetector(Detector):
 
     name = "chance"
     FEED, KIND = "level", "chance"
+    # a collapse to chance after a blow-up pages `divergence` critical first: the same
+    # incident, paged once
+    GIVES_WAY = HELD_KINDS
+    # ... and once it pages, the spike, plateau and divergence of the collapse are its own
+    ABSORBS = True
     ARGS = ("level", "tolerance", "points", "guess_tolerance", "guess_points")
     STATE = ("_last", "_at", "_prev", "_guess")
     OPTIONAL = ("_prev",)
@@ -154,12 +166,14 @@ class ChanceDetector(Detector):
     def observe(self, step: int, loss: float) -> None:
         self._observe(step, loss)
 
+    @cython.locals(band=cython.double)
     def _observe(self, step: int, loss: float) -> int:
         if step <= self._last:
             return 0
         self._last = step
         if self._c_band > 0.0:
-            self._at = self._at + 1 if abs(loss - self.level) <= self._c_band else 0
+            band = self._c_band * EXIT if self._at >= self._c_points else self._c_band
+            self._at = self._at + 1 if abs(loss - self.level) <= band else 0
         elif self._c_points > 0:
             self._follow_guess(loss)
         self.active = self._c_points > 0 and self._at >= self._c_points
@@ -173,7 +187,7 @@ class ChanceDetector(Detector):
         prev = self._prev
         self._prev = loss
         if self._at:
-            if abs(loss - self._guess) <= band * self._guess:
+            if abs(loss - self._guess) <= band * self._guess * (EXIT if self._at >= self._c_points else 1.0):
                 self._at += 1
                 return 0
             self._guess, self._at = 0.0, 0

@@ -16,6 +16,7 @@ cdef int judge(Arbiter a, Point p) except -1
 cdef int timing(Arbiter a, Point p, Detector det, str kind, int bit) except -1
 cdef int divergence(Arbiter a, Point p) except -1
 cdef bint shift(Arbiter a, double up) except -1
+cdef bint absorbed(Arbiter a, str kind) except -1
 cdef int spike(Arbiter a, Point p) except -1
 cdef int slowdown_name(Arbiter a, Point p) except -1
 cdef int plateau(Arbiter a, Point p) except -1

@@ -15,7 +15,9 @@ silent. `judge` runs them in order, once per loss update that passed `obvious`:
 
 Beside them, first in `judge`: `timing`, the run's time and memory (a slowdown of its
 steps, memory on its way to an OOM), paged on their own verdicts and never weighed
-against the loss's.
+against the loss's; and whether a detector whose page says the whole incident
+(``ABSORBS``: the model at chance) pages critical: then the rules of the loss level open
+no page beside it (`absorbed`).
 
 Before them, per update: `resume` (the step went back), `obvious` (a non-finite or
 blown-up loss: the update stops there), `schedule` (a rise the lr schedule explains).
@@ -127,6 +129,7 @@ def judge(a, p) -> None:
     plateaus are its nature (a GAN generator's loss rises as its discriminator learns)."""
     timing(a, p, a.tp, "throughput", _TP)
     timing(a, p, a.mem, "memory", _MEM)
+    a.absorbed = (a.ever & a.absorbing_bits) != 0 and a.paging(a.absorbing, True)
     divergence(a, p)
     spike(a, p)
     if a.ef.falls:
@@ -168,7 +171,7 @@ def divergence(a, p) -> None:
     shifted = False
     if dv_active:
         shifted = shift(a, up)
-        if shifted:
+        if shifted or absorbed(a, "divergence"):
             sev = "info"
     else:
         a.episode.shift_from = _NAN
@@ -180,6 +183,16 @@ def divergence(a, p) -> None:
         else:
             a.push("divergence", False, sev, p.step, "")
     a.dv_page = dv_active and sev == "critical"
+
+
+def absorbed(a, kind: str) -> bool:
+    """A critical page that says the whole incident fires (a detector's ``ABSORBS``: the
+    model at chance): the rules of the loss level open no page of ``kind`` beside it (a
+    language model that collapsed to ln 32000 paged `chance`, then `spike`, `plateau` and
+    `divergence` within 30 steps); a page they opened before it keeps paging. Not the
+    frozen data loader's: a dead network's loss frozen in its ninth digit pages it first,
+    and then `plateau`'s "frozen", the better diagnosis."""
+    return a.absorbed and not a.paging((kind,))
 
 
 @cython.locals(up=cython.double)
@@ -207,7 +220,8 @@ def spike(a, p) -> None:
                    f"benign spike of {sp.height:+.3g} at step {sp.spike_step}, recovered",
                    f"height {sp.height:.6g}")
     elif sp.active or a.ever & _SP:
-        sev = "warning" if not sp.active or a.big("spike", sp.height) else "info"
+        sev = "warning" if not sp.active or (a.big("spike", sp.height)
+                                             and not absorbed(a, "spike")) else "info"
         active = sp.active and not a.dv_page
         if a.due("spike", active, sev):
             if active:
@@ -277,6 +291,8 @@ def plateau(a, p) -> None:
         elif on and pl.rule not in NO_LEARNING and not (
                 a.big("slowdown" if a.slowdown else "plateau", effect)
                 and (not a.slowdown or a.stalled(pl, stalled_risen(a)))):
+            sev = "info"
+        elif on and absorbed(a, "plateau"):
             sev = "info"
         elif on and a.slowdown and a.episode.slowdown_as == UNNAMED:
             a.episode.slowdown_as = AS_PLATEAU  # paged as a plateau: so named for the episode

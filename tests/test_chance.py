@@ -18,6 +18,7 @@ import pytest
 from helpers import Daemon, wait_for
 from test_offline_cli import wtwin
 from wtwin.detect import RunMonitor
+from wtwin.detect.replay import alerts
 from corpus import manifest_rows, require_data
 from wtwin.detect.chance import COMMON_CLASSES, ChanceDetector, chance_of
 from wtwin.offline.logs import read_log
@@ -92,6 +93,36 @@ class TestDetector:
         losses = [2.0 + 6 * (s + 5) ** -0.3 + rng.gauss(0, 0.02) for s in range(1, 300)]
         fired = _fired(losses + [LN32K + 1e-4] * 5, chance={"level": LN32K})
         assert (301, "chance", "critical") in fired
+
+    @pytest.mark.parametrize("named", [True, False])
+    def test_a_collapse_to_chance_is_one_page_that_holds(self, named):
+        """A language model that fell to 2.6, then collapsed to a uniform guess over
+        GPT-2's 50,257 tokens, its loss wandering a thousandth around ln V (ln 50265 and
+        ln 50304, two other common vocabularies, lie within 0.0009 of it). Before: `chance`
+        critical, then `spike` and `divergence` critical within 30 steps; and the verdict
+        of the guess flipped 825 times as the loss wandered out of its band and back (the
+        alert policy hid it here; at a point every 10 steps it paged and resolved six
+        times in 8,000 steps)."""
+        rng = random.Random(1)
+        losses = [2.0 + 6 * (s + 5) ** -0.3 + rng.gauss(0, 0.02) for s in range(1, 300)]
+        losses += [round(math.log(50257) + rng.gauss(0, 0.001), 4) for _ in range(3000)]
+        kw = {"chance": {"level": math.log(50257)}} if named else {}
+        found = alerts([("loss", s, x, None) for s, x in enumerate(losses, 1)], preset="finetuning", **kw)
+        assert [(a.kind, a.severity, a.status) for a in found if a.severity != "info"] == \
+            [("chance", "critical", "firing")], found
+        det = ChanceDetector(level=kw["chance"]["level"]) if named else ChanceDetector()
+        verdicts = [det.update(s, x).active for s, x in enumerate(losses, 1)]
+        assert sum(a != b for a, b in zip(verdicts, verdicts[1:])) == 1
+
+    def test_a_blow_up_that_sits_at_chance_is_paged_once_by_its_divergence(self):
+        """The other order: the run-away pages `divergence` critical first; `chance` gives
+        way to it (`Detector.GIVES_WAY`)."""
+        rng = random.Random(2)
+        losses = [2.6 + 8.2 * (1 + s / 60) ** -0.5 + rng.gauss(0, 0.04) for s in range(10, 10001, 10)]
+        losses += [round(math.log(50257) + rng.gauss(0, 0.001), 4) for _ in range(1000)]
+        found = alerts([("loss", 10 * i, x, None) for i, x in enumerate(losses, 1)])
+        pages = [(a.kind, a.severity, a.status) for a in found if a.severity != "info"]
+        assert pages == [("divergence", "critical", "firing")], pages
 
     def test_the_state_survives_a_snapshot(self):
         det = ChanceDetector(level=LN32K)
