@@ -9,11 +9,13 @@ cdef class ChanceDetector(Detector):
     cdef readonly long long points, guess_points
     cdef double _c_band
     cdef long long _c_points
-    cdef public long long _last, _at
-    cdef public double _prev, _guess
+    cdef public long long _last, _at, _n
+    cdef public double _prev, _guess, _lr_peak
+    cdef public bint _leaving
     cdef readonly bint active
-    cpdef observe(self, long long step, double loss)
-    cdef inline int _observe(self, long long step, double loss) except -1
-    cdef inline int _follow_guess(self, double loss) except -1
+    cpdef observe(self, long long step, double loss, object lr=*)
+    cdef inline int _observe(self, long long step, double loss, object lr) except -1
+    cdef inline int _follow_guess(self, double loss, double prev) except -1
+    cdef inline bint _held(self) except -1
     cdef int see(self, Point p) except -1
     cdef bint asks(self) except -1

@@ -113,7 +113,7 @@ class ChanceDetector(Detector):
     # ... and once it pages, the spike, plateau and divergence of the collapse are its own
     ABSORBS = True
     ARGS = ("level", "tolerance", "points", "guess_tolerance", "guess_points")
-    STATE = ("_last", "_at", "_prev", "_guess")
+    STATE = ("_last", "_at", "_prev", "_guess", "_n", "_leaving", "_lr_peak")
     OPTIONAL = ("_prev",)
 
     def __init__(self, *, level: float = 0.0, tolerance: float = 0.001, points: int = 2,
@@ -133,10 +133,13 @@ class ChanceDetector(Detector):
         self._at = 0
         self._prev = NAN
         self._guess = 0.0     # the common chance level the loss sits at, while it does
+        self._n = 0           # points seen
+        self._leaving = False  # at chance since the first point, and moving off it
+        self._lr_peak = 0.0   # the largest lr sent so far
         self.active = False
 
     def see(self, p) -> None:
-        self._observe(p.s, p.x)
+        self._observe(p.s, p.x, p.lr)
 
     def asks(self) -> bool:
         return self.active
@@ -163,31 +166,48 @@ class ChanceDetector(Detector):
                 "vocabulary or class count; if yours differs, name it: classes=N in the "
                 "run's config, or --classes N")
 
-    def observe(self, step: int, loss: float) -> None:
-        self._observe(step, loss)
+    def observe(self, step: int, loss: float, lr=None) -> None:
+        self._observe(step, loss, lr)
 
-    @cython.locals(band=cython.double)
-    def _observe(self, step: int, loss: float) -> int:
+    @cython.locals(band=cython.double, prev=cython.double, rising=cython.bint,
+                   moving=cython.bint)
+    def _observe(self, step: int, loss: float, lr) -> int:
+        """A streak at chance since the run's first point whose loss fell at every point,
+        or whose lr rose at every point, is a model leaving its initialization under a
+        warm-up, not one that sits at chance: the verdict waits until a point does
+        neither (a ViT whose zeroed head starts at ln 1000 printed 6.9078, 6.9077,
+        6.9076 at its first logs, one every 20 steps, and paged critical at the third)."""
         if step <= self._last:
             return 0
         self._last = step
+        self._n += 1
+        prev = self._prev
+        self._prev = loss
+        rising = lr is not None and lr > self._lr_peak
+        if rising:
+            self._lr_peak = lr
         if self._c_band > 0.0:
-            band = self._c_band * EXIT if self._at >= self._c_points else self._c_band
+            band = self._c_band * EXIT if self._held() else self._c_band
             self._at = self._at + 1 if abs(loss - self.level) <= band else 0
         elif self._c_points > 0:
-            self._follow_guess(loss)
-        self.active = self._c_points > 0 and self._at >= self._c_points
+            self._follow_guess(loss, prev)
+        moving = self._n == 1 or loss < prev or rising
+        self._leaving = (self._at > 0 and self._at == self._n and moving
+                         and (self._leaving or self._n <= 2))
+        self.active = self._c_points > 0 and self._at >= self._c_points and not self._leaving
 
-    @cython.locals(c=cython.double, band=cython.double, prev=cython.double)
-    def _follow_guess(self, loss: float) -> int:
+    def _held(self) -> bool:
+        """Has the streak made the verdict (which then holds within ``EXIT`` bands)?"""
+        return self._at >= self._c_points and not self._leaving
+
+    @cython.locals(c=cython.double, band=cython.double)
+    def _follow_guess(self, loss: float, prev: float) -> int:
         """The points in a row within ``guess_tolerance`` of one common chance level. A
         streak starts only where two points in a row sit that close together, inside the
         levels' range: the levels are looked up on a loss that repeats, not on every point."""
         band = self.guess_tolerance
-        prev = self._prev
-        self._prev = loss
         if self._at:
-            if abs(loss - self._guess) <= band * self._guess * (EXIT if self._at >= self._c_points else 1.0):
+            if abs(loss - self._guess) <= band * self._guess * (EXIT if self._held() else 1.0):
                 self._at += 1
                 return 0
             self._guess, self._at = 0.0, 0
@@ -199,8 +219,8 @@ class ChanceDetector(Detector):
                 return 0
         return 0
 
-    def update(self, step: int, loss: float) -> ChanceState:
-        self.observe(step, loss)
+    def update(self, step: int, loss: float, lr=None) -> ChanceState:
+        self.observe(step, loss, lr)
         return ChanceState(step, self.active, self._at)
 
 

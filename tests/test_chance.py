@@ -124,6 +124,31 @@ class TestDetector:
         pages = [(a.kind, a.severity, a.status) for a in found if a.severity != "info"]
         assert pages == [("divergence", "critical", "firing")], pages
 
+    @pytest.mark.parametrize("send_lr", [True, False])
+    def test_a_warm_up_leaving_chance_slowly_is_silent(self, send_lr):
+        """A ViT whose zeroed head starts at exactly ln 1000, its lr warming up over 6,000
+        steps and a point logged every 20: 6.9078, 6.9077, 6.9075, ... stay within the
+        guess's band for several points while the loss falls at each. It paged critical at
+        its third point; a loss at chance since its first point that falls (or whose lr
+        rises) at every point is leaving it."""
+        losses, area = [], 0.0
+        for step in range(1, 3001):
+            lr = 1e-3 * min(1.0, step / 6000)
+            area += lr
+            if step == 1 or step % 20 == 0:
+                losses.append((step, round(2.0 + (math.log(1000) - 2.0) * math.exp(-area / 3.0), 4), lr))
+        ev = [("loss", step, x, lr if send_lr else None) for step, x, lr in losses]
+        assert [e[2] for e in ev[:3]] == [6.9078, 6.9077, 6.9075]
+        assert not [a for a in alerts(ev) if a.kind == "chance"]
+
+    def test_a_loss_that_stops_at_chance_after_its_first_points_pages(self):
+        """The same start, then the loss stops where it is (an lr of 0 from step 60): the
+        first point that neither falls nor sees its lr rise ends the benefit of the doubt."""
+        ev = [("loss", 1, 6.9078, 1e-7), ("loss", 20, 6.9077, 2e-6), ("loss", 40, 6.9076, 4e-6)]
+        ev += [("loss", 40 + 20 * i, 6.9076, 4e-6) for i in range(1, 6)]
+        found = [(a.kind, a.severity, a.step) for a in alerts(ev) if a.status == "firing"]
+        assert ("chance", "critical", 60) in found, found
+
     def test_the_state_survives_a_snapshot(self):
         det = ChanceDetector(level=LN32K)
         det.update(1, 10.3735)
