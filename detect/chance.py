@@ -176,7 +176,7 @@ class ChanceDetector(Detector):
         or whose lr rose at every point, is a model leaving its initialization under a
         warm-up, not one that sits at chance: the verdict waits until a point does
         neither (a ViT whose zeroed head starts at ln 1000 printed 6.9078, 6.9077,
-        6.9076 at its first logs, one every 20 steps, and paged critical at the third)."""
+        6.9075 at its first logs, one every 20 steps, and paged critical at the third)."""
         if step <= self._last:
             return 0
         self._last = step
