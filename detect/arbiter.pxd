@@ -30,7 +30,6 @@ cdef class Arbiter:
     cdef readonly Episode episode
     # this update's conclusions, from one rule to the next (`rules`)
     cdef public bint rising, explained, dv_page, drift, pl_up, handover, slowdown, stagnation
-    cdef public bint absorbed
     cdef public object rewound_to
     cdef readonly tuple own, own_kinds, own_gives_way, incidents, absorbing
     cdef readonly int absorbing_bits

@@ -43,6 +43,16 @@ RULED = ("resume_jump", "nonfinite", "divergence", "spike", "plateau", "drift", 
 # each kind's bit in ``Arbiter.ever`` (the kinds emitted so far: a C test per rule and
 # update, not a dict lookup), from the alert kinds' order
 BITS = {kind: 1 << i for i, kind in enumerate(KINDS)}
+
+
+def bits(kinds) -> int:
+    """The `BITS` of ``kinds``, or-ed."""
+    out = 0
+    for kind in kinds:
+        out |= BITS.get(kind, 0)
+    return out
+
+
 # a slowdown's episode is named (`Episode.slowdown_as`): not yet, as a plateau, as a drift
 UNNAMED = cython.declare(cython.int, 0)
 AS_PLATEAU = cython.declare(cython.int, 1)
@@ -80,7 +90,7 @@ class Arbiter:
         self.alert = False         # any warning/critical kind active (follows ``emitted``)
         self.episode = Episode()
         self.rising = self.explained = self.dv_page = self.drift = self.pl_up = False
-        self.handover = self.slowdown = self.stagnation = self.absorbed = False
+        self.handover = self.slowdown = self.stagnation = False
         self.absorbing, self.absorbing_bits = (), 0
         self.rewound_to = None
 
@@ -96,16 +106,12 @@ class Arbiter:
         self.own_gives_way = tuple([det.GIVES_WAY for det in self.own])
         self.incidents = HELD_KINDS + self.own_kinds
         self.absorbing = tuple([det.KIND for det in self.own if det.ABSORBS])
-        self.absorbing_bits = 0
-        for kind in self.absorbing:
-            self.absorbing_bits |= BITS.get(kind, 0)
+        self.absorbing_bits = bits(self.absorbing)
 
     def restore(self, emitted: dict, recovery: dict, since: dict | None = None) -> None:
         self.emitted = {k: list(v) for k, v in emitted.items()}
         self.since = dict(since or {})
-        self.ever = 0
-        for k in self.emitted:
-            self.ever |= BITS.get(k, 0)
+        self.ever = bits(self.emitted)
         self.alert = any(v[0] and v[1] != "info" for v in self.emitted.values())
         self.rec.restore(recovery)
 

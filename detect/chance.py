@@ -135,7 +135,7 @@ class ChanceDetector(Detector):
         self._guess = 0.0     # the common chance level the loss sits at, while it does
         self._n = 0           # points seen
         self._leaving = False  # at chance since the first point, and moving off it
-        self._lr_peak = 0.0   # the largest lr sent so far
+        self._lr_peak = 0.0   # the largest lr sent while at chance since the first point
         self.active = False
 
     def see(self, p) -> None:
@@ -169,8 +169,7 @@ class ChanceDetector(Detector):
     def observe(self, step: int, loss: float, lr=None) -> None:
         self._observe(step, loss, lr)
 
-    @cython.locals(band=cython.double, prev=cython.double, rising=cython.bint,
-                   moving=cython.bint)
+    @cython.locals(band=cython.double, prev=cython.double, rising=cython.bint)
     def _observe(self, step: int, loss: float, lr) -> int:
         """A streak at chance since the run's first point whose loss fell at every point,
         or whose lr rose at every point, is a model leaving its initialization under a
@@ -183,17 +182,21 @@ class ChanceDetector(Detector):
         self._n += 1
         prev = self._prev
         self._prev = loss
-        rising = lr is not None and lr > self._lr_peak
-        if rising:
-            self._lr_peak = lr
         if self._c_band > 0.0:
             band = self._c_band * EXIT if self._held() else self._c_band
             self._at = self._at + 1 if abs(loss - self.level) <= band else 0
         elif self._c_points > 0:
             self._follow_guess(loss, prev)
-        moving = self._n == 1 or loss < prev or rising
-        self._leaving = (self._at > 0 and self._at == self._n and moving
-                         and (self._leaving or self._n <= 2))
+        if self._at == self._n:     # at chance since the first point: leaving it?
+            rising = lr is not None and lr > self._lr_peak
+            if rising:
+                self._lr_peak = lr
+            self._leaving = ((self._n == 1 or loss < prev or rising)
+                             and (self._leaving or self._n <= 2))
+        else:                       # never again since the first point: one int test
+            self._leaving = False
+            if self._n == 1 and lr is not None:
+                self._lr_peak = lr    # a guessed streak starts at the second point
         self.active = self._c_points > 0 and self._at >= self._c_points and not self._leaving
 
     def _held(self) -> bool:

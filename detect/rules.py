@@ -15,9 +15,9 @@ silent. `judge` runs them in order, once per loss update that passed `obvious`:
 
 Beside them, first in `judge`: `timing`, the run's time and memory (a slowdown of its
 steps, memory on its way to an OOM), paged on their own verdicts and never weighed
-against the loss's; and whether a detector whose page says the whole incident
-(``ABSORBS``: the model at chance) pages critical: then the rules of the loss level open
-no page beside it (`absorbed`).
+against the loss's. While a detector whose page says the whole incident (``ABSORBS``:
+the model at chance) pages critical, the rules of the loss level open no page beside it
+(`absorbed`, asked only by a rule about to open one).
 
 Before them, per update: `resume` (the step went back), `obvious` (a non-finite or
 blown-up loss: the update stops there), `schedule` (a rise the lr schedule explains).
@@ -129,7 +129,6 @@ def judge(a, p) -> None:
     plateaus are its nature (a GAN generator's loss rises as its discriminator learns)."""
     timing(a, p, a.tp, "throughput", _TP)
     timing(a, p, a.mem, "memory", _MEM)
-    a.absorbed = (a.ever & a.absorbing_bits) != 0 and a.paging(a.absorbing, True)
     divergence(a, p)
     spike(a, p)
     if a.ef.falls:
@@ -192,7 +191,8 @@ def absorbed(a, kind: str) -> bool:
     `divergence` within 30 steps); a page they opened before it keeps paging. Not the
     frozen data loader's: a dead network's loss frozen in its ninth digit pages it first,
     and then `plateau`'s "frozen", the better diagnosis."""
-    return a.absorbed and not a.paging((kind,))
+    return ((a.ever & a.absorbing_bits) != 0 and a.paging(a.absorbing, True)
+            and not a.paging((kind,)))
 
 
 @cython.locals(up=cython.double)
