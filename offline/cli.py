@@ -2,7 +2,7 @@
 
     wtwin monitor PATH [--preset P] [--loss-col C] [--json] [--plot out.png] [--all]
                        [--fail-on warning|critical] [--classes N | --chance LOSS]
-                       [--reference REF ...] [--group SIBLING ...] [--timing]
+                       [--reference REF ...] [--group SIBLING ...] [--timing] [--every N]
     wtwin demo
 
 ``--reference REF`` (repeatable): also page when the run falls behind these runs
@@ -28,7 +28,7 @@ from wtwin.detect import PRESETS, RunMonitor
 from wtwin.detect.replay import scan
 from wtwin.emitters.wire import KIND_PRESETS
 
-from . import checks, plot, progress, references, stops
+from . import checks, plot, progress, references, smoothed, stops
 from .chance_level import chance_level
 from .log_timing import read_timing
 from .logs import LogError, read_log
@@ -112,10 +112,13 @@ def analyse(log, a, refs=()) -> dict:
     (`ReferenceCurve`), whose ``behind`` pages join the alerts."""
     preset, source = checks.choose_preset(log, a.preset, getattr(a, "kind", None))
     chance, chance_from = chance_level(a.path, getattr(a, "classes", None), getattr(a, "chance", None))
-    shown = progress.with_progress(log, progress.wanted(a.json))
+    judged, thinned = smoothed.judged(log, getattr(a, "every", None))
+    shown = progress.with_progress(judged, progress.wanted(a.json))
     res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all, chance=chance,
                       timing=getattr(a, "timing", False))
     res["preset_from"] = source
+    if thinned:
+        res["smoothed"] = thinned
     if chance:
         res["chance"] = {"level": chance, "from": chance_from}
     res["caveats"] = checks.warmup_caveats(log, preset)
@@ -143,7 +146,10 @@ def render(res: dict, log, a) -> str:
         return json.dumps(res)
     note = checks.preset_note(res["preset"], res["preset_from"], log)
     ref = res.get("reference")
-    return "\n".join([*(["note: " + note] if note else []),
+    notes = [note] if note else []
+    if res.get("smoothed"):
+        notes.append(smoothed.note(res["smoothed"]))
+    return "\n".join([*("note: " + n for n in notes),
                       *("caveat: " + c for c in res["caveats"]), _human(res, a.path),
                       *([f"reference: at the last step, {ref['state']}: {ref['message']}"] if ref else [])])
 
@@ -178,6 +184,16 @@ def main(argv=None) -> int:
     except BrokenPipeError:          # `wtwin monitor log.csv | head`: not an error
         sys.stderr.close()
         return 0
+
+
+def _every(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--every takes a whole number of points >= 1, got {text!r}")
+    return n
 
 
 def parser() -> argparse.ArgumentParser:
@@ -218,6 +234,10 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--reference", action="append", metavar="REF",
                    help="a log of a run this one should match (repeatable: several, or a "
                         "sweep's siblings); page when the run falls behind it")
+    m.add_argument("--every", type=_every, metavar="N",
+                   help="judge one loss point in N (default: 1, or, for a log whose loss "
+                        "looks smoothed, an EMA or a running mean, the spacing its smoothing "
+                        "lets go at: the note says which); 1 judges every point")
     sub.add_parser("demo", help="a synthetic drifting run, and where it is caught")
     return ap
 

@@ -171,6 +171,19 @@ class TestApi:
         assert status == 200, p
         assert p["preset"] == "finetuning" and p["columns"]["step"] == "iter" and p["n_loss"] == 499
 
+    def test_analyze_judges_a_smoothed_log_as_wtwin_monitor_does(self, fed):
+        """A healthy run logged as a mean of the last 20 batches (it pages judged on every
+        point, tests/test_smoothed.py): the page judges one point in 16, says why, and
+        pages nothing, as ``wtwin monitor`` does."""
+        from test_smoothed import healthy, window
+        y = window(healthy(1))
+        csv = "step,loss\n" + "".join(f"{i},{v:.4f}\n" for i, v in enumerate(y.tolist(), 1))
+        status, p = post(fed.url + "/api/analyze?name=smoothed.csv", csv.encode(), "text/csv")
+        assert status == 200, p
+        assert p["smoothed"]["every"] == 16 and p["points"] == len(y)
+        assert "looks smoothed" in p["smoothed"]["note"]
+        assert p["alerts"]["warning"] == 0 and p["alerts"]["critical"] == 0, p["transitions"]
+
     @pytest.mark.parametrize("content, says", [(b"\x00\x01\x02", "binary"), (b"", "empty"),
                                                (b"a,b\n1,2\n", "no loss column")])
     def test_analyze_bad_files_say_why(self, fed, content, says):

@@ -5,7 +5,9 @@ The upload is streamed to a private temporary directory (at most ``MAX_UPLOAD_BY
 tiny rows costs far more memory than its size, and slow uploads would hold the slots),
 read with `wtwin.offline.logs.read_log` (CSV, JSONL, ``trainer_state.json``) and replayed
 through a fresh `RunMonitor` and `AlertPolicy`, exactly as live events would be, into the
-same `RunSeries` the run page plots. Nothing is kept afterwards. A file that cannot be read
+same `RunSeries` the run page plots; a log whose loss looks smoothed is judged as ``wtwin
+monitor`` judges it, on one point in as many as its smoothing spans (``smoothed``:
+`wtwin.offline.smoothed`). Nothing is kept afterwards. A file that cannot be read
 gives one readable sentence that starts with the file's name as the user called it (once:
 the page shows the sentence as it is), never the temporary path. Without a preset the
 same rule as ``wtwin monitor`` picks one.
@@ -28,6 +30,7 @@ from wtwin.detect import PRESETS
 from wtwin.detect.replay import Session
 from wtwin.offline.logs import LogError, read_log
 from wtwin.offline.checks import choose_preset
+from wtwin.offline import smoothed
 from ..series import RunSeries
 from .views import alert_view, num
 
@@ -59,8 +62,11 @@ def analyze_file(path: str, name: str, preset: str | None, default: str = "pretr
     except LogError as e:
         raise AnalyzeError(str(e).replace(str(path), name)) from None
     chosen, source = choose_preset(tlog, preset or None)
-    out = replay(tlog, name, default if source == "default" else chosen)
+    judged, thinned = smoothed.judged(tlog, None)     # as ``wtwin monitor`` judges it
+    out = replay(judged, name, default if source == "default" else chosen)
     out["preset_from"] = "the page" if source == "--preset" else source
+    if thinned:
+        out["smoothed"] = dict(thinned, note=smoothed.note(thinned))
     return out
 
 

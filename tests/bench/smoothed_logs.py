@@ -1,4 +1,6 @@
-"""Healthy runs whose log prints a smoothed loss: how many page. A known limit, measured.
+"""Healthy runs whose log prints a smoothed loss: how many page, judged on every point
+(as the daemon judges a stream) and as ``wtwin monitor`` judges the log (one point in as
+many as its smoothing spans, offline/smoothed.py).
 
 Many trainers print a loss that is already smoothed: fastai's recorder keeps an EMA
 (beta 0.98), a Keras callback's per-batch ``logs["loss"]`` is the running mean since the
@@ -6,13 +8,15 @@ epoch began, a progress bar shows the mean of the last 20 batches. The detectors
 models read the scatter from one point to the next; in a smoothed log that scatter is a
 few hundredths of the batch noise, while the level still wanders as much as in the raw
 log. The significance tests then pass a wander the size of the gate, and the gate alone
-(1% of the progress) does not hold it.
+(1% of the progress) does not hold it. ``wtwin monitor`` recognises such a log from the
+whole of it and keeps the points the smoothing left apart.
 
 Each case is the same healthy run (a loss ``0.3 + 2 (1 + t/100)^-0.6`` with a batch noise
 of 0.15, 20,000 steps, one point a step, 4 decimals), logged raw (the control) or
 smoothed, three seeds, under ``pretraining`` and ``finetuning``, replayed as ``wtwin
 monitor`` replays a log (`wtwin.detect.replay`). Printed per case: the runs that page and
-their first pages.
+their first pages, judged on every point, then as ``wtwin monitor`` judges them (with
+the spacing it chose and the ratio it read, `offline.smoothed.smoothing`).
 
     .venv/bin/python tests/bench/smoothed_logs.py
 """
@@ -24,13 +28,14 @@ import time
 import numpy as np
 
 from wtwin.detect.replay import alerts
+from wtwin.offline.smoothed import smoothing
 
 STEPS, SEEDS, PRESETS = 20_000, (0, 1, 2), ("pretraining", "finetuning")
 
 
-def raw(seed: int) -> np.ndarray:
-    t = np.arange(1, STEPS + 1)
-    return 0.3 + 2.0 * (1 + t / 100) ** -0.6 + np.random.default_rng(seed).normal(0, 0.15, STEPS)
+def raw(seed: int, steps: int = STEPS) -> np.ndarray:
+    t = np.arange(1, steps + 1)
+    return 0.3 + 2.0 * (1 + t / 100) ** -0.6 + np.random.default_rng(seed).normal(0, 0.15, steps)
 
 
 def ema(x: np.ndarray, beta: float = 0.98) -> np.ndarray:
@@ -62,21 +67,30 @@ CASES = {"raw (control)": lambda x: x, "EMA 0.98 (fastai)": ema,
          "mean of the last 20": window, "running epoch mean (Keras)": epoch_mean}
 
 
-def pages(loss: np.ndarray, preset: str) -> list[tuple]:
-    ev = [("loss", step, round(float(v), 4), None) for step, v in enumerate(loss.tolist(), 1)]
+def pages(loss: np.ndarray, preset: str, every: int = 1) -> list[tuple]:
+    n = len(loss)
+    ev = [("loss", step, round(float(v), 4), None) for step, v in enumerate(loss.tolist(), 1)
+          if step % every == 0 or step == n]
     return [(a.kind, a.severity, a.step) for a in alerts(ev, preset=preset)
             if a.status == "firing" and a.severity != "info"]
 
 
 def main() -> int:
     t0 = time.time()
-    print(f"{'log':28s} {'preset':12s} paged  first pages")
+    print(f"{'log':28s} {'preset':12s} {'every point':42s} as wtwin monitor judges it")
     for name, smooth in CASES.items():
+        logs = {seed: smooth(raw(seed)) for seed in SEEDS}
+        found = {seed: smoothing(np.round(y, 4).tolist()) for seed, y in logs.items()}
         for preset in PRESETS:
-            got = {seed: pages(smooth(raw(seed)), preset) for seed in SEEDS}
-            paged = [g for g in got.values() if g]
-            first = "; ".join(f"{g[0][0]} {g[0][1]} at {g[0][2]}" for g in paged)
-            print(f"{name:28s} {preset:12s} {len(paged)} of {len(SEEDS)}  {first}")
+            row = []
+            for judged in (False, True):
+                got = [pages(y, preset, found[seed].every if judged else 1)
+                       for seed, y in logs.items()]
+                paged = [g for g in got if g]
+                first = "; ".join(f"{g[0][0]} at {g[0][2]}" for g in paged[:2])
+                row.append(f"{len(paged)} of {len(SEEDS)}" + (f" ({first})" if first else ""))
+            how = ", ".join(f"1 in {f.every} ({f.ratio:.1f})" for f in found.values())
+            print(f"{name:28s} {preset:12s} {row[0]:42s} {row[1]}  [{how}]")
     print(f"\n{time.time() - t0:.0f} s")
     return 0
 
