@@ -22,11 +22,13 @@ from wtwin.compiled.rules import DIRECTIVES, STAMP  # noqa: F401  (the benches a
 # detector and the monitor (compiled: 0.1-0.35x the pure CPU per update), and ``laws``
 # and ``lawfit`` (the refits' Python around numpy: compiled, a young run's refits cost
 # what they did before the fit was normalized; as Python, 5% more: docs/BENCHMARKS.md,
-# "RunMonitor per update: back under 8969fc8"). Left as Python: ``finding``
-# (NamedTuples: nothing to compile), ``mpl`` (the multi-power law's refits, only with
-# an lr) and ``resolution`` (called per point only while a log looks rounded).
+# "RunMonitor per update: back under 8969fc8"), and ``resolution`` (asked per point by
+# two detectors on every rounded log, most logs: as Python it doubled the update's cost,
+# "RunMonitor per update: the print resolution"). Left as Python: ``finding``
+# (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
+# an lr).
 MODULES = ("base", "arbiter", "rules", "monitor", "spike", "divergence", "rise", "nonfinite",
-           "gradnorm", "frozen_loader", "chance", "early_rise", "throughput", "memory", "resume",
+           "gradnorm", "resolution", "frozen_loader", "chance", "early_rise", "throughput", "memory", "resume",
            "forecast_fit", "forecast", "plateau_slope", "plateau", "effect", "overfit", "rewind", "laws", "lawfit",
            "reference")
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,6 +1,7 @@
 from libc.math cimport exp, isfinite, log
 
 from .base cimport Detector, Point
+from .resolution cimport decimals, quantum
 
 cdef long long NO_STEP
 cdef double _NOISY

@@ -3,6 +3,7 @@
 from libc.math cimport exp, isfinite, log
 
 from .base cimport Point, decay
+from .resolution cimport decimals, quantum
 from .plateau_slope cimport PlateauSlope
 
 cdef long long RAW

@@ -68,6 +68,29 @@ class TestDecimals:
         assert d == NONE and quantum(d) == 0.0
 
 
+    def test_the_compiled_test_of_a_print_agrees_with_round(self):
+        """``decimals`` asks whether ``x`` is a print of ``k`` decimals once per point;
+        compiled it does so without ``round`` (`resolution._fits`). On prints of 0-9
+        decimals at every magnitude a loss takes, raw floats, ties (0.125) and values
+        past 2**53 once scaled, it answers as ``round(x, k) == x`` does."""
+        def reference(d, x):
+            if d >= RAW or x == 0.0 or x != x or x in (float("inf"), float("-inf")):
+                return d
+            k = max(d, 0)
+            while k < RAW and round(x, k) != x:
+                k += 1
+            return k
+
+        rng = random.Random(7)
+        values = [0.125, 0.375, 2.5, 1e-9, 123456.7890123, 9.0e15 / 1e3, 2.0 ** 60, -0.0625,
+                  5e-324, 1.7976931348623157e308]
+        for _ in range(20000):
+            mag = 10.0 ** rng.uniform(-6, 6) * rng.choice((1, -1))
+            values += [round(mag, rng.randrange(10)), mag, float(f"{mag:.{rng.randrange(12)}e}")]
+        for x in values:
+            for d in (NONE, 0, 2, 4, 6, 9):
+                assert decimals(d, x) == reference(d, x), (d, x)
+
 class TestHealthyRoundedLogs:
     @pytest.mark.parametrize("places", [4, 5])
     def test_a_noiseless_power_law_passes_the_gate(self, tmp_path, places):
