@@ -24,7 +24,7 @@ from wtwin.compiled.rules import DIRECTIVES, STAMP  # noqa: F401  (the benches a
 # what they did before the fit was normalized; as Python, 5% more: docs/BENCHMARKS.md,
 # "RunMonitor per update: back under 8969fc8"), and ``resolution`` (asked per point by
 # two detectors on every rounded log, most logs: as Python it doubled the update's cost,
-# "RunMonitor per update: the print resolution"). Left as Python: ``finding``
+# docs/BENCHMARKS.md, "A log as it is printed"). Left as Python: ``finding``
 # (NamedTuples: nothing to compile) and ``mpl`` (the multi-power law's refits, only with
 # an lr).
 MODULES = ("base", "arbiter", "rules", "monitor", "spike", "divergence", "rise", "nonfinite",

@@ -32,6 +32,9 @@ DETECTORS = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump"
              "effect")
 OBSERVED = ("forecast", "spike", "divergence", "rise", "plateau", "resume_jump", "nonfinite", "effect")
 MONITOR = "RunMonitor.update_loss (all detectors)"
+# the same run as a log prints it (wtwin monitor's case: the detectors that read the print
+# resolution ask it per point; an emitter's raw floats settle it at once)
+PRINTED = "RunMonitor.update_loss (all detectors), the loss printed at 6 decimals"
 HARNESS = "harness alone (a no-op call)"
 
 # a tree without the compiled core (before issue 18) has no COMPILED/BUILD: the pure build
@@ -44,7 +47,7 @@ def subjects() -> list[str]:
     out = [HARNESS]
     out += [f"{name} detector" for name in DETECTORS]
     out += [f"{name} detector, {'feed' if name == 'effect' else 'observe'}()" for name in OBSERVED]
-    out.append(MONITOR)
+    out += [MONITOR, PRINTED]
     out += [f"forecast detector, lr cosine, law={law}" for law in ("schedule", "mpl", "auto")]
     return out
 
@@ -72,11 +75,12 @@ def worker(subject: str, steps: int) -> dict:
 
     import wtwin.detect as detect
 
-    lr = False
+    lr, places = False, None
     if subject == HARNESS:
         update = (lambda t, loss: None)
-    elif subject == MONITOR:
+    elif subject in (MONITOR, PRINTED):
         update = detect.RunMonitor("pretraining").update_loss
+        places = 6 if subject == PRINTED else None
     elif ", lr cosine, law=" in subject:
         update, lr = dc._lr_run(subject.rsplit("=", 1)[1]), True
     elif subject.endswith((", observe()", ", feed()")):
@@ -88,7 +92,7 @@ def worker(subject: str, steps: int) -> dict:
     if update is None:
         out["missing"] = "no observe() in this build"
         return out
-    us, cpu = dc.timed(update, steps, lr=lr)
+    us, cpu = dc.timed(update, steps, lr=lr, places=places)
     out["windows"] = [list(w) for w in dc.windows(us, cpu, steps)]
     return out
 

@@ -1,6 +1,6 @@
 """The compiled `RunMonitor.update_loss` of this tree against other checkouts', alternating.
 
-    .venv/bin/python tests/bench/compiled_vs_base.py BASE_DIR [MORE_DIRS...] [--rounds 3]
+    .venv/bin/python tests/bench/compiled_vs_base.py BASE_DIR [MORE_DIRS...] [--rounds 3] [--printed]
 
 Each directory is a checkout compiled in place (``python setup.py build_ext --inplace``
 run inside it; ``git worktree add --detach DIR COMMIT`` makes one). Every round runs
@@ -8,7 +8,8 @@ run inside it; ``git worktree add --detach DIR COMMIT`` makes one). Every round 
 last), each in its own process with that tree's package first on ``PYTHONPATH`` (a
 temporary ``wtwin`` folder linking its ``detect``, ``daemon``, ``emitters`` and
 ``sinks``), so the machine's load falls on all alike. Each tree's own ``compiled_core.py``
-times it: the same seeded run and windows as `detector_cost`. Printed: per round and
+times it: the same seeded run and windows as `detector_cost`; with ``--printed``, this
+tree's times every tree on that run printed at 6 decimals, as a log prints it. Printed: per round and
 tree, the median wall time per call and the mean CPU per update (refits amortized) in
 [10^3, 2x10^3) and [10^6, 1.1x10^6); then the medians over the rounds and this tree's
 ratio to the first directory's.
@@ -29,6 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
 SUBJECT = "RunMonitor.update_loss (all detectors)"
+PRINTED = "RunMonitor.update_loss (all detectors), the loss printed at 6 decimals"
 PARTS = ("compiled", "detect", "daemon", "emitters", "offline", "sinks")
 
 
@@ -41,12 +43,15 @@ def package(tree: Path, tmp: Path) -> str:
     return str(pkg.parent)
 
 
-def run(tree: Path, path: str | None) -> dict:
+def run(tree: Path, path: str | None, printed: bool = False) -> dict:
+    """One timing of ``tree``'s package: by its own compiled_core.py, or, ``printed``, by
+    this tree's (the run printed at 6 decimals, a subject older trees do not have)."""
     env = {k: v for k, v in os.environ.items() if k not in ("WTWIN_PURE_PYTHON", "PYTHONPATH")}
     if path:
         env["PYTHONPATH"] = path
-    r = subprocess.run([sys.executable, str(tree / "tests" / "bench" / "compiled_core.py"),
-                        "--worker", SUBJECT], env=env, capture_output=True, text=True)
+    script = (HERE if printed else tree) / "tests" / "bench" / "compiled_core.py"
+    r = subprocess.run([sys.executable, str(script), "--worker", PRINTED if printed else SUBJECT],
+                       env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{tree}: {r.stderr}")
     out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -59,6 +64,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("bases", nargs="+", type=Path, help="checkouts compiled in place")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--printed", action="store_true",
+                    help="the run as a log prints it, at 6 decimals (as wtwin monitor reads one)")
     a = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -68,7 +75,7 @@ def main(argv=None) -> int:
         got = {name: [] for name, _, _ in trees}
         for r in range(a.rounds):
             for name, tree, path in trees:
-                w = run(tree, path)["windows"]
+                w = run(tree, path, a.printed)["windows"]
                 got[name].append(w)
                 print(f"round {r + 1} {name}: " + "; ".join(
                     f"[{lo:.0e}, {hi:.1e}) median {m:.3f} us, CPU {c:.3f} us" for lo, hi, m, c, _ in w))

@@ -54,7 +54,9 @@ def cosine_lrs(n: int, peak: float = 1e-3, warm: int = 200) -> list[float]:
             for t in range(1, n + 1)]
 
 
-def timed(update, n: int, seed: int = 0, lr: bool = False):
+def timed(update, n: int, seed: int = 0, lr: bool = False, places: int | None = None):
+    """``places``: the losses as a log prints them, rounded to that many decimals (None:
+    raw floats, as an emitter sends them)."""
     rng = random.Random(seed)
     if lr:                      # Tissue et al.'s law over a cosine schedule
         lrs, losses, s1, s2, mom, prev = cosine_lrs(n), [], 0.0, 0.0, 0.0, None
@@ -64,6 +66,8 @@ def timed(update, n: int, seed: int = 0, lr: bool = False):
             losses.append(2.6 + 1.5 * (s1 + 0.05) ** -0.35 - 0.5 * s2 + rng.gauss(0, 0.05))
     else:
         losses = [2.6 + 9.0 * t ** -0.35 + rng.gauss(0, 0.05) for t in range(1, n + 1)]
+    if places is not None:
+        losses = [round(v, places) for v in losses]
     edges = {10 ** 3, 2 * 10 ** 3, 10 ** 6, int(1.1 * 10 ** 6)}
     wall, cpu = np.empty(n + 1), {}
     clock, cpu_clock = time.perf_counter_ns, time.process_time_ns
