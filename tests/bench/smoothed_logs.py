@@ -18,11 +18,16 @@ monitor`` replays a log (`wtwin.detect.replay`). Printed per case: the runs that
 their first pages, judged on every point, then as ``wtwin monitor`` judges them (with
 the spacing it chose and the ratio it read, `offline.smoothed.smoothing`).
 
-    .venv/bin/python tests/bench/smoothed_logs.py
+    .venv/bin/python tests/bench/smoothed_logs.py [--digits]
+
+``--digits`` adds real training logged the same way (tests/live_runs.py's digits runs,
+healthy and broken, as fastai's EMA; about a minute, torch).
 """
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 
 import numpy as np
@@ -68,9 +73,11 @@ CASES = {"raw (control)": lambda x: x, "EMA 0.98 (fastai)": ema,
 
 
 def pages(loss: np.ndarray, preset: str, every: int = 1) -> list[tuple]:
+    """The pages of ``loss`` (a point a step, printed at 4 decimals) judged on one point in
+    ``every`` (non-finite points and the last always), as ``wtwin monitor`` thins a log."""
     n = len(loss)
     ev = [("loss", step, round(float(v), 4), None) for step, v in enumerate(loss.tolist(), 1)
-          if step % every == 0 or step == n]
+          if step % every == 0 or step == n or not math.isfinite(v)]
     return [(a.kind, a.severity, a.step) for a in alerts(ev, preset=preset)
             if a.status == "firing" and a.severity != "info"]
 
@@ -91,8 +98,30 @@ def main() -> int:
                 row.append(f"{len(paged)} of {len(SEEDS)}" + (f" ({first})" if first else ""))
             how = ", ".join(f"1 in {f.every} ({f.ratio:.1f})" for f in found.values())
             print(f"{name:28s} {preset:12s} {row[0]:42s} {row[1]}  [{how}]")
+    if "--digits" in sys.argv[1:]:
+        digits()
     print(f"\n{time.time() - t0:.0f} s")
     return 0
+
+
+def digits() -> None:
+    """Real training, logged smoothed: tests/live_runs.py's runs (an MLP with SGD and a CNN
+    with Adam on scikit-learn's ``load_digits``, 3,000 steps, faults at step 1500), their
+    loss as fastai's recorder logs it (the EMA), judged on every point and as ``wtwin
+    monitor`` judges it: the first two pages, from the fault's step."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    import live_runs
+
+    print(f"\n{'digits run, logged as an EMA':36s} {'every point':44s} as wtwin monitor judges it")
+    for case in live_runs.CASES:
+        y = ema(np.array([e[2] for e in live_runs.events(case)]))
+        found = smoothing(np.round(y, 4).tolist())
+        row = []
+        for every in (1, found.every):
+            got = pages(y, "pretraining", every)
+            first = ", ".join(f"{k} {sev} +{step - live_runs.ONSET}" for k, sev, step in got[:2])
+            row.append(f"{len(got)}" + (f" ({first})" if first else ""))
+        print(f"{case.name:36s} {row[0]:44s} {row[1]}  [1 in {found.every}]")
 
 
 if __name__ == "__main__":
