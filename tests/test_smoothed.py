@@ -131,3 +131,22 @@ def test_a_blow_up_that_takes_over_a_raw_log_is_not_a_smoothing():
     y = inject(kind, steps, x, i0, noise_at(x, i0), H, np.random.default_rng(seed), print_places(x))
     assert _ratio(y[len(y) // 2:]) > 5 * RATIO
     assert smoothing(y.tolist()).every == 1
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "two", "1.5"])
+def test_every_takes_a_whole_number_of_points(tmp_path, capsys, bad):
+    path = write(tmp_path / "run.csv", healthy(0, 1000))
+    with pytest.raises(SystemExit) as e:
+        main(["monitor", path, "--every", bad])
+    assert e.value.code == 2
+    assert f"--every takes a whole number of points >= 1, got {bad!r}" in capsys.readouterr().err
+
+
+def test_every_thins_a_raw_log_by_hand(tmp_path, capsys):
+    path = write(tmp_path / "run.csv", healthy(0, 1000))
+    code, res = monitor(capsys, path, "--every", "10")
+    assert res["smoothed"] == {"every": 10, "ratio": res["smoothed"]["ratio"], "found": 1,
+                               "points": 1000}
+    assert res["steps"] == 100
+    assert main(["monitor", path, "--every", "10"]) == 0
+    assert "judged on one loss point in 10 of 1000 (--every)" in capsys.readouterr().out
