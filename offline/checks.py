@@ -14,6 +14,8 @@ import math
 
 from wtwin.emitters.wire import KIND_PRESETS
 
+from .log_table import STEP_DECIMALS
+
 FINETUNE_MAX_STEPS = 20_000
 PRETRAINED_START = 7.0  # a language model from scratch starts near ln(vocab), 10 or more
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -85,3 +87,13 @@ def failed(alerts: list[dict], fail_on: str | None) -> bool:
         return False
     least = SEVERITY_RANK[fail_on]
     return any(a.get("active", True) and SEVERITY_RANK.get(a["severity"], 0) >= least for a in alerts)
+
+
+def step_note(scale: dict) -> str:
+    """The human output's line on a fractional step column (`log_table.whole_steps`)."""
+    col, times = scale["column"], scale["times"]
+    if times:
+        return (f"the {col} column counts in fractions, so the steps here are {col} x "
+                f"{times:,} (step {int(1.25 * times):,} is {col} 1.25)")
+    return (f"the {col} column's values are not whole at any of {STEP_DECIMALS} decimals, "
+            "so the steps here are the rows' numbers")

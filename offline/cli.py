@@ -117,6 +117,8 @@ def analyse(log, a, refs=()) -> dict:
     res = monitor_log(shown, preset, keep_series=bool(a.plot), include_info=a.all, chance=chance,
                       timing=getattr(a, "timing", False))
     res["preset_from"] = source
+    if log.step_scale != 1:
+        res["step_scale"] = {"column": log.step_col, "times": log.step_scale}
     if thinned:
         res["smoothed"] = thinned
     if chance:
@@ -147,6 +149,8 @@ def render(res: dict, log, a) -> str:
     note = checks.preset_note(res["preset"], res["preset_from"], log)
     ref = res.get("reference")
     notes = [note] if note else []
+    if res.get("step_scale"):
+        notes.append(checks.step_note(res["step_scale"]))
     if res.get("smoothed"):
         notes.append(smoothed.note(res["smoothed"]))
     return "\n".join([*("note: " + n for n in notes),

@@ -161,14 +161,17 @@ def json_steps(values: list, first: int) -> list[int]:
     return _int_steps(json_floats(values), first)
 
 
-def _int_steps(values: list, first: int) -> list[int]:
-    """int(step) as the row reader takes it; an empty step is the row's index; a step
-    that is not finite is the row reader's error (or not, on a row it skips)."""
+def _int_steps(values: list, first: int) -> list:
+    """The steps as the row reader takes them: ints, or the floats themselves where one is
+    fractional (an epoch column: `log_table.whole_steps` numbers them); an empty step is
+    the row's index; a step that is not finite is the row reader's error (or not, on a
+    row it skips)."""
     if None in values:
         values = [i if v is None else v for i, v in enumerate(values, first)]
     if not all(map(math.isfinite, values)):
         raise Slow
-    return list(map(int, values))
+    ints = list(map(int, values))
+    return ints if ints == values else values
 
 
 def columns(blocks, chosen: tuple, floats, steps) -> tuple[list, ...]:

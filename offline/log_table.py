@@ -13,6 +13,7 @@ from . import log_columns
 from .log_columns import Records
 
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
+STEP_DECIMALS = 6   # a fractional step column is scaled to whole steps by at most 10**6
 LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
              "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
 VAL_COLS = ("val_loss", "eval_loss", "validation_loss", "valid_loss", "eval/loss", "val/loss")
@@ -36,6 +37,9 @@ class TrainingLog:
     step_col: str = "step"
     meta: dict = field(default_factory=dict)
     grad_col: str | None = None
+    # how the steps came from ``step_col`` (`whole_steps`): 1 as written, 10**k the
+    # column (fractional: an epoch) times that, 0 the rows' numbers
+    step_scale: int = 1
 
     @property
     def n_loss(self) -> int:
@@ -120,7 +124,28 @@ def _choose(path, names, loss_col=None) -> tuple:
 
 def _log(path, cols: tuple, chosen: tuple, meta) -> TrainingLog:
     step_c, loss_c, val_c, lr_c, grad_c = chosen
-    return TrainingLog(str(path), Records(*cols), loss_c, val_c, lr_c, step_c or "row", meta or {}, grad_c)
+    scale = whole_steps(cols[0])
+    return TrainingLog(str(path), Records(*cols), loss_c, val_c, lr_c, step_c or "row", meta or {},
+                       grad_c, scale)
+
+
+def whole_steps(steps: list) -> int:
+    """Make a step column with fractional values (an ``epoch`` of 0.01, 0.02, ...) whole
+    numbers, in place, and return how: ``10**k``, the steps are the column times that
+    (the fewest decimals, at most `STEP_DECIMALS`, that write every value); 0, the steps
+    are the rows' numbers (values no such power makes whole: a time in seconds); 1, the
+    column was whole already. Cut to ints, 100 points an epoch shared one step: the
+    detectors judged one of them, and their warm-ups, in steps, never ended."""
+    if all(type(v) is int for v in steps):
+        return 1
+    for k in range(1, STEP_DECIMALS + 1):
+        scaled = [v * 10 ** k for v in steps]
+        whole = [round(x) for x in scaled]
+        if all(abs(x - w) <= max(1e-6, 1e-12 * abs(x)) for x, w in zip(scaled, whole)):
+            steps[:] = whole
+            return 10 ** k
+    steps[:] = range(1, len(steps) + 1)
+    return 0
 
 
 def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
@@ -141,7 +166,7 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
             raise LogError(f"{where}: step value {step!r} is not finite.")
         lrs.append(_number(row.get(lr_c), "lr", where) if lr_c else None)
         grads.append(_number(row.get(grad_c), "grad_norm", where) if grad_c else None)
-        steps.append(int(step))
+        steps.append(int(step) if step == int(step) else step)
         losses.append(loss)
         vals.append(val)
     if not steps:

@@ -184,6 +184,16 @@ class TestApi:
         assert "looks smoothed" in p["smoothed"]["note"]
         assert p["alerts"]["warning"] == 0 and p["alerts"]["critical"] == 0, p["transitions"]
 
+    def test_analyze_reads_an_epoch_in_fractions_as_whole_steps(self, fed):
+        """A log indexed by a fractional epoch: the steps are epoch x 100 and the page says
+        so (tests/test_step_columns.py)."""
+        from test_step_columns import rows
+        csv = "epoch,loss\n" + "".join(f"{e},{v:.4f}\n" for e, v in rows(1000))
+        status, p = post(fed.url + "/api/analyze?name=epochs.csv", csv.encode(), "text/csv")
+        assert status == 200, p
+        assert p["step_scale"]["times"] == 100 and p["step"] == 1000
+        assert "steps here are epoch x 100" in p["step_scale"]["note"]
+
     @pytest.mark.parametrize("content, says", [(b"\x00\x01\x02", "binary"), (b"", "empty"),
                                                (b"a,b\n1,2\n", "no loss column")])
     def test_analyze_bad_files_say_why(self, fed, content, says):

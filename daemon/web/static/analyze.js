@@ -42,7 +42,8 @@
       f("points", p.points), f("last step", p.step), f("last loss", fmt(p.loss)), f("preset", p.preset),
       f("columns", cols), f("took", `${p.elapsed_s} s`),
       el("div", { class: "fact" }, el("span", { class: "label", text: "alerts fired" }), badges(p.alerts)),
-      ...(p.smoothed ? [f("judged", `one point in ${p.smoothed.every} of ${p.smoothed.points}: ${p.smoothed.note}`)] : []));
+      ...(p.smoothed ? [f("judged", `one point in ${p.smoothed.every} of ${p.smoothed.points}: ${p.smoothed.note}`)] : []),
+      ...(p.step_scale ? [f("steps", p.step_scale.note)] : []));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     if (!charts) {
       const logy = document.getElementById("logy");

@@ -1,0 +1,74 @@
+"""A step column with fractional values (an ``epoch`` logged as 0.01, 0.02, ...): read
+as whole steps (`log_table.whole_steps`), on both readers, and judged. Cut to ints, 100
+points an epoch shared one step: the detectors judged one point of each hundred, their
+warm-ups (in steps) never ended, and a blow-up at epoch 20 of 30 went unpaged."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from wtwin.offline.cli import main
+from wtwin.offline.logs import read_log
+
+
+def rows(n: int = 3000, per_epoch: int = 100, blowup_at: int | None = None):
+    """(epoch, loss): a healthy descent, 100 points an epoch; ``blowup_at``: the point from
+    which the loss climbs 0.002 a point."""
+    rng = random.Random(0)
+    for i in range(1, n + 1):
+        up = 0.002 * (i - blowup_at) if blowup_at is not None and i > blowup_at else 0.0
+        yield round(i / per_epoch, 2), 0.3 + 2 * (1 + i / 100) ** -0.6 + rng.gauss(0, 0.05) + up
+
+
+def csv(path, data, quoted: bool = False):
+    q = '"' if quoted else ""      # quoted cells: the csv module's reader, not the fast path
+    path.write_text(f"{q}epoch{q},{q}loss{q}\n" + "".join(f"{q}{e}{q},{v:.4f}\n" for e, v in data))
+    return str(path)
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_an_epoch_column_in_fractions_becomes_whole_steps(tmp_path, quoted):
+    log = read_log(csv(tmp_path / "run.csv", rows(), quoted))
+    assert log.step_col == "epoch" and log.step_scale == 100
+    assert log.records.step[:3] == [1, 2, 3] and log.records.step[-1] == 3000
+    assert all(type(s) is int for s in log.records.step)
+
+
+def test_a_jsonl_epoch_in_fractions_too(tmp_path):
+    p = tmp_path / "run.jsonl"
+    p.write_text("".join(json.dumps({"epoch": e, "loss": v}) + "\n" for e, v in rows(500)))
+    log = read_log(str(p))
+    assert log.step_scale == 100 and log.records.step[-1] == 500
+
+
+def test_values_no_power_of_ten_makes_whole_are_numbered_by_row(tmp_path):
+    p = tmp_path / "run.csv"
+    p.write_text("step,loss\n" + "".join(f"{i / 7},{2 - i / 1000}\n" for i in range(1, 201)))
+    log = read_log(str(p))
+    assert log.step_scale == 0 and log.records.step == list(range(1, 201))
+
+
+def test_whole_steps_written_as_floats_stay_as_they_are(tmp_path):
+    p = tmp_path / "run.csv"
+    p.write_text("step,loss\n" + "".join(f"{i * 10}.0,{2 - i / 1000}\n" for i in range(1, 201)))
+    log = read_log(str(p))
+    assert log.step_scale == 1 and log.records.step[:2] == [10, 20]
+
+
+def test_a_blow_up_in_an_epoch_indexed_log_pages_and_the_note_says_how_steps_read(tmp_path, capsys):
+    path = csv(tmp_path / "run.csv", rows(blowup_at=2000))
+    assert main(["monitor", path, "--json", "--fail-on", "warning"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert res["step_scale"] == {"column": "epoch", "times": 100}
+    assert 2000 < res["first_alert_step"] < 2300, res["alerts"]
+    assert not res["caveats"]
+    main(["monitor", path])
+    out = capsys.readouterr().out
+    assert "the epoch column counts in fractions, so the steps here are epoch x 100" in out
+
+
+def test_the_healthy_epoch_indexed_log_is_silent(tmp_path, capsys):
+    assert main(["monitor", csv(tmp_path / "run.csv", rows()), "--fail-on", "warning"]) == 0
