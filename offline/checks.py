@@ -89,6 +89,12 @@ def failed(alerts: list[dict], fail_on: str | None) -> bool:
     return any(a.get("active", True) and SEVERITY_RANK.get(a["severity"], 0) >= least for a in alerts)
 
 
+# the human output's line on a step column that counts within each epoch
+# (`log_table.steps_across_epochs`)
+EPOCH_NOTE = ("the {col} column counts within each epoch (back to its start at every new "
+              "epoch), so the steps here count on across epochs")
+
+
 def step_note(scale: dict) -> str:
     """The human output's line on a fractional step column (`log_table.whole_steps`)."""
     col, times = scale["column"], scale["times"]

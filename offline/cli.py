@@ -119,6 +119,8 @@ def analyse(log, a, refs=()) -> dict:
     res["preset_from"] = source
     if log.step_scale != 1:
         res["step_scale"] = {"column": log.step_col, "times": log.step_scale}
+    if log.steps_in_epoch:
+        res["steps_in_epoch"] = True
     if thinned:
         res["smoothed"] = thinned
     if chance:
@@ -151,6 +153,8 @@ def render(res: dict, log, a) -> str:
     notes = [note] if note else []
     if res.get("step_scale"):
         notes.append(checks.step_note(res["step_scale"]))
+    if res.get("steps_in_epoch"):
+        notes.append(checks.EPOCH_NOTE.format(col=log.step_col))
     if res.get("smoothed"):
         notes.append(smoothed.note(res["smoothed"]))
     return "\n".join([*("note: " + n for n in notes),

@@ -175,9 +175,11 @@ def _int_steps(values: list, first: int) -> list:
 
 
 def columns(blocks, chosen: tuple, floats, steps) -> tuple[list, ...]:
-    """(step, loss, val_loss, lr, grad_norm) of the rows that hold a loss or a val_loss,
-    as `log_columns.Records` keeps them. ``chosen``: the column names (None where absent)."""
-    out: tuple[list, ...] = ([], [], [], [], [])
+    """(step, loss, val_loss, lr, grad_norm, epoch) of the rows that hold a loss or a
+    val_loss, as `log_columns.Records` keeps the first five (the epoch: None in every row
+    unless an epoch column beside the step column is read). ``chosen``: the column names
+    (None where absent)."""
+    out: tuple[list, ...] = ([], [], [], [], [], [])
     for first, n, cells in blocks:
         for col, part in zip(out, _block(first, n, cells, chosen, floats, steps)):
             col.extend(part)
@@ -187,17 +189,18 @@ def columns(blocks, chosen: tuple, floats, steps) -> tuple[list, ...]:
 
 
 def _block(first, n, cells, chosen, floats, steps) -> tuple[list, ...]:
-    step_c, loss_c, val_c, lr_c, grad_c = chosen
+    step_c, loss_c, val_c, lr_c, grad_c, epoch_c = chosen
     none = [None] * n
     loss = floats(cells(loss_c)) if loss_c else none
     val = floats(cells(val_c)) if val_c else none
     lr = floats(cells(lr_c)) if lr_c else none
     grad = floats(cells(grad_c)) if grad_c else none
+    epoch = floats(cells(epoch_c)) if epoch_c else none
     step = steps(cells(step_c), first) if step_c else list(range(first, first + n))
     keep = _kept(loss, val, n)
     if keep is None:
-        return step, loss, val, lr, grad
-    return tuple([col[i] for i in keep] for col in (step, loss, val, lr, grad))
+        return step, loss, val, lr, grad, epoch
+    return tuple([col[i] for i in keep] for col in (step, loss, val, lr, grad, epoch))
 
 
 def _kept(loss: list, val: list, n: int) -> list[int] | None:

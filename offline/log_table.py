@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import lt
 from typing import Iterator
 
 from . import log_columns
@@ -14,6 +15,7 @@ from .log_columns import Records
 
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
 STEP_DECIMALS = 6   # a fractional step column is scaled to whole steps by at most 10**6
+EPOCH_COLS = ("epoch",)   # beside a step column that may count within each epoch
 LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
              "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
 VAL_COLS = ("val_loss", "eval_loss", "validation_loss", "valid_loss", "eval/loss", "val/loss")
@@ -40,6 +42,9 @@ class TrainingLog:
     # how the steps came from ``step_col`` (`whole_steps`): 1 as written, 10**k the
     # column (fractional: an epoch) times that, 0 the rows' numbers
     step_scale: int = 1
+    # the step column counted within each epoch, and counts on across them here
+    # (`steps_across_epochs`)
+    steps_in_epoch: bool = False
 
     @property
     def n_loss(self) -> int:
@@ -111,7 +116,8 @@ def _pick(names, wanted, explicit=None, what="column"):
 
 
 def _choose(path, names, loss_col=None) -> tuple:
-    """(step, loss, val_loss, lr, grad_norm) column names, None where absent."""
+    """(step, loss, val_loss, lr, grad_norm, epoch) column names, None where absent (the
+    epoch: unless it is the step column itself)."""
     step_c = _pick(names, STEP_COLS)
     loss_c = _pick(names, LOSS_COLS, loss_col, "loss column")
     val_c = _pick(names, VAL_COLS)
@@ -119,14 +125,44 @@ def _choose(path, names, loss_col=None) -> tuple:
     grad_c = _pick(names, GRAD_COLS)
     if loss_c is None and val_c is None:
         raise LogError(f"{path}: no loss column found (looked for {', '.join(LOSS_COLS + VAL_COLS)}).")
-    return step_c, loss_c, val_c, lr_c, grad_c
+    epoch_c = _pick(names, EPOCH_COLS)
+    if epoch_c == step_c:
+        epoch_c = None
+    return step_c, loss_c, val_c, lr_c, grad_c, epoch_c
 
 
 def _log(path, cols: tuple, chosen: tuple, meta) -> TrainingLog:
-    step_c, loss_c, val_c, lr_c, grad_c = chosen
+    step_c, loss_c, val_c, lr_c, grad_c, _ = chosen
+    *cols, epochs = cols
+    in_epoch = steps_across_epochs(cols[0], epochs)
     scale = whole_steps(cols[0])
     return TrainingLog(str(path), Records(*cols), loss_c, val_c, lr_c, step_c or "row", meta or {},
-                       grad_c, scale)
+                       grad_c, scale, in_epoch)
+
+
+def steps_across_epochs(steps: list, epochs: list) -> bool:
+    """A step column that counts within each epoch (a logger's batch index: 0-99, then
+    0-99 again) made to count on across them, in place; True when it did. It does when
+    the step goes back at least once and, at every row where it goes back, the epoch
+    column has grown: a resume goes back without a new epoch, and keeps its steps. Read
+    as they were, every epoch was a resume: the detectors started over each time and, in
+    a log of 100 points an epoch, never left their warm-ups. An epoch that comes back (a
+    resume into an earlier one) counts from where it counted before, so the steps go
+    back with it."""
+    if epochs.count(None) == len(epochs) or not any(map(lt, steps[1:], steps)):
+        return False                           # no epoch column, or no step goes back
+    back = [i for i in range(1, len(steps)) if steps[i] < steps[i - 1]]
+    if not all(epochs[i] is not None and epochs[i - 1] is not None
+                           and epochs[i] > epochs[i - 1] for i in back):
+        return False
+    start = {epochs[0]: 0}       # epoch -> what its steps are counted on from
+    prev = steps[0]
+    for i in range(1, len(steps)):
+        e, s = epochs[i], steps[i]
+        if e not in start:       # a new epoch counts on from the last step; an epoch seen
+            start[e] = prev + 1 - s if s <= prev else 0    # before (a resume) from its own
+        steps[i] = prev = s + start[e]
+    return True
 
 
 def whole_steps(steps: list) -> int:
@@ -152,8 +188,8 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
     """The row-by-row reader: every file the fast path (`log_columns`) leaves to it, and
     the reference for what that path must give."""
     chosen = _choose(path, names, loss_col)
-    step_c, loss_c, val_c, lr_c, grad_c = chosen
-    cols = steps, losses, vals, lrs, grads = [], [], [], [], []
+    step_c, loss_c, val_c, lr_c, grad_c, epoch_c = chosen
+    cols = steps, losses, vals, lrs, grads, epochs = [], [], [], [], [], []
     for i, row in enumerate(rows):
         where = f"{path}, row {i + 1}"
         loss = _number(row.get(loss_c), "loss", where) if loss_c else None
@@ -167,6 +203,7 @@ def _build(path, rows, names, loss_col=None, meta=None) -> TrainingLog:
         lrs.append(_number(row.get(lr_c), "lr", where) if lr_c else None)
         grads.append(_number(row.get(grad_c), "grad_norm", where) if grad_c else None)
         steps.append(int(step) if step == int(step) else step)
+        epochs.append(_number(row.get(epoch_c), "epoch", where) if epoch_c else None)
         losses.append(loss)
         vals.append(val)
     if not steps:

@@ -72,3 +72,47 @@ def test_a_blow_up_in_an_epoch_indexed_log_pages_and_the_note_says_how_steps_rea
 
 def test_the_healthy_epoch_indexed_log_is_silent(tmp_path, capsys):
     assert main(["monitor", csv(tmp_path / "run.csv", rows()), "--fail-on", "warning"]) == 0
+
+
+def per_epoch(path, data, quoted: bool = False, per: int = 100, resume_at: int | None = None):
+    """(epoch, step within the epoch, loss) rows, as a logger that prints "Epoch [e],
+    Step [s/100]" writes them; ``resume_at``: a row from which the run repeats 50 steps
+    of its epoch (a resume: the step goes back, the epoch does not)."""
+    q = '"' if quoted else ""
+    out = [f"{q}epoch{q},{q}step{q},{q}loss{q}"]
+    for i, (_, v) in enumerate(data):
+        e, s = divmod(i, per)
+        if resume_at is not None and i >= resume_at:
+            e, s = divmod(i - 50, per)
+        out.append(f"{e},{s},{v:.4f}")
+    path.write_text("\n".join(out) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_step_that_counts_within_each_epoch_counts_on_across_them(tmp_path, quoted):
+    log = read_log(per_epoch(tmp_path / "run.csv", rows(), quoted))
+    assert log.steps_in_epoch and log.step_col == "step"
+    assert log.records.step == list(range(3000))
+
+
+def test_a_resume_into_an_earlier_epoch_still_goes_back(tmp_path):
+    """At row 1530 the run repeats 50 steps: (epoch 15, step 29) is followed by (epoch
+    14, step 80). Epoch 14 counts from where it counted before, so the steps go back 49,
+    a resume the detectors rewind for, not a new epoch."""
+    log = read_log(per_epoch(tmp_path / "run.csv", rows(), resume_at=1530))
+    assert log.steps_in_epoch
+    assert log.records.step[1528:1532] == [1528, 1529, 1480, 1481]
+
+
+def test_a_blow_up_in_a_log_of_per_epoch_steps_pages(tmp_path, capsys):
+    """Read as they were, its 29 new epochs were 29 resumes: the detectors started over
+    each time and the blow-up at step 2000 of 3000 went unpaged."""
+    path = per_epoch(tmp_path / "run.csv", rows(blowup_at=2000))
+    assert main(["monitor", path, "--json", "--fail-on", "warning"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert res["steps_in_epoch"] is True
+    assert 2000 < res["first_alert_step"] < 2300, res["alerts"]
+    assert not any(a["kind"] == "resume_jump" for a in res["alerts"])
+    main(["monitor", path])
+    assert "the step column counts within each epoch" in capsys.readouterr().out

@@ -29,7 +29,7 @@ from wtwin.detect.alert import SEVERITIES
 from wtwin.detect import PRESETS
 from wtwin.detect.replay import Session
 from wtwin.offline.logs import LogError, read_log
-from wtwin.offline.checks import choose_preset, step_note
+from wtwin.offline.checks import EPOCH_NOTE, choose_preset, step_note
 from wtwin.offline import smoothed
 from ..series import RunSeries
 from .views import alert_view, num
@@ -67,6 +67,8 @@ def analyze_file(path: str, name: str, preset: str | None, default: str = "pretr
     out["preset_from"] = "the page" if source == "--preset" else source
     if thinned:
         out["smoothed"] = dict(thinned, note=smoothed.note(thinned))
+    if tlog.steps_in_epoch:            # a batch index that starts over each epoch
+        out["steps_in_epoch"] = EPOCH_NOTE.format(col=tlog.step_col)
     if tlog.step_scale != 1:           # an epoch in fractions: the steps are it times this
         out["step_scale"] = {"column": tlog.step_col, "times": tlog.step_scale,
                              "note": step_note({"column": tlog.step_col, "times": tlog.step_scale})}

@@ -43,7 +43,8 @@
       f("columns", cols), f("took", `${p.elapsed_s} s`),
       el("div", { class: "fact" }, el("span", { class: "label", text: "alerts fired" }), badges(p.alerts)),
       ...(p.smoothed ? [f("judged", `one point in ${p.smoothed.every} of ${p.smoothed.points}: ${p.smoothed.note}`)] : []),
-      ...(p.step_scale ? [f("steps", p.step_scale.note)] : []));
+      ...(p.step_scale ? [f("steps", p.step_scale.note)] : []),
+      ...(p.steps_in_epoch ? [f("steps", p.steps_in_epoch)] : []));
     document.getElementById("wait").replaceChildren(...[forecastWait(p.forecast_wait)].filter(Boolean));
     if (!charts) {
       const logy = document.getElementById("logy");
