@@ -14,7 +14,7 @@ import math
 
 from wtwin.emitters.wire import KIND_PRESETS
 
-from .log_table import STEP_DECIMALS
+from .log_table import LOSS_COLS, STEP_DECIMALS, VAL_COLS
 
 FINETUNE_MAX_STEPS = 20_000
 PRETRAINED_START = 7.0  # a language model from scratch starts near ln(vocab), 10 or more
@@ -87,6 +87,18 @@ def failed(alerts: list[dict], fail_on: str | None) -> bool:
         return False
     least = SEVERITY_RANK[fail_on]
     return any(a.get("active", True) and SEVERITY_RANK.get(a["severity"], 0) >= least for a in alerts)
+
+
+def column_note(log) -> str | None:
+    """A line when the loss columns were picked as the ones naming a loss
+    (`log_table._named_loss`), not by a usual name nor ``--loss-col``."""
+    picked = [f"{what} {col!r}" for what, col, usual in (
+        ("training loss", log.loss_col, LOSS_COLS), ("validation loss", log.val_col, VAL_COLS))
+        if col is not None and col.strip().lower() not in usual]
+    if not picked:
+        return None
+    return (f"{' and '.join(picked)}: the columns that name a loss, as none has a usual name; "
+            "--loss-col picks another")
 
 
 # the human output's line on a step column that counts within each epoch

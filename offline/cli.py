@@ -151,6 +151,8 @@ def render(res: dict, log, a) -> str:
     note = checks.preset_note(res["preset"], res["preset_from"], log)
     ref = res.get("reference")
     notes = [note] if note else []
+    if not getattr(a, "loss_col", None) and (named := checks.column_note(log)):
+        notes.append(named)
     if res.get("step_scale"):
         notes.append(checks.step_note(res["step_scale"]))
     if res.get("steps_in_epoch"):

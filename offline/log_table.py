@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from operator import lt
 from typing import Iterator
@@ -16,6 +17,9 @@ from .log_columns import Records
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
 STEP_DECIMALS = 6   # a fractional step column is scaled to whole steps by at most 10**6
 EPOCH_COLS = ("epoch",)   # beside a step column that may count within each epoch
+# the words that make a column naming a loss a held-out one, or no loss at all
+HELD_OUT = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout"}
+NOT_A_LOSS = {"scale", "scaler", "weight", "weights", "coef", "coeff", "factor"}
 LOSS_COLS = ("loss", "train_loss", "training_loss", "train/loss",
              "train_loss_step", "loss_step", "train/loss_step")  # Lightning's on_step names
 VAL_COLS = ("val_loss", "eval_loss", "validation_loss", "valid_loss", "eval/loss", "val/loss")
@@ -115,6 +119,26 @@ def _pick(names, wanted, explicit=None, what="column"):
     return None
 
 
+def _tokens(name: str) -> set[str]:
+    """The words of a column name: ``val_lossScale`` -> {"val", "loss", "scale"}."""
+    return set(re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", str(name)).lower()))
+
+
+def _named_loss(path, names) -> tuple:
+    """(train loss, val loss) of a log none of whose columns has a usual name: the one
+    column whose name holds the word "loss" (``total_loss``, ``lm loss``), and the one
+    that also says val/eval/test; never a loss scale or weight. Several of a kind: the
+    error names them, for ``--loss-col``."""
+    found = [n for n in names if n is not None and "loss" in _tokens(n)
+             and not _tokens(n) & NOT_A_LOSS]
+    train = [n for n in found if not _tokens(n) & HELD_OUT]
+    held = [n for n in found if _tokens(n) & HELD_OUT]
+    if len(train) > 1 or (not train and len(held) > 1):
+        raise LogError(f"{path}: no column has a usual loss name, and several name a loss "
+                       f"({', '.join(map(str, train or held))}): name one with --loss-col.")
+    return (train[0] if train else None), (held[0] if len(held) == 1 else None)
+
+
 def _choose(path, names, loss_col=None) -> tuple:
     """(step, loss, val_loss, lr, grad_norm, epoch) column names, None where absent (the
     epoch: unless it is the step column itself)."""
@@ -123,6 +147,8 @@ def _choose(path, names, loss_col=None) -> tuple:
     val_c = _pick(names, VAL_COLS)
     lr_c = _pick(names, LR_COLS)
     grad_c = _pick(names, GRAD_COLS)
+    if loss_c is None and val_c is None and loss_col is None:
+        loss_c, val_c = _named_loss(path, names)
     if loss_c is None and val_c is None:
         raise LogError(f"{path}: no loss column found (looked for {', '.join(LOSS_COLS + VAL_COLS)}).")
     epoch_c = _pick(names, EPOCH_COLS)

@@ -116,3 +116,31 @@ def test_a_blow_up_in_a_log_of_per_epoch_steps_pages(tmp_path, capsys):
     assert not any(a["kind"] == "resume_jump" for a in res["alerts"])
     main(["monitor", path])
     assert "the step column counts within each epoch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("header, train, val", [
+    ("step,total_loss,val_total_loss", "total_loss", "val_total_loss"),
+    ("iteration,lm loss,loss scale,validation lm loss", "lm loss", "validation lm loss"),
+    ("step,trainLoss,lossScale", "trainLoss", None),
+    ("step,eval_ce_loss", None, "eval_ce_loss"),
+])
+def test_a_loss_column_without_a_usual_name_is_the_one_that_names_a_loss(tmp_path, capsys,
+                                                                        header, train, val):
+    """Megatron's "lm loss", a ``total_loss``: the one column whose name says loss (a loss
+    scale is none), with a note; before, "no loss column found", exit 2."""
+    p = tmp_path / "run.csv"
+    width = header.count(",")
+    p.write_text(header + "\n" + "".join(f"{i}" + ",2.0" * width + "\n" for i in range(1, 50)))
+    log = read_log(str(p))
+    assert (log.loss_col, log.val_col) == (train, val)
+    assert main(["monitor", str(p)]) == 0
+    assert "the columns that name a loss, as none has a usual name" in capsys.readouterr().out
+
+
+def test_several_columns_naming_a_loss_ask_for_loss_col(tmp_path, capsys):
+    p = tmp_path / "run.csv"
+    p.write_text("step,lm_loss,aux_loss\n1,2.0,0.1\n2,1.9,0.1\n")
+    assert main(["monitor", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "several name a loss (lm_loss, aux_loss): name one with --loss-col" in err
+    assert main(["monitor", str(p), "--loss-col", "aux_loss"]) == 0
