@@ -14,7 +14,7 @@ import math
 
 from wtwin.emitters.wire import KIND_PRESETS
 
-from .log_table import LOSS_COLS, STEP_DECIMALS, VAL_COLS
+from .log_table import EPOCH_COLS, LOSS_COLS, VAL_COLS
 
 FINETUNE_MAX_STEPS = 20_000
 PRETRAINED_START = 7.0  # a language model from scratch starts near ln(vocab), 10 or more
@@ -108,10 +108,13 @@ EPOCH_NOTE = ("the {col} column counts within each epoch (back to its start at e
 
 
 def step_note(scale: dict) -> str:
-    """The human output's line on a fractional step column (`log_table.whole_steps`)."""
+    """The human output's line on a step column read on another scale
+    (`log_table.whole_steps`)."""
     col, times = scale["column"], scale["times"]
-    if times:
-        return (f"the {col} column counts in fractions, so the steps here are {col} x "
-                f"{times:,} (step {int(1.25 * times):,} is {col} 1.25)")
-    return (f"the {col} column's values are not whole at any of {STEP_DECIMALS} decimals, "
-            "so the steps here are the rows' numbers")
+    if not times:
+        return (f"the {col} column's values are not whole numbers of steps, so the steps "
+                "here are the rows' numbers")
+    why = ("counts epochs, read at" if col.strip().lower() in EPOCH_COLS
+           else "counts in fractions, so the steps here are")
+    return (f"the {col} column {why} {col} x {times:,} (step {int(1.25 * times):,} is "
+            f"{col} 1.25)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from operator import lt
+from operator import eq, lt
 from typing import Iterator
 
 from . import log_columns
@@ -16,7 +16,8 @@ from .log_columns import Records
 
 STEP_COLS = ("step", "iter", "iteration", "global_step", "steps", "epoch")
 STEP_DECIMALS = 6   # a fractional step column is scaled to whole steps by at most 10**6
-EPOCH_COLS = ("epoch",)   # beside a step column that may count within each epoch
+EPOCH_COLS = ("epoch",)   # beside a step column that may count within each epoch, or as it
+EPOCH_STEPS = 100          # an epoch column is read at this many steps an epoch, or finer
 # the words that make a column naming a loss a held-out one, or no loss at all
 HELD_OUT = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout"}
 NOT_A_LOSS = {"scale", "scaler", "weight", "weights", "coef", "coeff", "factor"}
@@ -161,7 +162,7 @@ def _log(path, cols: tuple, chosen: tuple, meta) -> TrainingLog:
     step_c, loss_c, val_c, lr_c, grad_c, _ = chosen
     *cols, epochs = cols
     in_epoch = steps_across_epochs(cols[0], epochs)
-    scale = whole_steps(cols[0])
+    scale = whole_steps(cols[0], (step_c or "").strip().lower() in EPOCH_COLS)
     return TrainingLog(str(path), Records(*cols), loss_c, val_c, lr_c, step_c or "row", meta or {},
                        grad_c, scale, in_epoch)
 
@@ -191,16 +192,29 @@ def steps_across_epochs(steps: list, epochs: list) -> bool:
     return True
 
 
-def whole_steps(steps: list) -> int:
-    """Make a step column with fractional values (an ``epoch`` of 0.01, 0.02, ...) whole
-    numbers, in place, and return how: ``10**k``, the steps are the column times that
-    (the fewest decimals, at most `STEP_DECIMALS`, that write every value); 0, the steps
-    are the rows' numbers (values no such power makes whole: a time in seconds); 1, the
-    column was whole already. Cut to ints, 100 points an epoch shared one step: the
-    detectors judged one of them, and their warm-ups, in steps, never ended."""
+def whole_steps(steps: list, epochs: bool = False) -> int:
+    """Make a step column whole numbers on the detectors' scale, in place, and return how:
+    ``10**k``, the steps are the column times that; 0, the rows' numbers; 1, as written.
+
+    - A column with fractional values (an ``epoch`` of 0.01, 0.02, ...): times the power of
+      ten, the fewest decimals up to `STEP_DECIMALS`, that makes every value whole; values
+      none makes whole (a time in seconds): the rows' numbers. Cut to ints, 100 points an
+      epoch shared one step: the detectors judged one of them, and their warm-ups, in
+      steps, never ended.
+    - ``epochs``, the column counts epochs: at least `EPOCH_STEPS` steps an epoch. The
+      detectors' time scales are steps (a warm-up of 300, a level's half-life of 100): a
+      log of one point an epoch (Keras' CSVLogger) spanned 99 "steps" in 100 epochs, and
+      a loss that ran away from epoch 60 was paged only as an overfit. An epoch column
+      that repeats a whole value over rows (a point a batch): the rows' numbers."""
     if all(type(v) is int for v in steps):
-        return 1
-    for k in range(1, STEP_DECIMALS + 1):
+        if not epochs:
+            return 1
+        if any(map(eq, steps[1:], steps)):
+            steps[:] = range(1, len(steps) + 1)
+            return 0
+        steps[:] = [v * EPOCH_STEPS for v in steps]
+        return EPOCH_STEPS
+    for k in range(2 if epochs else 1, STEP_DECIMALS + 1):
         scaled = [v * 10 ** k for v in steps]
         whole = [round(x) for x in scaled]
         if all(abs(x - w) <= max(1e-6, 1e-12 * abs(x)) for x, w in zip(scaled, whole)):

@@ -67,7 +67,7 @@ def test_a_blow_up_in_an_epoch_indexed_log_pages_and_the_note_says_how_steps_rea
     assert not res["caveats"]
     main(["monitor", path])
     out = capsys.readouterr().out
-    assert "the epoch column counts in fractions, so the steps here are epoch x 100" in out
+    assert "the epoch column counts epochs, read at epoch x 100 (step 125 is epoch 1.25)" in out
 
 
 def test_the_healthy_epoch_indexed_log_is_silent(tmp_path, capsys):
@@ -144,3 +144,48 @@ def test_several_columns_naming_a_loss_ask_for_loss_col(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "several name a loss (lm_loss, aux_loss): name one with --loss-col" in err
     assert main(["monitor", str(p), "--loss-col", "aux_loss"]) == 0
+
+
+def keras(path, blowup_at: int | None = None, epochs: int = 100, seed: int = 0):
+    """A Keras CSVLogger log: one row an epoch, ``epoch,loss,val_loss``; ``blowup_at``:
+    the epoch from which both climb 0.05 an epoch."""
+    rng = random.Random(seed)
+    out = ["epoch,loss,val_loss"]
+    for e in range(epochs):
+        up = 0.05 * (e - blowup_at) if blowup_at is not None and e > blowup_at else 0.0
+        out.append(f"{e},{0.3 + 2 * (1 + e) ** -0.6 + rng.gauss(0, 0.01) + up:.4f},"
+                   f"{0.4 + 2 * (1 + e) ** -0.6 + rng.gauss(0, 0.01) + up:.4f}")
+    path.write_text("\n".join(out) + "\n")
+    return str(path)
+
+
+def test_an_epoch_column_is_read_at_100_steps_an_epoch(tmp_path):
+    log = read_log(keras(tmp_path / "run.csv"))
+    assert log.step_scale == 100 and log.records.step[:3] == [0, 100, 200]
+
+
+def test_an_epoch_repeated_over_rows_is_numbered_by_row(tmp_path):
+    p = tmp_path / "run.csv"
+    p.write_text("epoch,loss\n" + "".join(f"{i // 50},{2 - i / 1000}\n" for i in range(500)))
+    log = read_log(str(p))
+    assert log.step_scale == 0 and log.records.step == list(range(1, 501))
+
+
+def test_a_loss_that_runs_away_in_a_per_epoch_log_pages_as_it(tmp_path, capsys):
+    """100 epochs, both losses climbing from epoch 60. Read at one step an epoch, the
+    detectors never left their warm-ups (300 steps) and the one page was an overfit
+    "while the training loss still falls", at epoch 80."""
+    path = keras(tmp_path / "run.csv", blowup_at=60)
+    assert main(["monitor", path, "--json", "--fail-on", "critical"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    kinds = [(a["kind"], a["severity"], a["step"] // 100) for a in res["alerts"]]
+    assert kinds[0][0] == "drift" and 60 < kinds[0][2] <= 70, kinds
+    assert ("divergence", "critical") in [k[:2] for k in kinds]
+    assert "overfit" not in [k[0] for k in kinds]
+    assert res["step_scale"] == {"column": "epoch", "times": 100} and not res["caveats"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_healthy_per_epoch_log_is_silent(tmp_path, capsys, seed):
+    assert main(["monitor", keras(tmp_path / "run.csv", seed=seed), "--fail-on", "warning"]) == 0
+    assert "the epoch column counts epochs, read at epoch x 100" in capsys.readouterr().out

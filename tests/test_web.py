@@ -192,7 +192,7 @@ class TestApi:
         status, p = post(fed.url + "/api/analyze?name=epochs.csv", csv.encode(), "text/csv")
         assert status == 200, p
         assert p["step_scale"]["times"] == 100 and p["step"] == 1000
-        assert "steps here are epoch x 100" in p["step_scale"]["note"]
+        assert "the epoch column counts epochs, read at epoch x 100" in p["step_scale"]["note"]
 
     @pytest.mark.parametrize("content, says", [(b"\x00\x01\x02", "binary"), (b"", "empty"),
                                                (b"a,b\n1,2\n", "no loss column")])
