@@ -10,7 +10,8 @@ cdef long long RAW
 cdef class FrozenLoaderDetector(Detector):
     cdef readonly object ratio, fast_halflife, slow_halflife, warmup
     cdef double _c_log_ratio, _c_fast, _c_slow
-    cdef long long _c_warmup
+    cdef long long _c_warmup, _c_hdec
+    cdef double _c_half
     cdef public long long _last, _n, _dec
     cdef public double _prev, _dprev, _fast, _slow, _lf, _ls, _flips
     cdef public bint _on, _up

@@ -114,6 +114,7 @@ class FrozenLoaderDetector(Detector):
         self._on = self._up = False
         self._flips = 0.0         # EWMA (slow) of "the second difference changed sign"
         self._dec = NONE          # the decimals the log prints (`resolution`)
+        self._c_hdec, self._c_half = NONE - 1, 0.0   # cache: half a digit at _c_hdec decimals
         self.active = False
 
     def observe(self, step: int, loss: float) -> None:
@@ -167,8 +168,12 @@ class FrozenLoaderDetector(Detector):
 
     def _half_digit(self) -> float:
         """Half a printed digit (`resolution`; 0.0 in a log not rounded): a second
-        difference smaller than that is 0, what is left of the decimals in binary."""
-        return 0.5 * quantum(self._dec) if 0 <= self._dec < RAW else 0.0
+        difference smaller than that is 0, what is left of the decimals in binary. Kept
+        for the decimals it was computed at (a power a point, before)."""
+        if self._dec != self._c_hdec:
+            self._c_hdec = self._dec
+            self._c_half = 0.5 * quantum(self._dec) if 0 <= self._dec < RAW else 0.0
+        return self._c_half
 
     @property
     def scatter(self) -> float:
