@@ -180,7 +180,7 @@ def steps_across_epochs(steps: list, epochs: list) -> bool:
         return False                           # no epoch column, or no step goes back
     back = [i for i in range(1, len(steps)) if steps[i] < steps[i - 1]]
     if not all(epochs[i] is not None and epochs[i - 1] is not None
-                           and epochs[i] > epochs[i - 1] for i in back):
+               and epochs[i] > epochs[i - 1] for i in back):
         return False
     start = {epochs[0]: 0}       # epoch -> what its steps are counted on from
     prev = steps[0]
