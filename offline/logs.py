@@ -20,6 +20,7 @@ import gc
 import io
 import json
 import os
+import re
 from contextlib import contextmanager
 from itertools import chain, repeat
 from json.scanner import make_scanner
@@ -104,8 +105,22 @@ def _csv_by_rows(path, text, loss_col) -> TrainingLog:
         raise LogError(f"{path}: not a readable CSV file ({e}).") from None
     if len(names) < 1:
         raise LogError(f"{path}: no header row found.")
-    names, rows, loss_col = log_formats.from_export(names, _csv_rows(path, reader), loss_col)
+    rows = _csv_rows(path, reader)
+    if dialect.delimiter != ",":     # a European spreadsheet's export: 2,3602 is 2.3602
+        rows = ({k: _decimal_point(v) for k, v in r.items()} for r in rows)
+    names, rows, loss_col = log_formats.from_export(names, rows, loss_col)
     return _build(path, rows, names, loss_col)
+
+
+_DECIMAL_COMMA = re.compile(r"\s*[-+]?\d+,\d+(?:[eE][-+]?\d+)?\s*")
+
+
+def _decimal_point(cell):
+    """A number written with a decimal comma (in a CSV not separated by commas, where a
+    comma can be nothing else), with a point; any other cell as it is."""
+    if isinstance(cell, str) and "," in cell and _DECIMAL_COMMA.fullmatch(cell):
+        return cell.replace(",", ".")
+    return cell
 
 
 def _csv_rows(path, reader):

@@ -189,3 +189,19 @@ def test_a_loss_that_runs_away_in_a_per_epoch_log_pages_as_it(tmp_path, capsys):
 def test_a_healthy_per_epoch_log_is_silent(tmp_path, capsys, seed):
     assert main(["monitor", keras(tmp_path / "run.csv", seed=seed), "--fail-on", "warning"]) == 0
     assert "the epoch column counts epochs, read at epoch x 100" in capsys.readouterr().out
+
+
+def test_a_semicolon_csv_with_decimal_commas_reads(tmp_path):
+    """A European spreadsheet's export: ``;`` between cells, ``,`` in numbers (before:
+    "loss value '2,3602' is not a number", exit 2). In a CSV separated by commas a
+    quoted "1,5" stays what it was: not a number."""
+    p = tmp_path / "run.csv"
+    p.write_text("step;loss;lr\n" + "".join(f"{i};{2 - i / 1000:.4f};1e-4\n".replace(".", ",")
+                                          .replace("1e-4", "0,0001") for i in range(1, 301)))
+    log = read_log(str(p))
+    assert log.records.loss[:2] == [1.999, 1.998] and log.records.lr[0] == 0.0001
+    assert log.records.step[:2] == [1, 2]
+    q = tmp_path / "quoted.csv"
+    q.write_text('step,loss\n1,"1,5"\n')
+    with pytest.raises(Exception, match="is not a number"):
+        read_log(str(q))
